@@ -1,0 +1,27 @@
+# The two commands on a fresh clone: `make demo` and `make test`. Each installs what is
+# missing and starts the services it needs.
+SHELL := /bin/bash
+ENV := source scripts/env.sh &&
+
+.PHONY: install services stop demo test lint up down bench clean
+
+install:
+	@scripts/bootstrap.sh
+
+services: install
+	@$(ENV) python scripts/services.py start
+
+stop:
+	@$(ENV) python scripts/services.py stop
+
+demo: services
+	@$(ENV) python -m reprocess.cli demo
+
+test: services
+	@$(ENV) python -m pytest $(PYTEST_ARGS)
+
+lint: install
+	@$(ENV) ruff check . && ruff format --check .
+
+clean: stop
+	rm -rf .state

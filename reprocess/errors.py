@@ -1,0 +1,29 @@
+"""The project's own error types: each message says what, where and what to do next."""
+
+
+class ReprocessError(Exception):
+    """Base of every error the pipeline raises on purpose."""
+
+
+class SpecError(ReprocessError):
+    """A pipeline spec or a run request is invalid; retrying cannot help."""
+
+
+class OffsetLookupError(ReprocessError):
+    """Kafka could not answer an offset question (unknown topic/partition, timeout)."""
+
+
+class DataLossError(ReprocessError):
+    """A planned range starts below the log start: those records are gone."""
+
+
+class FencedRunError(ReprocessError):
+    """Another run moved the ledger since this run was planned."""
+
+
+class ReadError(ReprocessError):
+    """The bounded read could not deliver exactly the planned range."""
+
+
+class ReconciliationGap(ReprocessError):
+    """Kafka holds records that the ledger or the target does not account for."""

@@ -1,0 +1,33 @@
+# Source me: sets PATH, AIRFLOW_HOME and the connections for the embedded services.
+# Secrets (the generated Postgres password) come from the git-ignored state folder.
+_repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+export REPROCESS_HOME="$_repo"
+export REPROCESS_STATE_DIR="${REPROCESS_STATE_DIR:-$_repo/.state}"
+export REPROCESS_PG_PORT="${REPROCESS_PG_PORT:-55433}"
+export REPROCESS_KAFKA_PORT="${REPROCESS_KAFKA_PORT:-19092}"
+export PATH="$_repo/.venv/bin:$PATH"
+
+export AIRFLOW_HOME="${AIRFLOW_HOME:-$REPROCESS_STATE_DIR/airflow}"
+export AIRFLOW__CORE__DAGS_FOLDER="$_repo/dags"
+export AIRFLOW__CORE__PLUGINS_FOLDER="$_repo/plugins"
+export AIRFLOW__CORE__LOAD_EXAMPLES=False
+export AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION=False
+
+_pgpw="$(cat "$REPROCESS_STATE_DIR/pg/password" 2>/dev/null || true)"
+_pg="reprocess:${_pgpw}@127.0.0.1:${REPROCESS_PG_PORT}"
+export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN="postgresql+psycopg2://${_pg}/${REPROCESS_AIRFLOW_DB:-airflow}"
+export AIRFLOW_CONN_REPROCESS_DB="postgresql://${_pg}/${REPROCESS_APP_DB:-reprocess}"
+export AIRFLOW_CONN_KAFKA_DEFAULT="{\"conn_type\":\"kafka\",\"extra\":{\"bootstrap.servers\":\"127.0.0.1:${REPROCESS_KAFKA_PORT}\"}}"
+export AIRFLOW_CONN_SPARK_DEFAULT='{"conn_type":"spark","host":"local[2]"}'
+
+# Spark: loopback only, the venv's Python on the executors, and the machine's Java 17.
+export SPARK_LOCAL_IP=127.0.0.1
+export PYSPARK_PYTHON="$_repo/.venv/bin/python"
+export PYSPARK_DRIVER_PYTHON="$_repo/.venv/bin/python"
+if [[ -z "${JAVA_HOME:-}" ]] && command -v java >/dev/null; then
+  JAVA_HOME="$(dirname "$(dirname "$(readlink -f "$(command -v java)")")")"
+  export JAVA_HOME
+fi
+export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-$REPROCESS_STATE_DIR/run}"
+mkdir -p "$XDG_RUNTIME_DIR"
+unset _repo _pgpw _pg
