@@ -78,10 +78,7 @@ def split_range(r: OffsetRange, max_width: int) -> list[OffsetRange]:
     """
     if max_width <= 0:
         raise SpecError(f"max_width must be positive, got {max_width}")
-    return [
-        OffsetRange(r.topic, r.partition, s, min(s + max_width, r.end))
-        for s in range(r.start, r.end, max_width)
-    ]
+    return [OffsetRange(r.topic, r.partition, s, min(s + max_width, r.end)) for s in range(r.start, r.end, max_width)]
 
 
 def offsets_json(ranges: Iterable[OffsetRange], field: str) -> str:
@@ -119,7 +116,7 @@ def _offsets_from_mapping(raw: object, what: str) -> dict[TopicPartition, int]:
     out: dict[TopicPartition, int] = {}
     for topic, parts in raw.items():
         if not isinstance(parts, Mapping):
-            raise SpecError(f'{what}: topic {topic!r} must map partition → offset, got {parts!r}')
+            raise SpecError(f"{what}: topic {topic!r} must map partition → offset, got {parts!r}")
         for part, offset in parts.items():
             if not str(part).isdigit():
                 raise SpecError(f"{what}: partition {part!r} of topic {topic!r} is not a number")
@@ -134,10 +131,7 @@ def _offsets_from_mapping(raw: object, what: str) -> dict[TopicPartition, int]:
 
 def ranges_to_rows(ranges: Iterable[OffsetRange]) -> list[dict[str, object]]:
     """Plain dicts for XCom and SQL parameters (the only place ranges become dicts)."""
-    return [
-        {"topic": r.topic, "partition": r.partition, "start": r.start, "end": r.end}
-        for r in sorted(ranges)
-    ]
+    return [{"topic": r.topic, "partition": r.partition, "start": r.start, "end": r.end} for r in sorted(ranges)]
 
 
 def ranges_from_rows(rows: Iterable[Mapping[str, object]]) -> list[OffsetRange]:

@@ -180,9 +180,7 @@ class _SpecParser:
             key = [key]
         if not isinstance(key, list) or not key or not all(k in names for k in key):
             raise self.fail("key", f"must list one or more of the columns {sorted(names)}, got {key!r}")
-        columns = tuple(
-            ColumnSpec(c.name, c.type, c.path, True) if c.name in key else c for c in columns
-        )
+        columns = tuple(ColumnSpec(c.name, c.type, c.path, True) if c.name in key else c for c in columns)
         ordering, ordering_column = self.ordering(raw.get("ordering", "offset"), names)
         schema, _, table = str(raw.get("target_table", f"public.{name}")).rpartition(".")
         ratio = raw.get("max_dead_letter_ratio", 0.05)

@@ -96,7 +96,9 @@ def pg_password() -> str:
 
 
 def pg_running() -> bool:
-    return (PG_DIR / "data" / "postmaster.pid").exists() and run_pg("pg_ctl", "-D", str(PG_DIR / "data"), "status").returncode == 0
+    return (PG_DIR / "data" / "postmaster.pid").exists() and run_pg(
+        "pg_ctl", "-D", str(PG_DIR / "data"), "status"
+    ).returncode == 0
 
 
 def pg_start() -> None:
@@ -248,16 +250,23 @@ def java_check(install: bool) -> None:
         subprocess.run(["apt-get", "install", "-y", "-qq", "openjdk-17-jre-headless"], check=True)
         home = java_home()
     if home is None:
-        raise ServiceError("java: not found. Spark needs Java 17: run `sudo apt-get install -y openjdk-17-jre-headless`")
+        raise ServiceError(
+            "java: not found. Spark needs Java 17: run `sudo apt-get install -y openjdk-17-jre-headless`"
+        )
     out = subprocess.run([str(home / "bin" / "java"), "-version"], capture_output=True, text=True).stderr
     match = re.search(r'version "(\d+)', out)
     major = int(match.group(1)) if match else 0
     if major not in (17, 21):
-        raise ServiceError(f"java: found Java {major} at {home}; Spark 4.2 needs 17 or 21 (apt-get install openjdk-17-jre-headless)")
+        raise ServiceError(
+            f"java: found Java {major} at {home}; Spark 4.2 needs 17 or 21 (apt-get install openjdk-17-jre-headless)"
+        )
     print(f"java: {major} at {home}")
 
 
-SERVICES = {"postgres": (pg_start, pg_stop, pg_running), "kafka": (kafka_start, kafka_stop, lambda: bool(pid_alive(KAFKA_DIR / "tansu.pid")))}
+SERVICES = {
+    "postgres": (pg_start, pg_stop, pg_running),
+    "kafka": (kafka_start, kafka_stop, lambda: bool(pid_alive(KAFKA_DIR / "tansu.pid"))),
+}
 
 
 def main(argv: list[str] | None = None) -> int:

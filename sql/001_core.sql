@@ -22,6 +22,8 @@ CREATE TABLE IF NOT EXISTS reprocess.runs (
     rows_upserted   bigint,
     dead_letters    bigint,
     error           text,
+    lost_ranges     jsonb NOT NULL DEFAULT '[]'::jsonb,
+    summary         jsonb,
     created_at      timestamptz NOT NULL DEFAULT now(),
     planned_at      timestamptz,
     staged_at       timestamptz,

@@ -1,0 +1,145 @@
+"""The commit protocol (DESIGN §2): one Postgres transaction makes a staged run visible.
+
+Read top to bottom, :func:`commit_run` is the protocol: lock, check state, fence, merge,
+dead letters, ledger, run state, drop the stage. Either all of it is visible or none of it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import asdict, dataclass
+
+from sqlalchemy import Connection, Engine
+
+from reprocess import queries
+from reprocess.errors import FencedRunError, ReprocessError
+from reprocess.plan import load_plan
+from reprocess.ranges import TopicPartition
+from reprocess.runs import RunKind, RunState
+from reprocess.spec import PipelineSpec
+from reprocess.stage import drop_stage, stage_identifier
+from reprocess.target import create_target_sql, dead_letters_sql, merge_sql, stage_counts_sql
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class CommitResult:
+    run_id: str
+    already_committed: bool
+    records_read: int
+    rows_staged: int
+    rows_upserted: int
+    dead_letters: int
+
+
+def ensure_pipeline(engine: Engine, spec: PipelineSpec) -> None:
+    """Register the spec and create its target table (both idempotent)."""
+    with engine.begin() as conn:
+        conn.execute(queries.PIPELINE_LOCK, {"pipeline": spec.name})
+        conn.execute(
+            queries.UPSERT_PIPELINE,
+            {"name": spec.name, "target": spec.qualified_target, "spec": json.dumps(spec.as_dict())},
+        )
+        with conn.connection.cursor() as cur:
+            cur.execute(create_target_sql(spec))
+
+
+def commit_run(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResult:
+    """Merge a staged run into the target and advance the ledger, atomically and once.
+
+    Raises
+    ------
+    FencedRunError
+        An incremental run whose planned starts no longer match the ledger.
+    ReprocessError
+        The run is not staged, or its dead letters exceed the pipeline's threshold.
+    """
+    with engine.begin() as conn:
+        # 1. One committer per pipeline; the run row is locked against a second commit of it.
+        conn.execute(queries.PIPELINE_LOCK, {"pipeline": spec.name})
+        run = conn.execute(queries.LOCK_RUN, {"run_id": run_id}).one_or_none()
+        if run is None:
+            raise ReprocessError(f"{spec.name}: run {run_id} does not exist; plan it first")
+        if run.state == RunState.COMMITTED:
+            log.info("commit run_id=%s pipeline=%s already committed: no-op", run_id, spec.name)
+            return _committed_result(conn, run_id)
+        if run.state != RunState.STAGED:
+            raise ReprocessError(f"{spec.name}: run {run_id} is {run.state}, not staged; run the Spark stage first")
+        plan = load_plan(conn, run_id)
+
+        # 2. Incremental runs: compare-and-set on the ledger fences concurrent or zombie runs.
+        if RunKind(run.kind) is RunKind.INCREMENTAL:
+            _check_fence(conn, spec, run_id, {r.tp: r.start for r in plan.ranges})
+
+        stage = stage_identifier(spec, run_id)
+        cur = conn.connection.cursor()
+        cur.execute("SELECT to_regclass(%s)", (stage.as_string(cur),))
+        has_stage = cur.fetchone()[0] is not None
+        if not has_stage and not plan.is_empty:
+            raise ReprocessError(f"{spec.name}: run {run_id} is staged but its stage table is gone; re-run the stage")
+        records, staged, dead, upserted = 0, 0, 0, 0
+        if has_stage:
+            cur.execute(stage_counts_sql(stage))
+            records, staged, dead = (int(x) for x in cur.fetchone())
+            if records and dead / records > spec.max_dead_letter_ratio:
+                raise ReprocessError(
+                    f"{spec.name}: run {run_id} has {dead} dead letters in {records} records "
+                    f"({dead / records:.1%} > max_dead_letter_ratio {spec.max_dead_letter_ratio:.1%}); nothing "
+                    "was committed. Inspect the stage, fix the producer or the spec, or raise the threshold."
+                )
+            # 3. Merge: only rows newer than what the target holds replace it.
+            cur.execute(merge_sql(spec, stage), {"run_id": run_id})
+            upserted = cur.rowcount
+            # 4. Dead letters, in the same transaction as the good rows.
+            cur.execute(dead_letters_sql(stage), {"pipeline": spec.name, "run_id": run_id})
+
+        # 5. Ledger, committed ranges, run state.
+        for r in plan.ranges:
+            params = {"pipeline": spec.name, "run_id": run_id, "topic": r.topic, "partition": r.partition,
+                      "start": r.start, "end": r.end}  # fmt: skip
+            conn.execute(queries.ADVANCE_LEDGER, params)
+            conn.execute(queries.INSERT_COMMITTED_RANGE, params)
+        conn.execute(
+            queries.MARK_COMMITTED,
+            {"run_id": run_id, "records_read": records, "rows_staged": staged, "rows_upserted": upserted,
+             "dead_letters": dead},
+        )  # fmt: skip
+
+        # 6. The stage has served its purpose.
+        if has_stage:
+            drop_stage(conn.connection, spec, run_id)
+    log.info(
+        "commit run_id=%s pipeline=%s records=%d staged=%d upserted=%d dead_letters=%d",
+        run_id, spec.name, records, staged, upserted, dead,
+    )  # fmt: skip
+    return CommitResult(run_id, False, records, staged, upserted, dead)
+
+
+def _check_fence(conn: Connection, spec: PipelineSpec, run_id: str, starts: dict[TopicPartition, int]) -> None:
+    ledger = {
+        TopicPartition(r.topic, r.partition): r.next_offset
+        for r in conn.execute(queries.LEDGER_FOR_UPDATE, {"pipeline": spec.name})
+    }
+    moved = [
+        f"{tp}: planned from {start}, ledger now at {ledger[tp]}"
+        for tp, start in starts.items()
+        if tp in ledger and ledger[tp] != start
+    ]
+    if moved:
+        raise FencedRunError(
+            f"{spec.name}: run {run_id} is fenced: another run moved the ledger since it was planned "
+            f"({'; '.join(moved)}). Nothing was committed; the next incremental run picks up from the ledger."
+        )
+
+
+def _committed_result(conn: Connection, run_id: str) -> CommitResult:
+    row = conn.execute(queries.RUN_COUNTS, {"run_id": run_id}).one()
+    return CommitResult(
+        run_id, True, row.records_read or 0, row.rows_staged or 0, row.rows_upserted or 0, row.dead_letters or 0
+    )
+
+
+def result_dict(result: CommitResult) -> dict[str, object]:
+    return asdict(result)

@@ -1,0 +1,55 @@
+"""PostgreSQL access built in one place: engines, the schema migrations, raw COPY cursors."""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+from typing import Final
+
+from sqlalchemy import Engine, create_engine, text
+
+log = logging.getLogger(__name__)
+
+SQL_DIR: Final = Path(__file__).resolve().parent.parent / "sql"
+_MIGRATION_LOCK: Final = 0x5E9C0_0001  # advisory lock id: one migrator at a time
+
+
+def sqlalchemy_url(url: str) -> str:
+    """Normalise an Airflow connection URI (``postgres://``) to the psycopg2 dialect."""
+    return re.sub(r"^postgres(ql)?(\+\w+)?://", "postgresql+psycopg2://", url)
+
+
+def libpq_url(url: str) -> str:
+    """The same URL as libpq/psycopg2 understands it (no SQLAlchemy dialect suffix)."""
+    return re.sub(r"^postgres(ql)?(\+\w+)?://", "postgresql://", url)
+
+
+def make_engine(url: str) -> Engine:
+    """An engine with pre-ping, so a restarted server costs one reconnect, not a failed task."""
+    return create_engine(sqlalchemy_url(url), pool_pre_ping=True, pool_size=2, max_overflow=2)
+
+
+def migrate(engine: Engine, sql_dir: Path = SQL_DIR) -> list[str]:
+    """Apply ``sql/NNN_*.sql`` in order, each once; returns the versions applied now."""
+    applied_now: list[str] = []
+    with engine.begin() as conn:
+        conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _MIGRATION_LOCK})
+        conn.execute(text("CREATE SCHEMA IF NOT EXISTS reprocess"))
+        conn.execute(
+            text(
+                "CREATE TABLE IF NOT EXISTS reprocess.schema_migrations "
+                "(version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
+            )
+        )
+        done = set(conn.execute(text("SELECT version FROM reprocess.schema_migrations")).scalars())
+        for path in sorted(sql_dir.glob("[0-9][0-9][0-9]_*.sql")):
+            version = path.stem
+            if version in done:
+                continue
+            conn.exec_driver_sql(path.read_text())
+            conn.execute(text("INSERT INTO reprocess.schema_migrations (version) VALUES (:v)"), {"v": version})
+            applied_now.append(version)
+    if applied_now:
+        log.info("migrations applied: %s", ", ".join(applied_now))
+    return applied_now

@@ -1,0 +1,401 @@
+"""Snapshot Kafka's offsets, resolve a run request into ranges, and store both.
+
+The snapshot is stored before anything is read, so every run can later be explained: what
+the log looked like, what was asked, and which ``[start, end)`` was planned per partition.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from sqlalchemy import Connection, Engine
+
+from reprocess import queries
+from reprocess.errors import DataLossError, OffsetLookupError, SpecError
+from reprocess.ranges import OffsetRange, PartitionSnapshot, TopicPartition, parse_offsets_json
+from reprocess.runs import EndMode, LostRange, RunKind, RunPlan, RunRequest, StartMode, parse_timestamp
+from reprocess.spec import PipelineSpec
+
+log = logging.getLogger(__name__)
+
+
+# --------------------------------------------------------------------------- snapshot
+def take_snapshot(kafka: Mapping[str, Any], spec: PipelineSpec, topics: Iterable[str]) -> list[PartitionSnapshot]:
+    """Log start, log end (read_committed) and the group's committed offset per partition."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, IsolationLevel, KafkaException
+    from confluent_kafka import TopicPartition as KTP
+    from confluent_kafka.admin import OffsetSpec
+
+    from reprocess.kafka import make_admin
+
+    admin = make_admin(kafka)
+    partitions: list[KTP] = []
+    for topic in topics:
+        meta = admin.list_topics(topic, timeout=15).topics.get(topic)
+        if meta is None or meta.error is not None or not meta.partitions:
+            reason = meta.error.str() if meta is not None and meta.error is not None else "no partitions"
+            raise OffsetLookupError(f"{spec.name}: topic {topic!r} is unknown to the broker ({reason})")
+        partitions.extend(KTP(topic, p) for p in sorted(meta.partitions))
+
+    def offsets(spec_factory: Any) -> dict[tuple[str, int], int]:
+        futures = admin.list_offsets(
+            {tp: spec_factory() for tp in partitions},
+            isolation_level=IsolationLevel.READ_COMMITTED,
+            request_timeout=30,
+        )
+        out = {}
+        for tp, fut in futures.items():
+            try:
+                out[(tp.topic, tp.partition)] = fut.result().offset
+            except KafkaException as exc:
+                raise OffsetLookupError(
+                    f"{spec.name}: list_offsets failed for {tp.topic}[{tp.partition}]: {exc}"
+                ) from exc
+        return out
+
+    starts, ends = offsets(OffsetSpec.earliest), offsets(OffsetSpec.latest)
+    committed: dict[tuple[str, int], int] = {}
+    request = ConsumerGroupTopicPartitions(spec.consumer_group, [KTP(tp.topic, tp.partition) for tp in partitions])
+    try:
+        result = admin.list_consumer_group_offsets([request], request_timeout=30)[spec.consumer_group].result()
+        for tp in result.topic_partitions:
+            if tp.offset >= 0:
+                committed[(tp.topic, tp.partition)] = tp.offset
+    except KafkaException as exc:
+        log.warning("pipeline=%s group=%s committed offsets unavailable: %s", spec.name, spec.consumer_group, exc)
+    return [
+        PartitionSnapshot(tp.topic, tp.partition, starts[(tp.topic, tp.partition)], ends[(tp.topic, tp.partition)],
+                          committed.get((tp.topic, tp.partition)))
+        for tp in partitions
+    ]  # fmt: skip
+
+
+def offsets_for_time(
+    kafka: Mapping[str, Any], snapshots: list[PartitionSnapshot], ts_ms: int
+) -> dict[TopicPartition, int]:
+    """The first offset whose record timestamp is >= ``ts_ms``, per partition.
+
+    The broker's answer (``offsets_for_times``) is checked against the records' own
+    timestamps and replaced by a binary search over them when inconsistent: some
+    Kafka-compatible brokers answer 0 for every time. A partition with no record at or
+    after the time resolves to its log end.
+    """
+    from confluent_kafka import TopicPartition as KTP
+
+    from reprocess.kafka import make_consumer
+
+    consumer = make_consumer(kafka)
+    try:
+        answers = consumer.offsets_for_times([KTP(s.topic, s.partition, ts_ms) for s in snapshots], timeout=15)
+        broker = {(a.topic, a.partition): a.offset for a in answers}
+        out = {}
+        for s in snapshots:
+            first_ts = _first_timestamp_at(consumer, s, broker.get((s.topic, s.partition), -1))
+            answer = broker.get((s.topic, s.partition), -1)
+            answer = s.log_end if answer < 0 else answer
+            if _consistent(consumer, s, answer, ts_ms, first_ts):
+                out[s.tp] = answer
+            else:
+                out[s.tp] = _search(consumer, s, ts_ms)
+                log.info("offset for time %d on %s: broker said %d, records say %d", ts_ms, s.tp, answer, out[s.tp])
+        return out
+    finally:
+        consumer.close()
+
+
+def _record_at_or_after(consumer: Any, s: PartitionSnapshot, offset: int) -> tuple[int, int] | None:
+    """(offset, timestamp ms) of the first record at or after ``offset`` below the log end."""
+    from confluent_kafka import KafkaError
+    from confluent_kafka import TopicPartition as KTP
+
+    if offset >= s.log_end:
+        return None
+    consumer.assign([KTP(s.topic, s.partition, offset)])
+    for _ in range(20):
+        msg = consumer.poll(1.0)
+        if msg is None:
+            continue
+        if msg.error():
+            if msg.error().code() == KafkaError._PARTITION_EOF:
+                return None
+            raise OffsetLookupError(f"{s.tp}: reading offset {offset} failed: {msg.error().str()}")
+        return (msg.offset(), msg.timestamp()[1]) if msg.offset() < s.log_end else None
+    raise OffsetLookupError(f"{s.tp}: no record returned at offset {offset} within 20s")
+
+
+def _first_timestamp_at(consumer: Any, s: PartitionSnapshot, offset: int) -> int | None:
+    rec = _record_at_or_after(consumer, s, max(offset, s.log_start))
+    return rec[1] if rec else None
+
+
+def _consistent(consumer: Any, s: PartitionSnapshot, answer: int, ts_ms: int, first_ts: int | None) -> bool:
+    """The answer is right if its record is at/after the time and the one before is not."""
+    if answer < s.log_end:
+        rec = _record_at_or_after(consumer, s, answer)
+        if rec is None or rec[1] < ts_ms:
+            return False
+    if answer <= s.log_start:
+        return True
+    previous = _record_at_or_after(consumer, s, answer - 1)
+    return previous is None or previous[0] >= answer or previous[1] < ts_ms
+
+
+def _search(consumer: Any, s: PartitionSnapshot, ts_ms: int) -> int:
+    """Binary search for the first offset whose record timestamp is >= ts_ms."""
+    low, high = s.log_start, s.log_end  # answer in [low, high]
+    while low < high:
+        mid = (low + high) // 2
+        rec = _record_at_or_after(consumer, s, mid)
+        if rec is None or rec[1] >= ts_ms:
+            high = mid
+        else:
+            low = rec[0] + 1
+    return low
+
+
+# --------------------------------------------------------------------------- resolve (pure)
+def resolve(
+    spec: PipelineSpec,
+    request: RunRequest,
+    snapshots: list[PartitionSnapshot],
+    ledger: Mapping[TopicPartition, int],
+    time_offsets: Mapping[str, Mapping[TopicPartition, int]] | None = None,
+) -> tuple[list[OffsetRange], list[LostRange]]:
+    """Resolve a request against a snapshot into ranges; validation errors name the partition.
+
+    ``time_offsets`` holds the offsets for the request's ``start``/``end`` timestamps.
+    """
+    by_tp = {s.tp: s for s in snapshots}
+    selected = [
+        s for s in snapshots
+        if (not request.topics or s.topic in request.topics)
+        and (not request.partitions or s.partition in request.partitions)
+    ]  # fmt: skip
+    for topic in request.topics:
+        if topic not in spec.topics:
+            raise SpecError(f"{spec.name}: topic {topic!r} is not one of the pipeline's topics {list(spec.topics)}")
+    for p in request.partitions:
+        if not any(s.partition == p for s in selected):
+            raise SpecError(
+                f"{spec.name}: partition {p} does not exist (topics have {sorted({s.partition for s in snapshots})})"
+            )
+    asked = (("start", request.start_mode, request.start_value), ("end", request.end_mode, request.end_value))
+    explicit = {
+        name: parse_offsets_json(value, f"{name}_value") for name, mode, value in asked if mode == "offsets" and value
+    }
+    for name, mapping in explicit.items():
+        for tp in mapping:
+            if tp not in by_tp:
+                raise SpecError(
+                    f"{spec.name}: {name}_value names {tp}, which is not a partition of the pipeline's topics"
+                )
+    if explicit:
+        named = set().union(*(m.keys() for m in explicit.values()))
+        selected = [s for s in selected if s.tp in named]
+
+    ranges, lost = [], []
+    for s in selected:
+        start = _start(spec, request, s, ledger, explicit.get("start"), time_offsets)
+        end = _end(spec, request, s, explicit.get("end"), time_offsets)
+        if end > s.log_end:
+            raise SpecError(f"{spec.name} {s.tp}: end {end} is beyond the log end {s.log_end}")
+        if start > end:
+            raise SpecError(f"{spec.name} {s.tp}: start {start} is after end {end}")
+        if start < s.log_start:
+            if not request.allow_data_loss:
+                raise DataLossError(
+                    f"{spec.name} {s.tp}: start {start} < log start {s.log_start}; offsets [{start}, {s.log_start}) "
+                    f"are gone (deleted or compacted). Re-run with allow_data_loss=true to record the loss, "
+                    f"or start at {s.log_start}."
+                )
+            lost.append(LostRange(s.topic, s.partition, start, min(s.log_start, end)))
+            start = min(s.log_start, end)
+        ranges.append(OffsetRange(s.topic, s.partition, start, end))
+    return ranges, lost
+
+
+def _start(
+    spec: PipelineSpec,
+    request: RunRequest,
+    s: PartitionSnapshot,
+    ledger: Mapping[TopicPartition, int],
+    explicit: Mapping[TopicPartition, int] | None,
+    time_offsets: Mapping[str, Mapping[TopicPartition, int]] | None,
+) -> int:
+    mode = request.start_mode
+    if mode is StartMode.EARLIEST:
+        return s.log_start
+    if mode is StartMode.OFFSETS:
+        assert explicit is not None
+        value = explicit.get(s.tp, -2)
+        return s.log_start if value == -2 else s.log_end if value == -1 else value
+    if mode is StartMode.TIMESTAMP:
+        assert time_offsets is not None
+        return time_offsets["start"][s.tp]
+    if mode is StartMode.GROUP:
+        return s.group_committed if s.group_committed is not None else s.log_start
+    position = ledger.get(s.tp)
+    if position is None:
+        return s.log_start
+    if position > s.log_end:
+        raise SpecError(
+            f"{spec.name} {s.tp}: the ledger says next offset {position}, beyond the log end {s.log_end}. "
+            "Was the topic deleted and re-created? Reset the pipeline's ledger rows for it deliberately."
+        )
+    return position
+
+
+def _end(
+    spec: PipelineSpec,
+    request: RunRequest,
+    s: PartitionSnapshot,
+    explicit: Mapping[TopicPartition, int] | None,
+    time_offsets: Mapping[str, Mapping[TopicPartition, int]] | None,
+) -> int:
+    mode = request.end_mode
+    if mode is EndMode.LATEST:
+        return s.log_end
+    if mode is EndMode.OFFSETS:
+        assert explicit is not None
+        value = explicit.get(s.tp, -1)
+        return s.log_end if value == -1 else s.log_start if value == -2 else value
+    if mode is EndMode.TIMESTAMP:
+        assert time_offsets is not None
+        return time_offsets["end"][s.tp]
+    if s.group_committed is None:
+        raise SpecError(f"{spec.name} {s.tp}: end_mode=group but group {spec.consumer_group!r} has no committed offset")
+    return s.group_committed
+
+
+# --------------------------------------------------------------------------- plan + store
+def plan_run(
+    engine: Engine,
+    kafka: Mapping[str, Any],
+    spec: PipelineSpec,
+    request: RunRequest,
+    run_id: str,
+    *,
+    dag_id: str | None = None,
+    dag_run_id: str | None = None,
+) -> RunPlan:
+    """Snapshot, resolve and store a run's plan. A run that already committed keeps its plan."""
+    from reprocess.commit import ensure_pipeline
+
+    ensure_pipeline(engine, spec)
+    with engine.begin() as conn:
+        existing = conn.execute(queries.RUN_STATE, {"run_id": run_id}).scalar()
+        if existing in ("staged", "committed"):
+            log.info("plan run_id=%s pipeline=%s already %s: keeping its plan", run_id, spec.name, existing)
+            return load_plan(conn, run_id)
+    topics = request.topics or spec.topics
+    snapshots = take_snapshot(kafka, spec, topics)
+    time_offsets: dict[str, dict[TopicPartition, int]] = {}
+    for name, mode, value in (
+        ("start", request.start_mode, request.start_value),
+        ("end", request.end_mode, request.end_value),
+    ):
+        if mode == "timestamp" and value:
+            ts_ms = int(parse_timestamp(value, f"{name}_value").timestamp() * 1000)
+            time_offsets[name] = offsets_for_time(kafka, snapshots, ts_ms)
+    with engine.begin() as conn:
+        ledger = {
+            TopicPartition(r.topic, r.partition): r.next_offset
+            for r in conn.execute(queries.LEDGER_FOR_PIPELINE, {"pipeline": spec.name})
+        }
+        warnings = _partition_count_warnings(conn, spec, snapshots)
+        try:
+            ranges, lost = resolve(spec, request, snapshots, ledger, time_offsets)
+            error = None
+        except (SpecError, DataLossError) as exc:
+            ranges, lost, error = [], [], exc
+        _store(conn, spec, request, run_id, snapshots, ranges, lost, dag_id, dag_run_id, error)
+    if error is not None:
+        raise error
+    for w in warnings:
+        log.warning("plan run_id=%s pipeline=%s %s", run_id, spec.name, w)
+    plan = RunPlan(
+        run_id, spec.name, request.kind, tuple(ranges), tuple(lost), tuple(warnings),
+        {r.tp: r.width for r in ranges},
+    )  # fmt: skip
+    for r in ranges:
+        log.info("plan run_id=%s pipeline=%s topic=%s partition=%d offsets=[%d,%d) width=%d",
+                 run_id, spec.name, r.topic, r.partition, r.start, r.end, r.width)  # fmt: skip
+    return plan
+
+
+def _partition_count_warnings(conn: Connection, spec: PipelineSpec, snapshots: list[PartitionSnapshot]) -> list[str]:
+    """Warn when a topic's partition count changed since the last committed run: keys moved."""
+    out = []
+    for topic in {s.topic for s in snapshots}:
+        now = sum(1 for s in snapshots if s.topic == topic)
+        before = conn.execute(queries.LAST_PARTITION_COUNT, {"pipeline": spec.name, "topic": topic}).scalar()
+        if before and before != now:
+            out.append(
+                f"topic {topic} has {now} partitions, {before} at the last committed run: keys may have moved "
+                "partitions, so Kafka offset order no longer orders their updates; prefer ordering by a version column"
+            )
+    return out
+
+
+def _store(
+    conn: Connection,
+    spec: PipelineSpec,
+    request: RunRequest,
+    run_id: str,
+    snapshots: list[PartitionSnapshot],
+    ranges: list[OffsetRange],
+    lost: list[LostRange],
+    dag_id: str | None,
+    dag_run_id: str | None,
+    error: Exception | None,
+) -> None:
+    import json
+
+    conn.execute(queries.DELETE_PLAN_RANGES, {"run_id": run_id})
+    conn.execute(queries.DELETE_PLAN_SNAPSHOTS, {"run_id": run_id})
+    state = "failed" if error else ("dry_run" if request.dry_run else "planned")
+    conn.execute(
+        queries.UPSERT_PLANNED_RUN,
+        {
+            "run_id": run_id,
+            "pipeline": spec.name,
+            "kind": request.kind.value,
+            "state": state,
+            "request": json.dumps(request.as_dict()),
+            "lost": json.dumps([vars_of(lr) for lr in lost]),
+            "dag_id": dag_id,
+            "dag_run_id": dag_run_id,
+            "error": str(error) if error else None,
+        },
+    )
+    if snapshots:
+        conn.execute(
+            queries.INSERT_SNAPSHOT,
+            [{"run_id": run_id, "topic": s.topic, "partition": s.partition, "log_start": s.log_start,
+              "log_end": s.log_end, "group_committed": s.group_committed} for s in snapshots],
+        )  # fmt: skip
+    if ranges:
+        conn.execute(
+            queries.INSERT_RUN_RANGE,
+            [{"run_id": run_id, "topic": r.topic, "partition": r.partition, "start": r.start, "end": r.end}
+             for r in ranges],
+        )  # fmt: skip
+
+
+def vars_of(lost: LostRange) -> dict[str, Any]:
+    return {"topic": lost.topic, "partition": lost.partition, "start": lost.start, "end": lost.end}
+
+
+def load_plan(conn: Connection, run_id: str) -> RunPlan:
+    row = conn.execute(queries.RUN_HEADER, {"run_id": run_id}).one()
+    ranges = tuple(
+        OffsetRange(r.topic, r.partition, r.start_offset, r.end_offset)
+        for r in conn.execute(queries.RUN_RANGES, {"run_id": run_id})
+    )
+    lost = tuple(LostRange(**x) for x in (row.lost_ranges or []))
+    return RunPlan(run_id, row.pipeline, RunKind(row.kind), ranges, lost, (), {r.tp: r.width for r in ranges})
+
+
+__all__ = ["load_plan", "offsets_for_time", "plan_run", "resolve", "take_snapshot"]

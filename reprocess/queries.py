@@ -1,0 +1,106 @@
+"""Bookkeeping DML as named ``text()`` constants; each comment says why it has its shape.
+
+SQL that depends on a spec's identifiers (target merge, stage DDL) lives in ``target.py`` and
+``stage.py`` and is composed with ``psycopg2.sql``.
+"""
+
+from typing import Final
+
+from sqlalchemy import text
+
+UPSERT_PIPELINE: Final = text(
+    "INSERT INTO reprocess.pipelines (name, target_table, spec) VALUES (:name, :target, CAST(:spec AS jsonb)) "
+    "ON CONFLICT (name) DO UPDATE SET target_table = EXCLUDED.target_table, spec = EXCLUDED.spec, "
+    "updated_at = now() WHERE reprocess.pipelines.spec IS DISTINCT FROM EXCLUDED.spec"
+)
+
+RUN_STATE: Final = text("SELECT state FROM reprocess.runs WHERE run_id = :run_id")
+
+# Re-planning a run is allowed only before it staged; a staged or committed run keeps its plan.
+UPSERT_PLANNED_RUN: Final = text(
+    "INSERT INTO reprocess.runs (run_id, pipeline, kind, state, request, lost_ranges, dag_id, dag_run_id, error, "
+    "planned_at) VALUES (:run_id, :pipeline, :kind, :state, CAST(:request AS jsonb), CAST(:lost AS jsonb), "
+    ":dag_id, :dag_run_id, :error, now()) "
+    "ON CONFLICT (run_id) DO UPDATE SET state = EXCLUDED.state, request = EXCLUDED.request, "
+    "lost_ranges = EXCLUDED.lost_ranges, error = EXCLUDED.error, planned_at = now() "
+    "WHERE reprocess.runs.state NOT IN ('staged', 'committed')"
+)
+
+DELETE_PLAN_RANGES: Final = text("DELETE FROM reprocess.run_ranges WHERE run_id = :run_id")
+DELETE_PLAN_SNAPSHOTS: Final = text("DELETE FROM reprocess.offset_snapshots WHERE run_id = :run_id")
+
+INSERT_SNAPSHOT: Final = text(
+    "INSERT INTO reprocess.offset_snapshots (run_id, topic, partition, log_start, log_end, group_committed) "
+    "VALUES (:run_id, :topic, :partition, :log_start, :log_end, :group_committed)"
+)
+
+INSERT_RUN_RANGE: Final = text(
+    "INSERT INTO reprocess.run_ranges (run_id, topic, partition, start_offset, end_offset) "
+    "VALUES (:run_id, :topic, :partition, :start, :end)"
+)
+
+RUN_HEADER: Final = text("SELECT pipeline, kind, state, lost_ranges FROM reprocess.runs WHERE run_id = :run_id")
+
+RUN_RANGES: Final = text(
+    "SELECT topic, partition, start_offset, end_offset FROM reprocess.run_ranges WHERE run_id = :run_id "
+    "ORDER BY topic, partition"
+)
+
+LEDGER_FOR_PIPELINE: Final = text(
+    "SELECT topic, partition, next_offset FROM reprocess.consumer_offsets WHERE pipeline = :pipeline"
+)
+
+# The partition count seen by the pipeline's last committed run (for the partition-change warning).
+LAST_PARTITION_COUNT: Final = text(
+    "SELECT count(*) FROM reprocess.offset_snapshots s WHERE s.topic = :topic AND s.run_id = ("
+    "  SELECT r.run_id FROM reprocess.runs r WHERE r.pipeline = :pipeline AND r.state = 'committed' "
+    "  ORDER BY r.committed_at DESC LIMIT 1)"
+)
+
+MARK_STAGED: Final = text(
+    "UPDATE reprocess.runs SET state = 'staged', staged_at = now(), error = NULL "
+    "WHERE run_id = :run_id AND state IN ('planned', 'staged', 'failed')"
+)
+
+MARK_FAILED: Final = text(
+    "UPDATE reprocess.runs SET state = 'failed', error = :error WHERE run_id = :run_id AND state <> 'committed'"
+)
+
+# FOR UPDATE serialises two commits of the same run; the advisory lock serialises the pipeline.
+LOCK_RUN: Final = text("SELECT state, kind FROM reprocess.runs WHERE run_id = :run_id FOR UPDATE")
+
+PIPELINE_LOCK: Final = text("SELECT pg_advisory_xact_lock(hashtext('reprocess:' || :pipeline))")
+
+# Ledger rows of the run's partitions, locked, for the incremental compare-and-set.
+LEDGER_FOR_UPDATE: Final = text(
+    "SELECT topic, partition, next_offset FROM reprocess.consumer_offsets WHERE pipeline = :pipeline FOR UPDATE"
+)
+
+# The ledger only moves forward: a backfill of an old slice never rewinds it.
+ADVANCE_LEDGER: Final = text(
+    "INSERT INTO reprocess.consumer_offsets (pipeline, topic, partition, next_offset, run_id) "
+    "VALUES (:pipeline, :topic, :partition, :end, :run_id) "
+    "ON CONFLICT (pipeline, topic, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset, "
+    "run_id = EXCLUDED.run_id, updated_at = now() "
+    "WHERE reprocess.consumer_offsets.next_offset < EXCLUDED.next_offset "
+    "AND reprocess.consumer_offsets.next_offset >= :start"
+)
+
+INSERT_COMMITTED_RANGE: Final = text(
+    "INSERT INTO reprocess.committed_ranges (pipeline, run_id, topic, partition, start_offset, end_offset) "
+    "VALUES (:pipeline, :run_id, :topic, :partition, :start, :end) ON CONFLICT DO NOTHING"
+)
+
+MARK_COMMITTED: Final = text(
+    "UPDATE reprocess.runs SET state = 'committed', committed_at = now(), records_read = :records_read, "
+    "rows_staged = :rows_staged, rows_upserted = :rows_upserted, dead_letters = :dead_letters, error = NULL "
+    "WHERE run_id = :run_id"
+)
+
+SET_SUMMARY: Final = text("UPDATE reprocess.runs SET summary = CAST(:summary AS jsonb) WHERE run_id = :run_id")
+
+RUN_COUNTS: Final = text(
+    "SELECT state, records_read, rows_staged, rows_upserted, dead_letters, lost_ranges, error, "
+    "extract(epoch FROM (coalesce(committed_at, now()) - created_at)) AS seconds "
+    "FROM reprocess.runs WHERE run_id = :run_id"
+)

@@ -1,0 +1,144 @@
+"""Run requests and run bookkeeping types: the parsed form of a trigger and its plan."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any
+
+from reprocess.errors import SpecError
+from reprocess.ranges import OffsetRange, TopicPartition, parse_offsets_json
+
+
+class RunKind(enum.StrEnum):
+    BACKFILL = "backfill"
+    INCREMENTAL = "incremental"
+
+
+class RunState(enum.StrEnum):
+    PLANNED = "planned"
+    DRY_RUN = "dry_run"
+    STAGED = "staged"
+    COMMITTED = "committed"
+    FAILED = "failed"
+
+
+class StartMode(enum.StrEnum):
+    EARLIEST = "earliest"
+    OFFSETS = "offsets"
+    TIMESTAMP = "timestamp"
+    GROUP = "group"
+    LEDGER = "ledger"
+
+
+class EndMode(enum.StrEnum):
+    LATEST = "latest"
+    OFFSETS = "offsets"
+    TIMESTAMP = "timestamp"
+    GROUP = "group"
+
+
+@dataclass(frozen=True, slots=True)
+class RunRequest:
+    """What the user asked for, before it is resolved against a Kafka snapshot."""
+
+    kind: RunKind
+    start_mode: StartMode
+    end_mode: EndMode
+    start_value: str | None = None
+    end_value: str | None = None
+    topics: tuple[str, ...] = ()  # empty: every topic of the spec
+    partitions: tuple[int, ...] = ()  # empty: every partition
+    allow_data_loss: bool = False
+    batch_size: int | None = None
+    dry_run: bool = False
+
+    @classmethod
+    def incremental(cls) -> RunRequest:
+        return cls(RunKind.INCREMENTAL, StartMode.LEDGER, EndMode.LATEST)
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any], kind: RunKind = RunKind.BACKFILL) -> RunRequest:
+        """Parse trigger-form params; every problem is a :class:`SpecError` naming the param."""
+
+        def choice(name: str, enum_type: type[enum.StrEnum], default: str) -> Any:
+            value = params.get(name) or default
+            try:
+                return enum_type(value)
+            except ValueError:
+                allowed = ", ".join(e.value for e in enum_type)
+                raise SpecError(f"param {name}: {value!r} is not one of {allowed}") from None
+
+        def optional_str(name: str) -> str | None:
+            value = params.get(name)
+            return None if value in (None, "") else str(value)
+
+        request = cls(
+            kind=kind,
+            start_mode=choice("start_mode", StartMode, "earliest"),
+            end_mode=choice("end_mode", EndMode, "latest"),
+            start_value=optional_str("start_value"),
+            end_value=optional_str("end_value"),
+            topics=tuple(params.get("topics") or ()),
+            partitions=tuple(int(p) for p in params.get("partitions") or ()),
+            allow_data_loss=bool(params.get("allow_data_loss", False)),
+            batch_size=params.get("batch_size") or None,
+            dry_run=bool(params.get("dry_run", False)),
+        )
+        request.validate()
+        return request
+
+    def validate(self) -> None:
+        for mode, value, name in (
+            (self.start_mode, self.start_value, "start"),
+            (self.end_mode, self.end_value, "end"),
+        ):
+            if mode in ("offsets", "timestamp") and not value:
+                raise SpecError(f"param {name}_value is required when {name}_mode is {mode.value}")
+            if mode == "offsets":
+                parse_offsets_json(value or "", f"{name}_value")
+            if mode == "timestamp":
+                parse_timestamp(value or "", f"{name}_value")
+        if self.batch_size is not None and self.batch_size <= 0:
+            raise SpecError(f"param batch_size must be positive, got {self.batch_size}")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()}
+
+
+def parse_timestamp(value: str, what: str) -> datetime:
+    """An RFC 3339 timestamp with a zone; naive times are refused (whose midnight?)."""
+    try:
+        ts = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise SpecError(f"{what}: {value!r} is not an RFC 3339 timestamp like 2026-11-01T00:00:00Z") from None
+    if ts.tzinfo is None:
+        raise SpecError(f"{what}: {value!r} has no time zone; add Z or +00:00")
+    return ts
+
+
+@dataclass(frozen=True, slots=True)
+class LostRange:
+    """Offsets below the log start that a run allowed to be lost; recorded, never hidden."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+
+@dataclass(frozen=True, slots=True)
+class RunPlan:
+    run_id: str
+    pipeline: str
+    kind: RunKind
+    ranges: tuple[OffsetRange, ...]
+    lost: tuple[LostRange, ...] = ()
+    warnings: tuple[str, ...] = ()
+    estimates: Mapping[TopicPartition, int] = field(default_factory=dict)
+
+    @property
+    def is_empty(self) -> bool:
+        return all(r.width == 0 for r in self.ranges)

@@ -1,0 +1,115 @@
+"""Parse, validate and de-duplicate Kafka records in Spark, per the pipeline spec.
+
+Everything runs as Spark SQL expressions (``try_parse_json`` + ``try_variant_get``), not row
+by row in Python. The result is ONE DataFrame holding both the newest good row per key and
+every dead letter, so the job runs a single Spark action (one read of Kafka).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from reprocess.spec import ColumnSpec, OrderingMode, PipelineSpec
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+ROW: str = "row"
+DEAD: str = "dead"
+LINEAGE: tuple[str, ...] = ("_kafka_topic", "_kafka_partition", "_kafka_offset", "_kafka_timestamp")
+STAGE_EXTRA: tuple[str, ...] = ("_records", "_error", "_raw_key", "_raw_value")
+
+
+def stage_columns(spec: PipelineSpec) -> list[str]:
+    """Column order shared by the Spark output, the stage table and COPY."""
+    return ["_kind", *(c.name for c in spec.columns), *LINEAGE, *STAGE_EXTRA]
+
+
+def _sql_str(s: str) -> str:
+    return "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _error_expression(spec: PipelineSpec) -> str:
+    """A CASE that names the first problem of a record, or NULL for a good one."""
+    cases = [
+        "WHEN value IS NULL OR length(value) = 0 THEN 'empty value'",
+        f"WHEN length(value) > {spec.max_record_bytes} THEN concat('oversized value: ', length(value), "
+        f"' bytes > max_record_bytes {spec.max_record_bytes}')",
+        "WHEN NOT is_valid_utf8(_str) THEN 'value is not valid UTF-8'",
+        "WHEN _v IS NULL THEN concat('malformed JSON: ', left(_str, 80))",
+        "WHEN NOT startswith(schema_of_variant(_v), 'OBJECT') THEN concat('JSON value is not an object: ', "
+        "left(_str, 80))",
+    ]
+    for c in spec.columns:
+        raw = f"try_variant_get(_v, {_sql_str(c.json_path)})"
+        if c.required:
+            cases.append(
+                f"WHEN {raw} IS NULL OR is_variant_null({raw}) THEN {_sql_str('missing required field ' + c.path)}"
+            )
+        typed = f"try_variant_get(_v, {_sql_str(c.json_path)}, {_sql_str(c.type.spark_type)})"
+        cases.append(
+            f"WHEN {raw} IS NOT NULL AND NOT is_variant_null({raw}) AND {typed} IS NULL THEN "
+            f"concat({_sql_str(f'type error: field {c.path} is not {c.type.value}: ')}, left(to_json({raw}), 80))"
+        )
+    return "CASE " + " ".join(cases) + " END"
+
+
+def _typed(c: ColumnSpec) -> Column:
+    from pyspark.sql import functions as F
+
+    return F.expr(f"try_variant_get(_v, {_sql_str(c.json_path)}, {_sql_str(c.type.spark_type)})")
+
+
+def _newest_first(spec: PipelineSpec) -> list[str]:
+    """Fields that decide "newer", most significant first (mirrors the merge's WHERE)."""
+    if spec.ordering is OrderingMode.COLUMN:
+        assert spec.ordering_column is not None
+        return [spec.ordering_column, "_kafka_topic", "_kafka_partition", "_kafka_offset"]
+    return ["_kafka_topic", "_kafka_partition", "_kafka_offset"]
+
+
+def to_stage(records: DataFrame, spec: PipelineSpec) -> DataFrame:
+    """Kafka records → stage rows: the newest good row per key plus every dead letter.
+
+    One scan and one aggregation: good records group by their key, dead letters by their
+    own (topic, partition, offset), so they pass through the same ``groupBy`` untouched.
+    A union of two branches would make Spark read Kafka twice.
+    """
+    from pyspark.sql import functions as F
+
+    parsed = (
+        records.selectExpr("*", "CAST(value AS STRING) AS _str")
+        .selectExpr("*", "try_parse_json(_str) AS _v")
+        .withColumn("_error", F.expr(_error_expression(spec)))
+    )
+    ok = F.col("_error").isNull()
+
+    def when_ok(col: Column) -> Column:
+        return F.when(ok, col)
+
+    def when_dead(col: Column) -> Column:
+        return F.when(~ok, col)
+
+    rows = parsed.select(
+        F.when(ok, F.lit(ROW)).otherwise(F.lit(DEAD)).alias("_kind"),
+        *(when_ok(_typed(c)).alias(c.name) for c in spec.columns),
+        F.col("topic").alias("_kafka_topic"),
+        F.col("partition").alias("_kafka_partition"),
+        F.col("offset").alias("_kafka_offset"),
+        F.col("timestamp").alias("_kafka_timestamp"),
+        "_error",
+        when_dead(F.lower(F.hex("key"))).alias("_raw_key"),
+        when_dead(F.lower(F.hex("value"))).alias("_raw_value"),
+        when_dead(F.col("partition")).alias("_dead_partition"),
+        when_dead(F.col("offset")).alias("_dead_offset"),
+        when_dead(F.col("topic")).alias("_dead_topic"),
+    )
+    carried = [c for c in stage_columns(spec) if c not in spec.key and c not in ("_kind", "_records")]
+    newest = rows.groupBy("_kind", *spec.key, "_dead_topic", "_dead_partition", "_dead_offset").agg(
+        F.max_by(F.struct(*carried), F.struct(*_newest_first(spec))).alias("_newest"),
+        F.count(F.lit(1)).alias("_records"),
+    )
+    return newest.select(
+        *(F.col(c) if c in spec.key or c in ("_kind", "_records") else F.col(f"_newest.{c}").alias(c)
+          for c in stage_columns(spec))
+    )  # fmt: skip
