@@ -1,0 +1,291 @@
+"""Airflow DAGs generated from pipeline specs: the only module of the library that imports Airflow.
+
+Each spec yields ``reprocess_<pipeline>_backfill`` (manual, Params-driven) and
+``reprocess_<pipeline>_incremental`` (scheduled). Both run the same flow:
+plan_offsets → spark_read_stage → commit_transaction → report.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Final
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import DAG, Connection, ExceptionRetryPolicy, Param, RetryAction, RetryRule, task
+
+from reprocess.errors import DataLossError, FencedRunError, SpecError
+from reprocess.runs import RunKind, RunRequest
+from reprocess.spec import PipelineSpec
+
+log = logging.getLogger(__name__)
+
+REPO: Final = Path(__file__).resolve().parent.parent
+SPARK_APP: Final = REPO / "spark_apps" / "read_stage.py"
+DB_CONN_ID: Final = "reprocess_db"
+KAFKA_CONN_ID: Final = "kafka_default"
+SPARK_CONN_ID: Final = "spark_default"
+SPARK_POOL: Final = "spark"
+
+# Validation and fencing errors fail at once: retrying cannot change the answer.
+RETRY_POLICY: Final = ExceptionRetryPolicy(
+    rules=[
+        RetryRule(exception=SpecError, action=RetryAction.FAIL, reason="invalid request or spec"),
+        RetryRule(exception=DataLossError, action=RetryAction.FAIL, reason="data loss needs a decision"),
+        RetryRule(exception=FencedRunError, action=RetryAction.FAIL, reason="fenced by another run"),
+    ]
+)
+
+
+def default_args(spec: PipelineSpec) -> dict[str, Any]:
+    return {
+        "owner": spec.owner,
+        "retries": 2,
+        "retry_delay": timedelta(seconds=30),
+        "retry_exponential_backoff": 2.0,
+        "max_retry_delay": timedelta(minutes=10),
+        "retry_policy": RETRY_POLICY,
+    }
+
+
+def _engine() -> Any:
+    from reprocess.db import make_engine, migrate
+
+    engine = make_engine(Connection.get(DB_CONN_ID).get_uri())
+    migrate(engine)
+    return engine
+
+
+def _kafka_config() -> dict[str, Any]:
+    config = dict(Connection.get(KAFKA_CONN_ID).extra_dejson)
+    if not config.get("bootstrap.servers"):
+        raise SpecError(f"connection {KAFKA_CONN_ID} must set 'bootstrap.servers' in its extra")
+    return config
+
+
+def backfill_params(spec: PipelineSpec) -> dict[str, Param]:
+    """The trigger form: what to replay, from where to where, and how."""
+    offsets_help = 'JSON like `{"orders": {"0": 1200, "1": 900}}`; -2 = earliest, -1 = latest.'
+    return {
+        "topics": Param(
+            list(spec.topics),
+            type="array",
+            items={"type": "string", "enum": list(spec.topics)},
+            title="Topics",
+            description="Topics to replay (all of the pipeline's topics by default).",
+            section="What",
+        ),
+        "partitions": Param(
+            [],
+            type="array",
+            items={"type": "integer", "minimum": 0},
+            title="Partitions",
+            description="Partition numbers to replay; empty means every partition.",
+            section="What",
+        ),
+        "start_mode": Param(
+            "earliest",
+            type="string",
+            enum=["earliest", "offsets", "timestamp", "group", "ledger"],
+            title="Start from",
+            description="earliest: log start; offsets: start_value JSON; timestamp: first record at/after "
+            "start_value; group: the consumer group's committed offsets; ledger: the pipeline's committed position.",
+            section="Range",
+        ),
+        "start_value": Param(
+            None,
+            type=["null", "string"],
+            title="Start value",
+            description=f"For offsets: {offsets_help} For timestamp: RFC 3339, e.g. 2026-11-01T00:00:00Z.",
+            section="Range",
+        ),
+        "end_mode": Param(
+            "latest",
+            type="string",
+            enum=["latest", "offsets", "timestamp", "group"],
+            title="End at (exclusive)",
+            description="latest: the log end when the run is planned; offsets: end_value JSON; timestamp: "
+            "first record at/after end_value; group: the consumer group's committed offsets.",
+            section="Range",
+        ),
+        "end_value": Param(
+            None,
+            type=["null", "string"],
+            title="End value",
+            description=f"For offsets: {offsets_help} For timestamp: RFC 3339.",
+            section="Range",
+        ),
+        "allow_data_loss": Param(
+            False,
+            type="boolean",
+            title="Allow data loss",
+            description="When the start is below the log start (deleted segments), record the lost range and "
+            "continue from the log start instead of failing.",
+            section="Safety",
+        ),
+        "batch_size": Param(
+            None,
+            type=["null", "integer"],
+            minimum=1,
+            title="Batch size",
+            description=f"Max offsets per partition per Spark input split (spec default {spec.batch_size}).",
+            section="Safety",
+        ),
+        "dry_run": Param(
+            False,
+            type="boolean",
+            title="Dry run",
+            description="Plan and store the ranges, show them, read and write nothing.",
+            section="Safety",
+        ),
+    }
+
+
+def _doc(spec: PipelineSpec, kind: RunKind) -> str:
+    what = {
+        RunKind.BACKFILL: "Replays a slice of the pipeline's topics, chosen in the trigger form, into the target.",
+        RunKind.INCREMENTAL: "Moves the pipeline from its committed ledger position to the log end seen at the "
+        "start of the run. A run with no new data succeeds at once without starting Spark.",
+    }[kind]
+    return f"""### {spec.name}: {kind.value}
+
+{what}
+
+{spec.description}
+
+**Target** `{spec.qualified_target}` keyed by `{", ".join(spec.key)}`; newer wins by
+`{spec.ordering_column or "Kafka (topic, partition, offset)"}`, so replays never overwrite newer rows.
+
+**Flow**: `plan_offsets` snapshots log start/end and the group's offsets into Postgres and stores
+the planned `[start, end)` per partition → `spark_read_stage` reads exactly those offsets
+(read_committed), parses and validates them, keeps the newest record per key, COPYs into a
+run-scoped stage → `commit_transaction` merges, inserts dead letters and advances the ledger in
+ONE transaction (committing twice is a no-op) → `report` writes the summary (XCom `return_value`).
+
+Spec file: `{spec.source_file}`. Bookkeeping: schema `reprocess` (runs, run_ranges,
+offset_snapshots, consumer_offsets, committed_ranges, dead_letters).
+"""
+
+
+def build_run_dag(spec: PipelineSpec, kind: RunKind) -> DAG:
+    """One DAG per (spec, kind); the tasks only call the library."""
+    is_backfill = kind is RunKind.BACKFILL
+    dag = DAG(
+        dag_id=spec.dag_id(kind.value),
+        description=f"{kind.value} of {', '.join(spec.topics)} into {spec.qualified_target}",
+        doc_md=_doc(spec, kind),
+        schedule=None if is_backfill else spec.schedule,
+        start_date=None if is_backfill else _epoch(),
+        catchup=False,
+        max_active_runs=1,
+        tags=["reprocess", kind.value, *spec.tags],
+        default_args=default_args(spec),
+        params=backfill_params(spec) if is_backfill else {},
+    )
+    with dag:
+
+        @task(task_id="plan_offsets", doc_md="Snapshot offsets into Postgres and store the planned ranges.")
+        def plan_offsets(params: dict[str, Any] | None = None, run_id: str | None = None) -> dict[str, Any]:
+            from reprocess.plan import plan_run, vars_of
+            from reprocess.ranges import ranges_to_rows
+
+            request = RunRequest.from_params(params or {}, kind) if is_backfill else RunRequest.incremental()
+            run_key = f"{dag.dag_id}/{run_id}"
+            engine = _engine()
+            plan = plan_run(engine, _kafka_config(), spec, request, run_key, dag_id=dag.dag_id, dag_run_id=run_id)
+            if plan.is_empty and not request.dry_run:
+                _commit_empty(engine, spec, run_key)
+            return {
+                "run_id": run_key,
+                "ranges": ranges_to_rows(plan.ranges),
+                "lost": [vars_of(x) for x in plan.lost],
+                "dry_run": request.dry_run,
+                "empty": plan.is_empty,
+                "batch_size": request.batch_size or spec.batch_size,
+                "warnings": list(plan.warnings),
+            }
+
+        @task.short_circuit(task_id="has_work", ignore_downstream_trigger_rules=False)
+        def has_work(plan: dict[str, Any]) -> bool:
+            """Dry runs and no-new-data runs stop here: Spark is never started for nothing."""
+            if plan["dry_run"]:
+                log.info("dry run: planned ranges %s; nothing read or written", plan["ranges"])
+                return False
+            if plan["empty"]:
+                log.info("no new data since the last committed position; nothing to do")
+                return False
+            return True
+
+        spark = SparkSubmitOperator(
+            task_id="spark_read_stage",
+            doc_md="spark-submit: bounded read of the planned ranges, parse, dedupe, COPY into the run's stage.",
+            application=str(SPARK_APP),
+            conn_id=SPARK_CONN_ID,
+            name=f"reprocess-{spec.name}",
+            pool=SPARK_POOL,
+            application_args=[
+                "--spec",
+                spec.source_file,
+                "--run-id",
+                "{{ ti.xcom_pull(task_ids='plan_offsets')['run_id'] }}",
+                "--max-records-per-partition",
+                "{{ ti.xcom_pull(task_ids='plan_offsets')['batch_size'] }}",
+            ],
+            conf={
+                "spark.ui.enabled": "false",
+                "spark.sql.shuffle.partitions": "4",
+                "spark.sql.execution.arrow.pyspark.enabled": "true",
+            },
+            env_vars={
+                "REPROCESS_DB_URL": "{{ conn." + DB_CONN_ID + ".get_uri() }}",
+                "REPROCESS_KAFKA_CONFIG": "{{ conn." + KAFKA_CONN_ID + ".extra }}",
+            },
+        )
+
+        @task(task_id="commit_transaction", doc_md="One Postgres transaction: merge, dead letters, ledger.")
+        def commit_transaction(plan: dict[str, Any]) -> dict[str, Any]:
+            from reprocess.commit import commit_run, result_dict
+
+            return result_dict(commit_run(_engine(), spec, plan["run_id"]))
+
+        @task(task_id="report", trigger_rule="none_failed", doc_md="Summary of the run from Postgres.")
+        def report(plan: dict[str, Any]) -> dict[str, Any]:
+            from reprocess.summary import format_summary, run_summary
+
+            summary = run_summary(_engine(), spec.name, plan["run_id"])
+            summary["dry_run"] = plan["dry_run"]
+            summary["warnings"] = plan["warnings"]
+            log.info("run summary\n%s", format_summary(summary))
+            return summary
+
+        planned = plan_offsets()
+        gate = has_work(planned)
+        committed = commit_transaction(planned)
+        gate >> spark >> committed >> report(planned)
+    return dag
+
+
+def _commit_empty(engine: Any, spec: PipelineSpec, run_key: str) -> None:
+    """A plan with nothing to read commits at once (records its empty ranges, no Spark)."""
+    from reprocess import queries
+    from reprocess.commit import commit_run
+
+    with engine.begin() as conn:
+        conn.execute(queries.MARK_STAGED, {"run_id": run_key})
+    commit_run(engine, spec, run_key)
+
+
+def _epoch() -> Any:
+    from datetime import UTC, datetime
+
+    return datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def build_dags(specs: list[PipelineSpec]) -> dict[str, DAG]:
+    dags = {}
+    for spec in specs:
+        for kind in RunKind:
+            dag = build_run_dag(spec, kind)
+            dags[dag.dag_id] = dag
+    return dags

@@ -1,0 +1,83 @@
+"""Session fixtures on real services: Postgres and Kafka are started through scripts/.
+
+A missing service fails the session; nothing is skipped. Each test gets its own topic and
+its own Postgres schema for target tables, so tests never see each other's data.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _load_env() -> None:
+    """Apply scripts/env.sh to this process (pytest may be started without sourcing it)."""
+    out = subprocess.run(
+        ["bash", "-c", f"source {REPO}/scripts/env.sh && env -0"], capture_output=True, check=True
+    ).stdout
+    for item in out.split(b"\0"):
+        if b"=" in item:
+            key, _, value = item.decode().partition("=")
+            os.environ[key] = value
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    subprocess.run([sys.executable, str(REPO / "scripts" / "services.py"), "start"], check=True)
+    os.environ.setdefault("REPROCESS_APP_DB", "reprocess_test")
+    os.environ.setdefault("REPROCESS_AIRFLOW_DB", "airflow_test")
+    _load_env()
+    _create_database("reprocess_test", fresh=True)
+    _create_database("airflow_test", fresh=False)
+
+
+def _create_database(name: str, fresh: bool) -> None:
+    import psycopg2
+
+    admin_url = os.environ["AIRFLOW_CONN_REPROCESS_DB"].rsplit("/", 1)[0] + "/postgres"
+    conn = psycopg2.connect(admin_url)
+    conn.autocommit = True
+    with conn.cursor() as cur:
+        if fresh:
+            cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        cur.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,))
+        if cur.fetchone() is None:
+            cur.execute(f'CREATE DATABASE "{name}"')
+    conn.close()
+
+
+@pytest.fixture(scope="session")
+def kafka_config() -> dict[str, Any]:
+    from reprocess.kafka import config_from_env
+
+    return config_from_env()
+
+
+@pytest.fixture(scope="session")
+def db_url() -> str:
+    return os.environ["AIRFLOW_CONN_REPROCESS_DB"]
+
+
+@pytest.fixture(scope="session")
+def engine(db_url: str) -> Iterator[Any]:
+    from reprocess.db import make_engine, migrate
+
+    eng = make_engine(db_url)
+    migrate(eng)
+    yield eng
+    eng.dispose()
+
+
+@pytest.fixture
+def unique_name(request: pytest.FixtureRequest) -> str:
+    """test name + short uuid: a topic/schema/pipeline name no other test uses."""
+    base = request.node.name.lower().replace("[", "_").replace("]", "").replace("-", "_")[:30]
+    return f"{base}_{uuid.uuid4().hex[:6]}"
