@@ -29,5 +29,5 @@ if [[ -z "${JAVA_HOME:-}" ]] && command -v java >/dev/null; then
   export JAVA_HOME
 fi
 export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-$REPROCESS_STATE_DIR/run}"
-mkdir -p "$XDG_RUNTIME_DIR"
+mkdir -p -m 700 "$XDG_RUNTIME_DIR" && chmod 700 "$XDG_RUNTIME_DIR"
 unset _repo _pgpw _pg

@@ -7,6 +7,7 @@ its own Postgres schema for target tables, so tests never see each other's data.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import uuid
@@ -34,9 +35,22 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     subprocess.run([sys.executable, str(REPO / "scripts" / "services.py"), "start"], check=True)
     os.environ.setdefault("REPROCESS_APP_DB", "reprocess_test")
     os.environ.setdefault("REPROCESS_AIRFLOW_DB", "airflow_test")
+    os.environ.setdefault("AIRFLOW_HOME", str(REPO / ".state" / "airflow_test"))
     _load_env()
+    # Tests write their own pipeline specs here; the DAG file builds DAGs from them.
+    pipelines = REPO / ".state" / "test_pipelines"
+    shutil.rmtree(pipelines, ignore_errors=True)
+    pipelines.mkdir(parents=True)
+    os.environ["REPROCESS_PIPELINES_DIR"] = str(pipelines)
     _create_database("reprocess_test", fresh=True)
     _create_database("airflow_test", fresh=False)
+    _prepare_airflow()
+
+
+def _prepare_airflow() -> None:
+    """Migrate the test metadata DB and create the Spark pool, as `make demo` does."""
+    subprocess.run(["airflow", "db", "migrate"], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(["airflow", "pools", "set", "spark", "1", "Spark jobs"], check=True, stdout=subprocess.DEVNULL)
 
 
 def _create_database(name: str, fresh: bool) -> None:
