@@ -7,5 +7,5 @@ COPY pyproject.toml constraints.txt README.md ./
 COPY reprocess ./reprocess
 COPY spark_apps ./spark_apps
 COPY sql ./sql
-RUN pip install --no-cache-dir -c constraints.txt .
+RUN pip install --no-cache-dir -c constraints.txt -e .
 ENV AIRFLOW__CORE__DAGS_FOLDER=/opt/reprocess/dags
