@@ -1,0 +1,91 @@
+"""Dry runs, incremental loads (including the no-new-data fast path) and trigger validation."""
+
+from __future__ import annotations
+
+import psycopg2
+import pytest
+
+from reprocess import demo_data, queries
+from reprocess.commit import commit_run
+from reprocess.db import libpq_url
+from reprocess.errors import FencedRunError
+from reprocess.plan import plan_run
+from reprocess.runs import RunRequest
+from reprocess.stage import create_stage
+from tests.integration.helpers import dead_letter_count, ledger, orders_spec, run_dag, runs, target_rows
+
+pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("airflow")]
+
+
+def _task_state(dag_run, task_id: str) -> str | None:
+    return dag_run.get_task_instance(task_id).state
+
+
+def test_dry_run_stores_the_plan_and_reads_nothing(kafka_config, engine, unique_name):
+    spec = orders_spec(unique_name, unique_name)
+    demo_data.create_topic(kafka_config, unique_name, 2)
+    demo_data.produce(kafka_config, unique_name, 2, demo_data.order_events(50, 3), malformed=())
+
+    dr = run_dag(spec, "backfill", {"dry_run": True})
+
+    assert dr.state == "success"
+    assert _task_state(dr, "spark_read_stage") == "skipped"
+    (run,) = runs(engine, spec)
+    assert run.state == "dry_run" and run.records_read is None
+    assert target_rows(engine, spec) == {} and ledger(engine, spec) == {}
+
+
+@pytest.mark.integration("spark")
+def test_incremental_loads_new_data_then_no_new_data_run_skips_spark(kafka_config, engine, unique_name):
+    spec = orders_spec(unique_name, unique_name)
+    demo_data.create_topic(kafka_config, unique_name, 2)
+    produced = demo_data.produce(kafka_config, unique_name, 2, demo_data.order_events(80, 4), transactional_every=60)
+
+    first = run_dag(spec, "incremental")
+    assert first.state == "success"
+    expected = demo_data.expected_rows(produced)
+    assert {k: v[2:] for k, v in target_rows(engine, spec).items()} == {k: v[2:] for k, v in expected.items()}
+    assert dead_letter_count(engine, spec) == len(demo_data.MALFORMED)
+
+    second = run_dag(spec, "incremental")
+    assert second.state == "success"
+    assert _task_state(second, "spark_read_stage") == "skipped"
+    last = runs(engine, spec)[-1]
+    assert last.state == "committed" and (last.records_read or 0) == 0
+
+
+def test_bad_trigger_value_is_refused_with_a_readable_message(unique_name):
+    from airflow.sdk.exceptions import ParamValidationError
+
+    spec = orders_spec(unique_name, unique_name)
+    with pytest.raises(ParamValidationError, match="start_mode"):
+        run_dag(spec, "backfill", {"start_mode": "yesterday"})
+    with pytest.raises(ParamValidationError, match="batch_size"):
+        run_dag(spec, "backfill", {"batch_size": 0})
+
+
+def test_semantically_bad_request_fails_planning_without_retries(kafka_config, engine, unique_name):
+    spec = orders_spec(unique_name, unique_name)
+    demo_data.create_topic(kafka_config, unique_name, 1)
+    dr = run_dag(spec, "backfill", {"start_mode": "offsets", "start_value": '{"nope": {"0": 1}}'})
+    assert dr.state == "failed"
+    ti = dr.get_task_instance("plan_offsets")
+    assert ti.state == "failed" and ti.try_number == 1  # SpecError: the retry policy fails at once
+
+
+def test_zombie_incremental_run_is_fenced_by_ledger_compare_and_set(kafka_config, engine, db_url, unique_name):
+    spec = orders_spec(unique_name, unique_name)
+    demo_data.create_topic(kafka_config, unique_name, 1)
+    demo_data.produce(kafka_config, unique_name, 1, demo_data.order_events(10, 2), malformed=())
+    plans = [plan_run(engine, kafka_config, spec, RunRequest.incremental(), f"{unique_name}-{n}") for n in (1, 2)]
+    for plan in plans:  # both staged from the same ledger position (empty stages: the CAS is what is tested)
+        with psycopg2.connect(libpq_url(db_url)) as pg:
+            create_stage(pg, spec, plan.run_id)
+        with engine.begin() as conn:
+            conn.execute(queries.MARK_STAGED, {"run_id": plan.run_id})
+
+    commit_run(engine, spec, plans[0].run_id)
+    with pytest.raises(FencedRunError, match="fenced"):
+        commit_run(engine, spec, plans[1].run_id)
+    assert ledger(engine, spec) == {0: plans[0].ranges[0].end}
+    assert [r.state for r in runs(engine, spec)] == ["committed", "staged"]
