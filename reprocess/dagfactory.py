@@ -161,7 +161,8 @@ def _doc(spec: PipelineSpec, kind: RunKind) -> str:
 the planned `[start, end)` per partition → `spark_read_stage` reads exactly those offsets
 (read_committed), parses and validates them, keeps the newest record per key, COPYs into a
 run-scoped stage → `commit_transaction` merges, inserts dead letters and advances the ledger in
-ONE transaction (committing twice is a no-op) → `report` writes the summary (XCom `return_value`).
+ONE transaction (committing twice is a no-op) → `mirror_group_offsets` copies the ledger to the
+consumer group `{spec.consumer_group}` → `report` writes the summary (XCom `return_value`).
 
 Spec file: `{spec.source_file}`. Bookkeeping: schema `reprocess` (runs, run_ranges,
 offset_snapshots, consumer_offsets, committed_ranges, dead_letters).
@@ -249,6 +250,15 @@ def build_run_dag(spec: PipelineSpec, kind: RunKind) -> DAG:
 
             return result_dict(commit_run(_engine(), spec, plan["run_id"]))
 
+        @task(
+            task_id="mirror_group_offsets",
+            doc_md="Copy the committed positions to the Kafka consumer group (for lag tools); idempotent.",
+        )
+        def mirror(plan: dict[str, Any]) -> dict[str, int]:
+            from reprocess.mirror import mirror_group_offsets
+
+            return mirror_group_offsets(_engine(), _kafka_config(), spec)
+
         @task(task_id="report", trigger_rule="none_failed", doc_md="Summary of the run from Postgres.")
         def report(plan: dict[str, Any]) -> dict[str, Any]:
             from reprocess.summary import format_summary, run_summary
@@ -262,7 +272,7 @@ def build_run_dag(spec: PipelineSpec, kind: RunKind) -> DAG:
         planned = plan_offsets()
         gate = has_work(planned)
         committed = commit_transaction(planned)
-        gate >> spark >> committed >> report(planned)
+        gate >> spark >> committed >> mirror(planned) >> report(planned)
     return dag
 
 

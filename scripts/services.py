@@ -78,6 +78,23 @@ def pg_os_user() -> str | None:
     raise ServiceError("running as root and neither a 'postgres' nor a 'nobody' user exists")
 
 
+def grant_traversal(user: str, *paths: Path) -> None:
+    """Let the unprivileged server user reach the binaries and the data dir.
+
+    A clone under a private folder (``mktemp -d`` makes mode 700) is not traversable by that
+    user; we add only the search bit (o+x, no listing) to the ancestors that lack it.
+    """
+    for path in paths:
+        for parent in [path, *path.parents]:
+            if parent == Path("/"):
+                break
+            if subprocess.run(["runuser", "-u", user, "--", "test", "-x", str(parent)]).returncode == 0:
+                continue
+            mode = parent.stat().st_mode
+            parent.chmod(mode | 0o001)
+            print(f"postgres: added o+x to {parent} so user {user!r} can reach the server files")
+
+
 def run_pg(tool: str, *args: str) -> subprocess.CompletedProcess[str]:
     user = pg_os_user()
     cmd = [str(pg_bin() / tool), *args]
@@ -116,6 +133,8 @@ def pg_start() -> None:
     password = pg_password()
     PG_DIR.mkdir(parents=True, exist_ok=True)
     (PG_DIR / "run").mkdir(exist_ok=True)
+    if user:
+        grant_traversal(user, pg_bin(), PG_DIR)
     if not (data / "PG_VERSION").exists():
         pwfile = PG_DIR / "pwfile"
         pwfile.write_text(password + "\n")

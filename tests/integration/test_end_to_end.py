@@ -37,6 +37,9 @@ def test_backfill_equals_oracle_and_replay_changes_nothing(kafka_config, engine,
     assert run1.state == "committed"
     assert run1.records_read == len(produced.messages)
 
+    # The ledger was mirrored to the Kafka consumer group after the commit.
+    assert _group_offsets(kafka_config, spec) == log_ends
+
     # Committing the same run twice is a no-op.
     again = commit_run(engine, spec, run1.run_id)
     assert again.already_committed and again.rows_upserted == run1.rows_upserted
@@ -50,3 +53,13 @@ def test_backfill_equals_oracle_and_replay_changes_nothing(kafka_config, engine,
     assert ledger(engine, spec) == log_ends
     run2 = runs(engine, spec)[-1]
     assert run2.state == "committed" and run2.rows_upserted == 0
+
+
+def _group_offsets(kafka_config, spec) -> dict[int, int]:
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    from reprocess.kafka import make_admin
+
+    request = ConsumerGroupTopicPartitions(spec.consumer_group)
+    result = make_admin(kafka_config).list_consumer_group_offsets([request])[spec.consumer_group].result(timeout=30)
+    return {tp.partition: tp.offset for tp in result.topic_partitions}

@@ -1,0 +1,49 @@
+"""Mirror committed positions to the Kafka consumer group, after the Postgres commit.
+
+Postgres is the source of truth; the mirror lets ``kafka-consumer-groups`` and lag tools see
+the pipeline's progress. It is idempotent (it writes the ledger's values) and a failure never
+undoes the Postgres commit: the task fails and Airflow retries it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy import Engine
+
+from reprocess import queries
+from reprocess.errors import OffsetLookupError
+from reprocess.spec import PipelineSpec
+
+log = logging.getLogger(__name__)
+
+
+def mirror_group_offsets(engine: Engine, kafka: Mapping[str, Any], spec: PipelineSpec) -> dict[str, int]:
+    """Write the ledger's next offsets to the spec's consumer group; returns what was written."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+
+    from reprocess.kafka import make_admin
+
+    with engine.connect() as conn:
+        positions = conn.execute(queries.LEDGER_FOR_PIPELINE, {"pipeline": spec.name}).all()
+    if not positions:
+        return {}
+    request = ConsumerGroupTopicPartitions(
+        spec.consumer_group, [TopicPartition(r.topic, r.partition, r.next_offset) for r in positions]
+    )
+    future = make_admin(kafka).alter_consumer_group_offsets([request], request_timeout=30)[spec.consumer_group]
+    try:
+        result = future.result()
+    except KafkaException as exc:
+        raise OffsetLookupError(
+            f"{spec.name}: mirroring offsets to group {spec.consumer_group} failed: {exc}. The Postgres commit "
+            "stands; the task retries the mirror."
+        ) from exc
+    failed = [f"{tp.topic}[{tp.partition}]: {tp.error}" for tp in result.topic_partitions if tp.error]
+    if failed:
+        raise OffsetLookupError(f"{spec.name}: mirror to group {spec.consumer_group} failed for {', '.join(failed)}")
+    written = {f"{r.topic}[{r.partition}]": r.next_offset for r in positions}
+    log.info("mirror pipeline=%s group=%s offsets=%s", spec.name, spec.consumer_group, written)
+    return written
