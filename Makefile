@@ -23,5 +23,9 @@ test: services
 lint: install
 	@$(ENV) ruff check . && ruff format --check .
 
+# Benchmarks (docs/benchmarks.md): `make bench BENCH_ARGS="--records 100000 --scale --airflow"`.
+bench: services
+	@$(ENV) python bench/run.py $(BENCH_ARGS)
+
 clean: stop
 	rm -rf .state

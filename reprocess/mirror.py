@@ -21,27 +21,32 @@ log = logging.getLogger(__name__)
 
 
 def mirror_group_offsets(engine: Engine, kafka: Mapping[str, Any], spec: PipelineSpec) -> dict[str, int]:
-    """Write the ledger's next offsets to the spec's consumer group; returns what was written."""
-    from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+    """Write the ledger's next offsets to the spec's consumer group; returns what was written.
 
-    from reprocess.kafka import make_admin
+    A synchronous commit from a consumer that never joins the group (no ``subscribe()``)
+    works on an empty group, which is the state a batch pipeline's group is in.
+    """
+    from confluent_kafka import KafkaException, TopicPartition
+
+    from reprocess.kafka import make_consumer
 
     with engine.connect() as conn:
         positions = conn.execute(queries.LEDGER_FOR_PIPELINE, {"pipeline": spec.name}).all()
     if not positions:
         return {}
-    request = ConsumerGroupTopicPartitions(
-        spec.consumer_group, [TopicPartition(r.topic, r.partition, r.next_offset) for r in positions]
-    )
-    future = make_admin(kafka).alter_consumer_group_offsets([request], request_timeout=30)[spec.consumer_group]
+    consumer = make_consumer({**kafka, "group.id": spec.consumer_group})
     try:
-        result = future.result()
+        result = consumer.commit(
+            offsets=[TopicPartition(r.topic, r.partition, r.next_offset) for r in positions], asynchronous=False
+        )
     except KafkaException as exc:
         raise OffsetLookupError(
             f"{spec.name}: mirroring offsets to group {spec.consumer_group} failed: {exc}. The Postgres commit "
             "stands; the task retries the mirror."
         ) from exc
-    failed = [f"{tp.topic}[{tp.partition}]: {tp.error}" for tp in result.topic_partitions if tp.error]
+    finally:
+        consumer.close()
+    failed = [f"{tp.topic}[{tp.partition}]: {tp.error}" for tp in result or [] if tp.error]
     if failed:
         raise OffsetLookupError(f"{spec.name}: mirror to group {spec.consumer_group} failed for {', '.join(failed)}")
     written = {f"{r.topic}[{r.partition}]": r.next_offset for r in positions}

@@ -56,10 +56,13 @@ def test_backfill_equals_oracle_and_replay_changes_nothing(kafka_config, engine,
 
 
 def _group_offsets(kafka_config, spec) -> dict[int, int]:
-    from confluent_kafka import ConsumerGroupTopicPartitions
+    from confluent_kafka import TopicPartition
 
-    from reprocess.kafka import make_admin
+    from reprocess.kafka import make_consumer
 
-    request = ConsumerGroupTopicPartitions(spec.consumer_group)
-    result = make_admin(kafka_config).list_consumer_group_offsets([request])[spec.consumer_group].result(timeout=30)
-    return {tp.partition: tp.offset for tp in result.topic_partitions}
+    consumer = make_consumer({**kafka_config, "group.id": spec.consumer_group})
+    try:
+        committed = consumer.committed([TopicPartition(spec.topics[0], p) for p in range(4)], timeout=30)
+    finally:
+        consumer.close()
+    return {tp.partition: tp.offset for tp in committed}
