@@ -526,13 +526,14 @@ def product_airflow(bench: Bench, ds: Dataset) -> Result:
 # --------------------------------------------------------------------------- output
 def table(results: list[Result], ceiling_a: Result | None, baseline: Result | None) -> str:
     lines = [
-        "| case | records | seconds | records/s | ÷ ceiling A | ÷ baseline |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| case | records | seconds | records/s | ÷ ceiling A | ÷ baseline | load 1m before→after |",
+        "|---|---:|---:|---:|---:|---:|---|",
     ]
     for r in results:
-        ra = f"{r.rate / ceiling_a.rate:.2f}" if ceiling_a else ""
+        ra = f"{r.rate / ceiling_a.rate:.3f}" if ceiling_a else ""
         rb = f"{r.rate / baseline.rate:.2f}" if baseline else ""
-        lines.append(f"| {r.case} | {r.records:,} | {r.seconds:.1f} | {r.rate:,.0f} | {ra} | {rb} |")
+        load = "→".join(f"{x:.1f}" for x in r.detail.get("loadavg_1m_before_after", []))
+        lines.append(f"| {r.case} | {r.records:,} | {r.seconds:.1f} | {r.rate:,.0f} | {ra} | {rb} | {load} |")
     return "\n".join(lines)
 
 
@@ -587,7 +588,10 @@ def main(argv: list[str] | None = None) -> int:
 
     def run(case: Callable[..., Result], *a: Any, **kw: Any) -> Result:
         log.info("case %s ...", case.__name__)
+        load_before = os.getloadavg()[0]
         r = case(bench, *a, **kw)
+        # Other work on the machine skews a case; the 1-minute load average before/after says so.
+        r.detail["loadavg_1m_before_after"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
         log.info("case %s: %.1f s, %.0f records/s %s", case.__name__, r.seconds, r.rate, r.phases)
         return r
 
