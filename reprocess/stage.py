@@ -18,7 +18,7 @@ from psycopg2 import sql
 from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, DataSourceWriter, WriterCommitMessage
 
 from reprocess.spec import PipelineSpec
-from reprocess.transform import LINEAGE, stage_columns
+from reprocess.transform import stage_columns
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -121,5 +121,3 @@ class PgStageWriter(DataSourceArrowWriter):
         total = sum(m.rows for m in messages if isinstance(m, StagedRows))
         log.info("stage table=%s.%s rows=%d tasks=%d", self.schema_name, self.table, total, len(messages))
 
-
-__all__ = ["LINEAGE", "PgStageDataSource", "create_stage", "drop_stage", "stage_identifier"]
