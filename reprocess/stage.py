@@ -120,4 +120,3 @@ class PgStageWriter(DataSourceArrowWriter):
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         total = sum(m.rows for m in messages if isinstance(m, StagedRows))
         log.info("stage table=%s.%s rows=%d tasks=%d", self.schema_name, self.table, total, len(messages))
-
