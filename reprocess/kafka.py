@@ -37,6 +37,11 @@ def make_consumer(config: KafkaConfig) -> Consumer:
     """A consumer for ``assign()``-based bounded reads; it never joins a group or commits."""
     from confluent_kafka import Consumer
 
+    return Consumer(consumer_config(config))
+
+
+def consumer_config(config: KafkaConfig) -> dict[str, Any]:
+    """The librdkafka settings of :func:`make_consumer`, inspectable without a broker."""
     _require_bootstrap(config)
     conf = {
         **config,
@@ -51,7 +56,7 @@ def make_consumer(config: KafkaConfig) -> Consumer:
         "auto.offset.reset": "error",
     }
     conf.setdefault("group.id", "reprocess-reader")  # required by librdkafka, never joined
-    return Consumer(conf)
+    return conf
 
 
 def make_admin(config: KafkaConfig) -> AdminClient:

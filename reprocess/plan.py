@@ -194,6 +194,11 @@ def resolve(
     if explicit:
         named = set().union(*(m.keys() for m in explicit.values()))
         selected = [s for s in selected if s.tp in named]
+        if not selected:
+            raise SpecError(
+                f"{spec.name}: start/end offsets name {sorted(map(str, named))}, none of them among the "
+                "selected topics/partitions; nothing would be read"
+            )
 
     ranges, lost = [], []
     for s in selected:

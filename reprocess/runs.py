@@ -82,9 +82,9 @@ class RunRequest:
             start_value=optional_str("start_value"),
             end_value=optional_str("end_value"),
             topics=tuple(params.get("topics") or ()),
-            partitions=tuple(int(p) for p in params.get("partitions") or ()),
+            partitions=_partitions(params.get("partitions")),
             allow_data_loss=bool(params.get("allow_data_loss", False)),
-            batch_size=params.get("batch_size") or None,
+            batch_size=_batch_size(params.get("batch_size")),
             dry_run=bool(params.get("dry_run", False)),
         )
         request.validate()
@@ -106,6 +106,26 @@ class RunRequest:
 
     def as_dict(self) -> dict[str, Any]:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()}
+
+
+def _partitions(raw: object) -> tuple[int, ...]:
+    if not raw:
+        return ()
+
+    def number(p: object) -> bool:
+        return (isinstance(p, int) and not isinstance(p, bool) and p >= 0) or (isinstance(p, str) and p.isdigit())
+
+    if not isinstance(raw, list | tuple) or not all(number(p) for p in raw):
+        raise SpecError(f"param partitions: {raw!r} must be a list of partition numbers")
+    return tuple(int(p) for p in raw)  # type: ignore[call-overload]
+
+
+def _batch_size(raw: object) -> int | None:
+    if raw is None or raw == "":
+        return None
+    if isinstance(raw, bool) or not isinstance(raw, int) or raw <= 0:
+        raise SpecError(f"param batch_size must be a positive integer, got {raw!r}")
+    return raw
 
 
 def parse_timestamp(value: str, what: str) -> datetime:

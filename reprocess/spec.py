@@ -164,7 +164,7 @@ class _SpecParser:
             "ordering", "batch_size", "max_record_bytes", "max_dead_letter_ratio", "schedule",
             "reconcile", "owner", "tags", "format",
         }  # fmt: skip
-        unknown = sorted(set(raw) - known)
+        unknown = sorted(map(str, set(raw) - known))
         if unknown:
             raise self.fail(unknown[0], f"unknown field (allowed: {', '.join(sorted(known))})")
         if raw.get("format", "json") != "json":
@@ -212,10 +212,19 @@ class _SpecParser:
             reconcile_cron=str(reconcile.get("cron", "0 0 * * *")),
             auto_heal=bool(reconcile.get("auto_heal", False)),
             owner=str(raw.get("owner", "data-eng")),
-            description=str(raw.get("description", "")).strip(),
+            description=str(raw.get("description") or "").strip(),
             source_file=self.source,
-            tags=tuple(str(t) for t in raw.get("tags", []) or []),
+            tags=self.tags(raw.get("tags")),
         )
+
+    def tags(self, raw: object) -> tuple[str, ...]:
+        if raw is None:
+            return ()
+        if isinstance(raw, str):
+            return (raw,)
+        if not isinstance(raw, list):
+            raise self.fail("tags", f"must be a list of strings, got {raw!r}")
+        return tuple(str(t) for t in raw)
 
     def columns(self, raw: object) -> tuple[ColumnSpec, ...]:
         if not isinstance(raw, Mapping) or not raw:

@@ -1,0 +1,137 @@
+"""Pipeline specs: the shipped YAML loads, and every error names the file and the field (no services)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from reprocess.errors import SpecError
+from reprocess.spec import ColumnType, OrderingMode, PipelineSpec, load_specs
+
+ORDERS_YAML = Path(__file__).resolve().parents[2] / "pipelines" / "orders.yaml"
+
+
+def orders_raw(**overrides: Any) -> dict[str, Any]:
+    raw = yaml.safe_load(ORDERS_YAML.read_text())
+    raw.update(overrides)
+    return raw
+
+
+def write_spec(directory: Path, raw: dict[str, Any], filename: str = "spec.yaml") -> Path:
+    path = directory / filename
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def test_orders_yaml_loads_into_a_typed_spec():
+    spec = PipelineSpec.from_file(ORDERS_YAML)
+    assert spec.name == "orders"
+    assert spec.topics == ("orders",)
+    assert spec.consumer_group == "reprocess-orders"
+    assert spec.key == ("order_id",)
+    assert spec.qualified_target == "public.orders"
+    assert spec.ordering is OrderingMode.OFFSET and spec.ordering_column is None
+    assert spec.batch_size == 1_000_000
+    assert spec.schedule == "@hourly"
+    assert spec.source_file == str(ORDERS_YAML)
+    columns = {c.name: c for c in spec.columns}
+    assert columns["amount"].type is ColumnType.NUMERIC and not columns["amount"].required
+    assert columns["updated_at"].type is ColumnType.TIMESTAMPTZ and columns["updated_at"].required
+    assert [c.name for c in spec.key_columns] == ["order_id"]
+
+
+def test_key_columns_are_always_required():
+    spec = PipelineSpec.from_mapping(orders_raw(columns={"order_id": {"type": "text", "required": False}}))
+    assert spec.columns[0].required
+
+
+def test_column_ordering_names_its_column():
+    spec = PipelineSpec.from_mapping(orders_raw(ordering={"mode": "column", "column": "updated_at"}))
+    assert spec.ordering is OrderingMode.COLUMN and spec.ordering_column == "updated_at"
+
+
+@pytest.mark.parametrize(
+    "overrides, field, problem",
+    [
+        pytest.param({"colour": "blue"}, "colour", "unknown field", id="unknown-field"),
+        pytest.param(
+            {"columns": {"order_id": "text", "amount": {"type": "money"}}},
+            "columns.amount.type",
+            "'money' is not one of",
+            id="bad-column-type",
+        ),
+        pytest.param({"key": ["order_ref"]}, "key", "must list one or more of the columns", id="key-not-a-column"),
+        pytest.param({"key": []}, "key", "must list one or more of the columns", id="key-empty"),
+        pytest.param({"name": "Orders-V2"}, "name", "not a lowercase SQL identifier", id="bad-name-identifier"),
+        pytest.param(
+            {"columns": {"order_id": "text", "Order Date": "text"}},
+            "columns.Order Date",
+            "not a lowercase SQL identifier",
+            id="bad-column-identifier",
+        ),
+        pytest.param(
+            {"target_table": "public.orders;drop"}, "target_table", "not a lowercase SQL identifier", id="bad-table"
+        ),
+        pytest.param(
+            {"ordering": {"mode": "column"}}, "ordering.column", "must name one of the columns", id="ordering-no-column"
+        ),
+        pytest.param(
+            {"ordering": {"mode": "column", "column": "version"}},
+            "ordering.column",
+            "must name one of the columns",
+            id="ordering-column-missing",
+        ),
+        pytest.param({"ordering": "newest"}, "ordering.mode", "is not 'offset' or 'column'", id="ordering-bad-mode"),
+        pytest.param({"batch_size": 0}, "batch_size", "must be a positive integer", id="batch-size-zero"),
+        pytest.param({"batch_size": -5}, "batch_size", "must be a positive integer", id="batch-size-negative"),
+        pytest.param({"batch_size": True}, "batch_size", "must be a positive integer", id="batch-size-bool"),
+        pytest.param({"topics": []}, "topics", "non-empty list", id="no-topics"),
+        pytest.param({"max_dead_letter_ratio": 1.5}, "max_dead_letter_ratio", "in [0, 1]", id="ratio-above-one"),
+    ],
+)
+def test_spec_error_names_the_file_and_the_field(tmp_path, overrides, field, problem):
+    path = write_spec(tmp_path, orders_raw(**overrides))
+    with pytest.raises(SpecError) as caught:
+        PipelineSpec.from_file(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}: field '{field}': "), message
+    assert problem in message
+
+
+def test_lineage_column_names_are_reserved(tmp_path):
+    path = write_spec(tmp_path, orders_raw(columns={"order_id": "text", "_kafka_offset": "bigint"}))
+    with pytest.raises(SpecError, match=re.escape(f"{path}: field 'columns._kafka_offset': names starting with")):
+        PipelineSpec.from_file(path)
+
+
+def test_invalid_yaml_names_the_file(tmp_path):
+    path = tmp_path / "broken.yaml"
+    path.write_text("name: [unclosed\n")
+    with pytest.raises(SpecError, match=re.escape(f"{path}: not valid YAML")):
+        PipelineSpec.from_file(path)
+
+
+def test_a_spec_that_is_not_a_mapping_names_the_file(tmp_path):
+    path = tmp_path / "list.yaml"
+    path.write_text("- orders\n")
+    with pytest.raises(SpecError, match=re.escape(f"{path}: a pipeline spec must be a mapping")):
+        PipelineSpec.from_file(path)
+
+
+def test_load_specs_returns_every_spec_sorted_by_file(tmp_path):
+    write_spec(tmp_path, orders_raw(name="b_orders"), "b.yaml")
+    write_spec(tmp_path, orders_raw(name="a_orders"), "a.yaml")
+    (tmp_path / "notes.txt").write_text("not a spec")
+    assert [s.name for s in load_specs(tmp_path)] == ["a_orders", "b_orders"]
+
+
+def test_load_specs_refuses_two_files_with_the_same_pipeline_name(tmp_path):
+    first = write_spec(tmp_path, orders_raw(), "a.yaml")
+    second = write_spec(tmp_path, orders_raw(), "b.yaml")
+    with pytest.raises(SpecError) as caught:
+        load_specs(tmp_path)
+    assert str(caught.value) == f"{second}: field 'name': 'orders' is also used by {first}"
