@@ -15,7 +15,7 @@ from typing import Any, Final
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import DAG, Connection, ExceptionRetryPolicy, Param, RetryAction, RetryRule, task
 
-from reprocess.errors import DataLossError, FencedRunError, SpecError
+from reprocess.errors import DataLossError, FencedRunError, ReconciliationGap, SpecError
 from reprocess.runs import RunKind, RunRequest
 from reprocess.spec import PipelineSpec
 
@@ -34,6 +34,7 @@ RETRY_POLICY: Final = ExceptionRetryPolicy(
         RetryRule(exception=SpecError, action=RetryAction.FAIL, reason="invalid request or spec"),
         RetryRule(exception=DataLossError, action=RetryAction.FAIL, reason="data loss needs a decision"),
         RetryRule(exception=FencedRunError, action=RetryAction.FAIL, reason="fenced by another run"),
+        RetryRule(exception=ReconciliationGap, action=RetryAction.FAIL, reason="a gap needs a backfill, not a retry"),
     ]
 )
 
@@ -292,10 +293,66 @@ def _epoch() -> Any:
     return datetime(2026, 1, 1, tzinfo=UTC)
 
 
+def _heal_doc(spec: PipelineSpec) -> str:
+    if spec.auto_heal:
+        return "(triggered automatically: `auto_heal: true`)"
+    return "(set `reconcile.auto_heal: true` in the spec to trigger it)"
+
+
+def build_reconcile_dag(spec: PipelineSpec) -> DAG:
+    """Daily (per ``reconcile.cron``) proof that each window's Kafka records landed in Postgres."""
+    from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
+    from airflow.sdk import CronDataIntervalTimetable
+
+    dag = DAG(
+        dag_id=spec.dag_id("reconcile"),
+        description=f"reconcile {', '.join(spec.topics)} with {spec.qualified_target} per window",
+        doc_md=f"""### {spec.name}: reconcile
+
+For each data interval `[data_interval_start, data_interval_end)` (a real window:
+`CronDataIntervalTimetable("{spec.reconcile_cron}")`), resolves the window's offsets per partition from
+the records' timestamps, then checks that (a) every offset is inside a committed range of the ledger
+and (b) every key's newest valid record of the window is in `{spec.qualified_target}` or superseded
+(dead letters are accounted for). One `reprocess.reconciliations` row per partition holds the verdict.
+A gap fails the run with the exact ranges and the backfill conf that closes them
+{_heal_doc(spec)}.
+Past days: `airflow backfill create --dag-id {spec.dag_id("reconcile")} --from-date … --to-date …`.
+""",
+        schedule=CronDataIntervalTimetable(spec.reconcile_cron, timezone="UTC"),
+        start_date=_epoch(),
+        catchup=False,
+        max_active_runs=1,
+        tags=["reprocess", "reconcile", *spec.tags],
+        default_args=default_args(spec),
+        render_template_as_native_obj=True,
+    )
+    with dag:
+
+        @task(task_id="reconcile", doc_md="Compare Kafka, the ledger and the target for the window.")
+        def reconcile(data_interval_start: Any = None, data_interval_end: Any = None, ti: Any = None) -> list[str]:
+            from reprocess.reconcile import reconcile_window
+
+            try:
+                verdicts = reconcile_window(_engine(), _kafka_config(), spec, data_interval_start, data_interval_end)
+            except ReconciliationGap as gap:
+                ti.xcom_push(key="heal_conf", value=gap.heal_conf)
+                raise
+            return [f"{v.range}: {v.detail()}" for v in verdicts]
+
+        checked = reconcile()
+        if spec.auto_heal:
+            checked >> TriggerDagRunOperator(
+                task_id="heal_with_backfill",
+                trigger_dag_id=spec.dag_id("backfill"),
+                conf="{{ ti.xcom_pull(task_ids='reconcile', key='heal_conf') }}",
+                trigger_rule="all_failed",
+            )
+    return dag
+
+
 def build_dags(specs: list[PipelineSpec]) -> dict[str, DAG]:
     dags = {}
     for spec in specs:
-        for kind in RunKind:
-            dag = build_run_dag(spec, kind)
+        for dag in (*(build_run_dag(spec, kind) for kind in RunKind), build_reconcile_dag(spec)):
             dags[dag.dag_id] = dag
     return dags

@@ -27,3 +27,7 @@ class ReadError(ReprocessError):
 
 class ReconciliationGap(ReprocessError):
     """Kafka holds records that the ledger or the target does not account for."""
+
+    def __init__(self, message: str, heal_conf: dict[str, object] | None = None) -> None:
+        super().__init__(message)
+        self.heal_conf = heal_conf or {}

@@ -66,3 +66,54 @@ def _group_offsets(kafka_config, spec) -> dict[int, int]:
     finally:
         consumer.close()
     return {tp.partition: tp.offset for tp in committed}
+
+
+def test_reconciliation_passes_after_backfill_and_names_a_deliberate_gap(kafka_config, engine, unique_name):
+    """Reconcile the day the demo records carry (2026-11-01, UTC) before and after deleting a committed range."""
+    from datetime import UTC, datetime
+
+    from sqlalchemy import text
+
+    spec = orders_spec(unique_name, unique_name)
+    demo_data.create_topic(kafka_config, unique_name, 2)
+    demo_data.produce(kafka_config, unique_name, 2, demo_data.order_events(120, 4, seed=5), transactional_every=100)
+    assert run_dag(spec, "backfill").state == "success"
+    # A manual run at 2026-11-02 covers the last complete interval: [2026-11-01, 2026-11-02).
+    day = datetime(2026, 11, 2, tzinfo=UTC)
+
+    passed = _run_reconcile(spec, day)
+    assert passed.state == "success"
+    assert _verdicts(engine, spec) == {0: "ok", 1: "ok"}
+
+    with engine.begin() as conn:  # the gap: partition 1's committed range disappears from the ledger
+        conn.execute(
+            text("DELETE FROM reprocess.committed_ranges WHERE pipeline = :p AND partition = 1"), {"p": spec.name}
+        )
+    failed = _run_reconcile(spec, day)
+    assert failed.state == "failed"
+    assert _verdicts(engine, spec) == {0: "ok", 1: "gap"}
+    with engine.connect() as conn:
+        detail = conn.execute(
+            text("SELECT detail FROM reprocess.reconciliations WHERE pipeline = :p AND partition = 1"), {"p": spec.name}
+        ).scalar_one()
+    assert detail.startswith("uncovered offsets [0, ")
+
+
+def _run_reconcile(spec, day):
+    import os
+
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=os.environ["AIRFLOW__CORE__DAGS_FOLDER"])
+    dag = bag.dags[spec.dag_id("reconcile")]
+    return dag.test(logical_date=day)
+
+
+def _verdicts(engine, spec) -> dict[int, str]:
+    from sqlalchemy import text
+
+    with engine.connect() as conn:
+        rows = conn.execute(
+            text("SELECT partition, verdict FROM reprocess.reconciliations WHERE pipeline = :p"), {"p": spec.name}
+        )
+        return dict(rows.all())
