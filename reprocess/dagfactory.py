@@ -264,9 +264,9 @@ def build_run_dag(spec: PipelineSpec, kind: RunKind) -> DAG:
         def report(plan: dict[str, Any]) -> dict[str, Any]:
             from reprocess.summary import format_summary, run_summary
 
-            summary = run_summary(_engine(), spec.name, plan["run_id"])
-            summary["dry_run"] = plan["dry_run"]
-            summary["warnings"] = plan["warnings"]
+            summary = run_summary(
+                _engine(), spec.name, plan["run_id"], dry_run=plan["dry_run"], warnings=plan["warnings"]
+            )
             log.info("run summary\n%s", format_summary(summary))
             return summary
 

@@ -15,8 +15,11 @@ _COMMITTED_POSITIONS = text(
 )
 
 
-def run_summary(engine: Engine, pipeline: str, run_id: str) -> dict[str, Any]:
-    """Built from Postgres alone, so it states what is durably true, not what a task believed."""
+def run_summary(engine: Engine, pipeline: str, run_id: str, **extra: Any) -> dict[str, Any]:
+    """Built from Postgres alone, so it states what is durably true, not what a task believed.
+
+    ``extra`` (e.g. ``dry_run``, ``warnings``) is stored with it.
+    """
     with engine.begin() as conn:
         run = conn.execute(queries.RUN_COUNTS, {"run_id": run_id}).one()
         ranges = [
@@ -39,6 +42,7 @@ def run_summary(engine: Engine, pipeline: str, run_id: str) -> dict[str, Any]:
             "committed_offsets": ledger,
             "wall_seconds": round(float(run.seconds), 1),
             "error": run.error,
+            **extra,
         }
         conn.execute(queries.SET_SUMMARY, {"run_id": run_id, "summary": json.dumps(summary)})
     return summary
@@ -66,3 +70,17 @@ def format_summary(summary: dict[str, Any]) -> str:
     if summary.get("error"):
         lines += ["", f"error: {summary['error']}"]
     return "\n".join(lines)
+
+
+def format_note(summary: dict[str, Any] | None, state: str, error: str | None) -> str:
+    """A compact run note (the UI caps notes at 1000 characters)."""
+    if not summary:
+        return f"reprocess run {state}" + (f": {error}" if error else "")
+    ranges = ", ".join(f"{r['topic']}[{r['partition']}] [{r['start']},{r['end']})" for r in summary["planned_ranges"])
+    lost = summary["lost_ranges"] or "none"
+    head = "DRY RUN (nothing read or written)" if summary.get("dry_run") else summary["state"]
+    return (
+        f"**{head}** · {summary['records_read']} records read · {summary['rows_upserted']} rows upserted · "
+        f"{summary['dead_letters']} dead letters · lost: {lost} · {summary['wall_seconds']} s\n\n"
+        f"ranges: {ranges}" + (f"\n\nerror: {error}" if error else "")
+    )

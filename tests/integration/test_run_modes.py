@@ -21,6 +21,15 @@ def _task_state(dag_run, task_id: str) -> str | None:
     return dag_run.get_task_instance(task_id).state
 
 
+def _note(dag_run) -> str:
+    """The run note as the UI shows it, read back from the metadata DB."""
+    from airflow.models.dagrun import DagRun
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        return DagRun.find(dag_id=dag_run.dag_id, run_id=dag_run.run_id, session=session)[0].note or ""
+
+
 def test_dry_run_stores_the_plan_and_reads_nothing(kafka_config, engine, unique_name):
     spec = orders_spec(unique_name, unique_name)
     demo_data.create_topic(kafka_config, unique_name, 2)
@@ -33,6 +42,7 @@ def test_dry_run_stores_the_plan_and_reads_nothing(kafka_config, engine, unique_
     (run,) = runs(engine, spec)
     assert run.state == "dry_run" and run.records_read is None
     assert target_rows(engine, spec) == {} and ledger(engine, spec) == {}
+    assert _note(dr).startswith("**DRY RUN")
 
 
 @pytest.mark.integration("spark")
