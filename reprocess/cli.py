@@ -1,8 +1,9 @@
 """Command line: ``python -m reprocess.cli demo`` runs the main job on the embedded default.
 
-The demo creates topic ``orders`` (4 partitions), produces order events (several updates per
-order, malformed messages, transactional batches that leave marker gaps), runs the orders
-backfill through Airflow (``airflow dags test``) and prints the run's summary from Postgres.
+The demo creates topics ``orders`` (4 partitions: order events with several updates per order,
+malformed messages, transactional batches that leave marker gaps) and ``payments`` (2
+partitions: versioned events, some out of order), runs both backfills through Airflow
+(``airflow dags test``) and prints each run's summary from Postgres.
 """
 
 from __future__ import annotations
@@ -13,18 +14,15 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-from sqlalchemy import text
+from sqlalchemy import Engine, text
 
 from reprocess import demo_data
 from reprocess.db import make_engine, migrate
 from reprocess.kafka import config_from_env, make_admin
-from reprocess.spec import PipelineSpec
 from reprocess.summary import format_summary, run_summary
 
 log = logging.getLogger("reprocess.cli")
-REPO = Path(__file__).resolve().parent.parent
 
 
 def airflow(*args: str) -> None:
@@ -37,17 +35,27 @@ def prepare_airflow() -> None:
     airflow("pools", "set", "spark", "1", "Spark jobs of the reprocessing pipelines")
 
 
-def ensure_demo_topic(orders: int, partitions: int = 4) -> int:
-    """Create and fill ``orders`` once; a second demo replays the same data (a no-op merge)."""
+PAYMENT_TAIL = {"payment_id": "{key}", "order_id": "o-tail", "status": "authorized", "amount": "1.00", "version": 1}
+
+
+def ensure_demo_topics(orders: int, partitions: int = 4) -> dict[str, int]:
+    """Create and fill ``orders`` and ``payments`` once; a second demo replays the same data."""
     kafka = config_from_env()
-    if "orders" in make_admin(kafka).list_topics(timeout=10).topics:
-        log.info("topic orders exists: replaying its data")
-        return 0
-    demo_data.create_topic(kafka, "orders", partitions)
-    produced = demo_data.produce(
-        kafka, "orders", partitions, demo_data.order_events(orders, 5), transactional_every=5_000
-    )
-    return len(produced.messages)
+    existing = make_admin(kafka).list_topics(timeout=10).topics
+    produced = {}
+    if "orders" not in existing:
+        demo_data.create_topic(kafka, "orders", partitions)
+        events = demo_data.order_events(orders, 5)
+        produced["orders"] = len(
+            demo_data.produce(kafka, "orders", partitions, events, transactional_every=5_000).messages
+        )
+    if "payments" not in existing:
+        demo_data.create_topic(kafka, "payments", 2)
+        events = demo_data.payment_events(max(1, orders // 4))
+        produced["payments"] = len(
+            demo_data.produce(kafka, "payments", 2, events, malformed=(), tail_event=PAYMENT_TAIL).messages
+        )
+    return produced
 
 
 def demo(orders: int) -> int:
@@ -55,10 +63,16 @@ def demo(orders: int) -> int:
     prepare_airflow()
     engine = make_engine(os.environ["AIRFLOW_CONN_REPROCESS_DB"])
     migrate(engine)
-    produced = ensure_demo_topic(orders)
-    if produced:
-        print(f"produced {produced} messages to topic orders (4 partitions)")
-    dag_id = "reprocess_orders_backfill"
+    for topic, count in ensure_demo_topics(orders).items():
+        print(f"produced {count} messages to topic {topic}")
+    ok = all(run_backfill(engine, name) for name in ("orders", "payments"))
+    print(f"demo wall time: {time.monotonic() - started:.1f} s")
+    return 0 if ok else 1
+
+
+def run_backfill(engine: Engine, pipeline: str) -> bool:
+    """``airflow dags test`` of a pipeline's backfill, then its summary from Postgres."""
+    dag_id = f"reprocess_{pipeline}_backfill"
     t0 = time.monotonic()
     result = subprocess.run(["airflow", "dags", "test", dag_id], capture_output=True, text=True)
     airflow_seconds = time.monotonic() - t0
@@ -70,14 +84,12 @@ def demo(orders: int) -> int:
     if result.returncode != 0 or run_id is None:
         sys.stderr.write(result.stdout[-6000:] + result.stderr[-6000:])
         print(f"demo: airflow dags test {dag_id} failed (exit {result.returncode})", file=sys.stderr)
-        return 1
-    spec = PipelineSpec.from_file(REPO / "pipelines" / "orders.yaml")
-    summary = run_summary(engine, spec.name, run_id)
+        return False
+    summary = run_summary(engine, pipeline, run_id)
     print()
     print(format_summary(summary))
-    print()
-    print(f"airflow dags test: {airflow_seconds:.1f} s; demo wall time: {time.monotonic() - started:.1f} s")
-    return 0 if summary["state"] == "committed" else 1
+    print(f"\nairflow dags test {dag_id}: {airflow_seconds:.1f} s")
+    return summary["state"] == "committed"
 
 
 def main(argv: list[str] | None = None) -> int:

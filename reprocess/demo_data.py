@@ -91,6 +91,39 @@ def order_events(
     return ordered
 
 
+def payment_events(payments: int, seed: int = 3) -> list[tuple[str, dict[str, Any]]]:
+    """(key, event) pairs with a ``version`` per payment; about 1 in 5 arrives out of order."""
+    rnd = random.Random(seed)
+    t0 = datetime(2026, 11, 1, tzinfo=UTC)
+    events = []
+    for n in range(payments):
+        pid = f"p-{n:07d}"
+        versions = [
+            {"payment_id": pid, "order_id": f"o-{n:07d}", "status": status, "amount": f"{10 + n % 90}.50",
+             "version": v, "updated_at": (t0 + timedelta(minutes=n + v)).isoformat().replace("+00:00", "Z")}
+            for v, status in enumerate(("authorized", "captured", "settled")[: rnd.randint(1, 3)], start=1)
+        ]  # fmt: skip
+        if len(versions) > 1 and rnd.random() < 0.2:
+            versions[-1], versions[-2] = versions[-2], versions[-1]  # a late retry of an older version
+        events.extend((pid, ev) for ev in versions)
+    return events
+
+
+def expected_by_version(produced: Produced, key_field: str) -> dict[str, tuple[int, int, int]]:
+    """key → (version, partition, offset) of the highest version per key, ties by offset."""
+    best: dict[str, tuple[int, int, int]] = {}
+    for partition, offset, _key, value in sorted(produced.messages):
+        try:
+            ev = json.loads(value)
+            version = int(ev["version"])
+            key = ev[key_field]
+        except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+            continue
+        if key not in best or (version, offset) >= (best[key][0], best[key][2]):
+            best[key] = (version, partition, offset)
+    return best
+
+
 def produce(
     kafka: Mapping[str, Any],
     topic: str,
@@ -100,6 +133,7 @@ def produce(
     malformed: Iterable[bytes] = MALFORMED,
     transactional_every: int = 0,
     base_time: datetime | None = None,
+    tail_event: dict[str, Any] | None = None,
 ) -> Produced:
     """Produce keyed JSON events, some malformed messages and, optionally, transactions.
 
@@ -159,8 +193,9 @@ def produce(
     # The final single-record batch per partition (see docstring): a valid event of a tail key.
     for part in range(partitions):
         key = f"tail-{part}"
-        ev = {"order_id": key, "customer_id": "c-tail", "status": "created", "amount": "1.00", "currency": "EUR",
-              "items": 1, "updated_at": "2026-11-01T00:00:00Z"}  # fmt: skip
+        ev = tail_event or {"order_id": key, "customer_id": "c-tail", "status": "created", "amount": "1.00",
+                            "currency": "EUR", "items": 1, "updated_at": "2026-11-01T00:00:00Z"}  # fmt: skip
+        ev = {k: (key if v == "{key}" else v) for k, v in ev.items()}
         send(plain, key, json.dumps(ev).encode(), len(events) + 100 + part, partition=part)
         plain.flush()
     if errors:

@@ -12,12 +12,14 @@ from sqlalchemy import Engine, text
 from reprocess.spec import PipelineSpec
 
 ORDERS_SPEC = Path(__file__).resolve().parents[2] / "pipelines" / "orders.yaml"
+PAYMENTS_SPEC = ORDERS_SPEC.with_name("payments.yaml")
 
 
-def orders_spec(name: str, topic: str, **overrides: Any) -> PipelineSpec:
-    """The orders spec on a test's own topic and target schema, written where the DAG file finds it."""
-    raw = yaml.safe_load(ORDERS_SPEC.read_text())
-    raw.update({"name": name, "topics": [topic], "consumer_group": f"g-{name}", "target_table": f"{name}.orders"})
+def orders_spec(name: str, topic: str, base: Path = ORDERS_SPEC, **overrides: Any) -> PipelineSpec:
+    """A shipped spec on a test's own topic and target schema, written where the DAG file finds it."""
+    raw = yaml.safe_load(base.read_text())
+    table = f"{name}.{raw['name']}"
+    raw.update({"name": name, "topics": [topic], "consumer_group": f"g-{name}", "target_table": table})
     raw.update(overrides)
     path = Path(os.environ["REPROCESS_PIPELINES_DIR"]) / f"{name}.yaml"
     path.write_text(yaml.safe_dump(raw))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
 
 import pytest
@@ -117,3 +118,25 @@ def _verdicts(engine, spec) -> dict[int, str]:
             text("SELECT partition, verdict FROM reprocess.reconciliations WHERE pipeline = :p"), {"p": spec.name}
         )
         return dict(rows.all())
+
+
+def test_version_ordering_keeps_the_highest_version_when_an_older_one_arrives_later(kafka_config, engine, unique_name):
+    from sqlalchemy import text
+
+    from reprocess.cli import PAYMENT_TAIL
+    from tests.integration.helpers import PAYMENTS_SPEC
+
+    spec = orders_spec(unique_name, unique_name, base=PAYMENTS_SPEC)
+    demo_data.create_topic(kafka_config, unique_name, 2)
+    events = demo_data.payment_events(300, seed=9)
+    produced = demo_data.produce(kafka_config, unique_name, 2, events, malformed=(), tail_event=PAYMENT_TAIL)
+    assert run_dag(spec, "backfill").state == "success"
+
+    with engine.connect() as conn:
+        rows = conn.execute(
+            text(f"SELECT payment_id, version, _kafka_partition, _kafka_offset FROM {spec.qualified_target}")
+        ).all()
+    assert {r[0]: (r[1], r[2], r[3]) for r in rows} == demo_data.expected_by_version(produced, "payment_id")
+    # The data really has late, older versions: offset order alone would have kept those.
+    last_written = {ev["payment_id"]: ev["version"] for ev in (json.loads(v) for *_, v in sorted(produced.messages))}
+    assert any(last_written[r[0]] < r[1] for r in rows)
