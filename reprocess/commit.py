@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 from sqlalchemy import Connection, Engine
 
 from reprocess import queries
+from reprocess.batches import commit_parent
 from reprocess.errors import FencedRunError, ReprocessError
 from reprocess.plan import load_plan
 from reprocess.ranges import TopicPartition
@@ -67,6 +68,11 @@ def commit_run(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResult:
             return _committed_result(conn, run_id)
         if run.state != RunState.STAGED:
             raise ReprocessError(f"{spec.name}: run {run_id} is {run.state}, not staged; run the Spark stage first")
+        # A chunked run committed batch by batch; its own commit only checks and sums them.
+        totals = commit_parent(conn, run_id)
+        if totals is not None:
+            log.info("commit run_id=%s pipeline=%s all batches committed %s", run_id, spec.name, totals)
+            return CommitResult(run_id, False, **totals)
         plan = load_plan(conn, run_id)
 
         # 2. Incremental runs: compare-and-set on the ledger fences concurrent or zombie runs.

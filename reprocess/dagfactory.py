@@ -130,7 +130,8 @@ def backfill_params(spec: PipelineSpec) -> dict[str, Param]:
             type=["null", "integer"],
             minimum=1,
             title="Batch size",
-            description=f"Max offsets per partition per Spark input split (spec default {spec.batch_size}).",
+            description=f"Max offsets per partition per batch; each batch commits on its own, so a failure "
+            f"resumes after the last committed batch (spec default {spec.batch_size}).",
             section="Safety",
         ),
         "dry_run": Param(
@@ -231,7 +232,7 @@ def build_run_dag(spec: PipelineSpec, kind: RunKind) -> DAG:
                 spec.source_file,
                 "--run-id",
                 "{{ ti.xcom_pull(task_ids='plan_offsets')['run_id'] }}",
-                "--max-records-per-partition",
+                "--batch-size",
                 "{{ ti.xcom_pull(task_ids='plan_offsets')['batch_size'] }}",
             ],
             conf={

@@ -13,10 +13,12 @@ from typing import TYPE_CHECKING, Any, Final
 import psycopg2
 
 from reprocess import queries
+from reprocess.batches import run_in_batches
+from reprocess.commit import commit_run
 from reprocess.db import libpq_url, make_engine
 from reprocess.plan import load_plan
 from reprocess.reader import KafkaRangeDataSource, reader_options
-from reprocess.runs import RunState
+from reprocess.runs import RunPlan, RunState
 from reprocess.spec import PipelineSpec
 from reprocess.stage import STAGE_SCHEMA, PgStageDataSource, create_stage
 from reprocess.transform import stage_columns, to_stage
@@ -40,9 +42,14 @@ def read_and_stage(
     run_id: str,
     db_url: str,
     kafka: Mapping[str, Any],
-    max_records_per_partition: int | None = None,
+    batch_size: int | None = None,
 ) -> bool:
-    """Stage a planned run; returns False when there was nothing to do (already committed)."""
+    """Stage a planned run; returns False when there was nothing to do (already committed).
+
+    A run wider than ``batch_size`` offsets on some partition is cut into batches that are
+    staged and committed one after the other (each atomically); a re-run resumes after the
+    last committed batch. The ``commit_transaction`` task then only checks and sums them.
+    """
     engine = make_engine(db_url)
     with engine.begin() as conn:
         state = conn.execute(queries.RUN_STATE, {"run_id": run_id}).scalar()
@@ -52,28 +59,51 @@ def read_and_stage(
             log.info("stage run_id=%s pipeline=%s already committed: nothing to do", run_id, spec.name)
             return False
         plan = load_plan(conn, run_id)
+    size = batch_size or spec.batch_size
     started = time.monotonic()
-    with psycopg2.connect(libpq_url(db_url)) as pg:
-        create_stage(pg, spec, run_id)  # a retried attempt starts from an empty stage
-    pg.close()
-    ranges = [r for r in plan.ranges if r.width > 0]
-    if ranges:
-        records = (
-            spark.read.format("kafka-range").options(**reader_options(kafka, ranges, max_records_per_partition)).load()
-        )
-        (
-            to_stage(records, spec)
-            .write.format("pg-stage")
-            .mode("append")
-            .option("table", f"{STAGE_SCHEMA}.{spec.stage_table(run_id)}")
-            .option("columns", ",".join(stage_columns(spec)))
-            .option("dsnEnv", DB_URL_ENV)
-            .save()
-        )
+    if any(r.width > size for r in plan.ranges):
+
+        def stage_and_commit(batch: RunPlan, k: int, n: int) -> None:
+            t0 = time.monotonic()
+            _stage(spark, spec, batch, db_url, kafka)
+            with engine.begin() as conn:
+                conn.execute(queries.MARK_STAGED, {"run_id": batch.run_id})
+            result = commit_run(engine, spec, batch.run_id)
+            seconds = time.monotonic() - t0
+            log.info(
+                "batch run_id=%s pipeline=%s %d of %d records=%d upserted=%d dead_letters=%d rows_per_s=%.0f",
+                run_id, spec.name, k + 1, n, result.records_read, result.rows_upserted, result.dead_letters,
+                result.records_read / seconds if seconds else 0,
+            )  # fmt: skip
+
+        run_in_batches(engine, plan, size, stage_and_commit)
+    else:
+        _stage(spark, spec, plan, db_url, kafka)
     with engine.begin() as conn:
         conn.execute(queries.MARK_STAGED, {"run_id": run_id})
     log.info(
-        "stage run_id=%s pipeline=%s ranges=%d seconds=%.1f", run_id, spec.name, len(ranges), time.monotonic() - started
-    )
+        "stage run_id=%s pipeline=%s ranges=%d seconds=%.1f",
+        run_id, spec.name, len(plan.ranges), time.monotonic() - started,
+    )  # fmt: skip
     engine.dispose()
     return True
+
+
+def _stage(spark: SparkSession, spec: PipelineSpec, plan: RunPlan, db_url: str, kafka: Mapping[str, Any]) -> None:
+    """One Spark action: read the plan's ranges, parse, dedupe, COPY into the plan's fresh stage."""
+    with psycopg2.connect(libpq_url(db_url)) as pg:
+        create_stage(pg, spec, plan.run_id)  # a retried attempt starts from an empty stage
+    pg.close()
+    ranges = [r for r in plan.ranges if r.width > 0]
+    if not ranges:
+        return
+    records = spark.read.format("kafka-range").options(**reader_options(kafka, ranges, None)).load()
+    (
+        to_stage(records, spec)
+        .write.format("pg-stage")
+        .mode("append")
+        .option("table", f"{STAGE_SCHEMA}.{spec.stage_table(plan.run_id)}")
+        .option("columns", ",".join(stage_columns(spec)))
+        .option("dsnEnv", DB_URL_ENV)
+        .save()
+    )

@@ -18,7 +18,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--spec", required=True, type=Path, help="pipeline spec YAML")
     parser.add_argument("--run-id", required=True)
-    parser.add_argument("--max-records-per-partition", type=int, default=None)
+    parser.add_argument("--batch-size", type=int, default=None, help="max offsets per partition per commit")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
             args.run_id,
             os.environ[DB_URL_ENV],
             json.loads(os.environ["REPROCESS_KAFKA_CONFIG"]),
-            args.max_records_per_partition,
+            args.batch_size,
         )
     finally:
         spark.stop()

@@ -66,3 +66,24 @@ def run_dag(spec: PipelineSpec, kind: str, conf: dict[str, Any] | None = None) -
     bag = DagBag(dag_folder=os.environ["AIRFLOW__CORE__DAGS_FOLDER"])
     assert bag.import_errors == {}, bag.import_errors
     return bag.dags[spec.dag_id(kind)].test(run_conf=conf)
+
+
+def start_spark_stage(spec: PipelineSpec, run_id: str, *, batch_size: int | None = None) -> Any:
+    """spark-submit spark_apps/read_stage.py as the DAG does, in its own process group (killable)."""
+    import json
+    import subprocess
+
+    repo = ORDERS_SPEC.parents[1]
+    env = {
+        **os.environ,
+        "REPROCESS_DB_URL": os.environ["AIRFLOW_CONN_REPROCESS_DB"],
+        "REPROCESS_KAFKA_CONFIG": json.dumps(json.loads(os.environ["AIRFLOW_CONN_KAFKA_DEFAULT"])["extra"]),
+    }
+    cmd = ["spark-submit", "--master", "local[2]", "--conf", "spark.ui.enabled=false",
+           "--conf", "spark.sql.shuffle.partitions=4", str(repo / "spark_apps" / "read_stage.py"),
+           "--spec", spec.source_file, "--run-id", run_id]  # fmt: skip
+    if batch_size:
+        cmd += ["--batch-size", str(batch_size)]
+    return subprocess.Popen(
+        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )

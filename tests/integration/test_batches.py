@@ -1,0 +1,67 @@
+"""Chunked runs: each batch commits atomically, and a killed job resumes after the last committed batch."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from decimal import Decimal
+
+import pytest
+from sqlalchemy import text
+
+from reprocess import demo_data
+from reprocess.commit import commit_run
+from reprocess.plan import plan_run
+from reprocess.runs import RunRequest
+from tests.integration.helpers import dead_letter_count, ledger, orders_spec, start_spark_stage, target_rows
+
+pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("spark")]
+
+
+def _batches(engine, run_id: str) -> list[tuple[int, str, object]]:
+    with engine.connect() as conn:
+        return conn.execute(
+            text("SELECT batch_index, state, committed_at FROM reprocess.runs WHERE parent_run_id = :r "
+                 "ORDER BY batch_index"), {"r": run_id}
+        ).all()  # fmt: skip
+
+
+def test_killed_chunked_run_resumes_after_the_last_committed_batch(kafka_config, engine, unique_name):
+    # The malformed messages all land in the last batch; the per-batch threshold must not trip.
+    spec = orders_spec(unique_name, unique_name, max_dead_letter_ratio=0.5)
+    demo_data.create_topic(kafka_config, unique_name, 2)
+    produced = demo_data.produce(kafka_config, unique_name, 2, demo_data.order_events(150, 4), transactional_every=80)
+    plan = plan_run(engine, kafka_config, spec, RunRequest.from_params({"batch_size": 60}), unique_name)
+    n = max(-(-r.width // 60) for r in plan.ranges)
+    assert n >= 4
+
+    # First attempt: killed (SIGKILL of the whole spark-submit process group) after batch 1 committed.
+    job = start_spark_stage(spec, plan.run_id, batch_size=60)
+    deadline = time.monotonic() + 240
+    while not any(state == "committed" for _, state, _ in _batches(engine, plan.run_id)):
+        assert job.poll() is None, job.stdout.read()[-3000:]
+        assert time.monotonic() < deadline, "no batch committed within 240 s"
+        time.sleep(0.2)
+    os.killpg(job.pid, signal.SIGKILL)
+    job.wait()
+    before = {k: at for k, state, at in _batches(engine, plan.run_id) if state == "committed"}
+    assert 0 < len(before) < n
+
+    # Second attempt resumes: committed batches are not redone, the rest commit one by one.
+    retry = start_spark_stage(spec, plan.run_id, batch_size=60)
+    output, _ = retry.communicate(timeout=300)
+    assert retry.returncode == 0, output[-3000:]
+    assert "already committed: resuming after it" in output
+    after = _batches(engine, plan.run_id)
+    assert len(after) == n and all(state == "committed" for _, state, _ in after)
+    assert all(at == before[k] for k, _, at in after if k in before)
+
+    result = commit_run(engine, spec, plan.run_id)
+    assert result.records_read == len(produced.messages)
+    expected = {
+        k: (s, str(Decimal(a).normalize()), p, o) for k, (s, a, p, o) in demo_data.expected_rows(produced).items()
+    }
+    assert target_rows(engine, spec) == expected
+    assert dead_letter_count(engine, spec) == len(demo_data.MALFORMED)
+    assert ledger(engine, spec) == {r.partition: r.end for r in plan.ranges}
