@@ -37,9 +37,11 @@ class Produced:
     """Every message written, with its offset, so tests can compute an oracle."""
 
     messages: list[tuple[int, int, bytes | None, bytes]] = field(default_factory=list)  # partition, offset, key, value
+    timestamps: dict[tuple[int, int], int] = field(default_factory=dict)  # (partition, offset) → ms
 
-    def add(self, partition: int, offset: int, key: bytes | None, value: bytes) -> None:
+    def add(self, partition: int, offset: int, key: bytes | None, value: bytes, ts_ms: int = 0) -> None:
         self.messages.append((partition, offset, key, value))
+        self.timestamps[(partition, offset)] = ts_ms
 
 
 def create_topic(kafka: Mapping[str, Any], topic: str, partitions: int) -> None:
@@ -150,7 +152,7 @@ def produce(
         if err is not None:
             errors.append(str(err))
         else:
-            produced.add(msg.partition(), msg.offset(), msg.key(), msg.value())
+            produced.add(msg.partition(), msg.offset(), msg.key(), msg.value(), msg.timestamp()[1])
 
     events = list(events)
     ts0 = base_time or datetime(2026, 11, 1, tzinfo=UTC)
