@@ -18,9 +18,10 @@ def test_dag_folder_imports_without_errors_and_yields_every_pipeline_dag(monkeyp
 
     bag = DagBag(dag_folder=str(REPO / "dags"))
     assert bag.import_errors == {}
-    expected = {spec.dag_id(kind) for spec in load_specs(REPO / "pipelines") for kind in ("backfill", "incremental")}
-    assert expected <= set(bag.dags)
-    for dag_id in expected:
+    specs = load_specs(REPO / "pipelines")
+    runs = {spec.dag_id(kind) for spec in specs for kind in ("backfill", "incremental")}
+    assert runs | {spec.dag_id("reconcile") for spec in specs} <= set(bag.dags)
+    for dag_id in runs:
         dag = bag.dags[dag_id]
         dag.params.validate()  # invalid defaults are not caught at parse time
         assert dag.doc_md and dag.max_active_runs == 1
