@@ -26,3 +26,16 @@ def test_dag_folder_imports_without_errors_and_yields_every_pipeline_dag(monkeyp
         dag.params.validate()  # invalid defaults are not caught at parse time
         assert dag.doc_md and dag.max_active_runs == 1
         assert dag.get_task("spark_read_stage").pool == "spark"
+
+
+def test_broken_spec_is_an_import_error_naming_the_file_and_field(monkeypatch, tmp_path):
+    from airflow.dag_processing.dagbag import DagBag
+
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("name: broken\ntopics: [t]\nkey: [id]\ncolumns:\n  id: {type: uuid}\n")
+    monkeypatch.setenv("REPROCESS_PIPELINES_DIR", str(tmp_path))
+
+    bag = DagBag(dag_folder=str(REPO / "dags"))
+
+    (message,) = bag.import_errors.values()
+    assert f"{broken}: field 'columns.id.type': 'uuid' is not one of" in message
