@@ -475,7 +475,7 @@ def product(bench: Bench, ds: Dataset, label: str = "product") -> Result:
         "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=4",
         "--conf", "spark.sql.execution.arrow.pyspark.enabled=true",
         str(SPARK_APP), "--spec", str(spec.source_file), "--run-id", run_id,
-        "--max-records-per-partition", str(spec.batch_size),
+        "--batch-size", str(spec.batch_size),
     ]  # fmt: skip
     with log_path.open("w") as fh:
         proc = subprocess.run(cmd, env=env, cwd=REPO, stdout=fh, stderr=subprocess.STDOUT, check=False)
