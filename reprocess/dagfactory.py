@@ -196,7 +196,9 @@ def build_run_dag(spec: PipelineSpec, kind: RunKind) -> DAG:
             request = RunRequest.from_params(params or {}, kind) if is_backfill else RunRequest.incremental()
             run_key = f"{dag.dag_id}/{run_id}"
             engine = _engine()
-            plan = plan_run(engine, _kafka_config(), spec, request, run_key, dag_id=dag.dag_id, dag_run_id=run_id)
+            plan = plan_run(
+                engine, _kafka_config(), spec, request, run_key, dag_id=dag.dag_id, dag_run_id=run_id, params=params
+            )
             if plan.is_empty and not request.dry_run:
                 _commit_empty(engine, spec, run_key)
             return {

@@ -284,8 +284,12 @@ def plan_run(
     *,
     dag_id: str | None = None,
     dag_run_id: str | None = None,
+    params: Mapping[str, Any] | None = None,
 ) -> RunPlan:
-    """Snapshot, resolve and store a run's plan. A run that already committed keeps its plan."""
+    """Snapshot, resolve and store a run's plan. A run that already committed keeps its plan.
+
+    ``params`` (the trigger form's values) are stored verbatim beside the parsed request.
+    """
     from reprocess.commit import ensure_pipeline
 
     ensure_pipeline(engine, spec)
@@ -316,7 +320,8 @@ def plan_run(
             error = None
         except (SpecError, DataLossError) as exc:
             ranges, lost, error = [], [], exc
-        _store(conn, spec, request, run_id, snapshots, ranges, lost, dag_id, dag_run_id, error)
+        stored = {"params": dict(params) if params is not None else None, "parsed": request.as_dict()}
+        _store(conn, spec, request, stored, run_id, snapshots, ranges, lost, dag_id, dag_run_id, error)
     if error is not None:
         raise error
     for w in warnings:
@@ -374,6 +379,7 @@ def _store(
     conn: Connection,
     spec: PipelineSpec,
     request: RunRequest,
+    stored_request: dict[str, Any],
     run_id: str,
     snapshots: list[PartitionSnapshot],
     ranges: list[OffsetRange],
@@ -394,7 +400,7 @@ def _store(
             "pipeline": spec.name,
             "kind": request.kind.value,
             "state": state,
-            "request": json.dumps(request.as_dict()),
+            "request": json.dumps(stored_request, default=str),
             "lost": json.dumps([vars_of(lr) for lr in lost]),
             "dag_id": dag_id,
             "dag_run_id": dag_run_id,

@@ -41,6 +41,8 @@ def test_dry_run_stores_the_plan_and_reads_nothing(kafka_config, engine, unique_
     assert _task_state(dr, "spark_read_stage") == "skipped"
     (run,) = runs(engine, spec)
     assert run.state == "dry_run" and run.records_read is None
+    assert run.request["params"]["dry_run"] is True  # the trigger form's values, verbatim
+    assert run.request["parsed"]["start_mode"] == "earliest"
     assert target_rows(engine, spec) == {} and ledger(engine, spec) == {}
     assert _note(dr).startswith("**DRY RUN")
 
