@@ -89,6 +89,12 @@ def commit_run(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResult:
         if has_stage:
             cur.execute(stage_counts_sql(stage))
             records, staged, dead = (int(x) for x in cur.fetchone())
+            if run.stage_rows is not None and staged + dead != run.stage_rows:
+                raise ReprocessError(
+                    f"{spec.name}: run {run_id}'s stage holds {staged + dead} rows but the Spark job staged "
+                    f"{run.stage_rows}; the stage was lost or altered (a Postgres crash-restart empties UNLOGGED "
+                    "tables). Nothing was committed: re-run spark_read_stage."
+                )
             if records and dead / records > spec.max_dead_letter_ratio:
                 raise ReprocessError(
                     f"{spec.name}: run {run_id} has {dead} dead letters in {records} records "

@@ -286,7 +286,7 @@ def _commit_empty(engine: Any, spec: PipelineSpec, run_key: str) -> None:
     from reprocess.commit import commit_run
 
     with engine.begin() as conn:
-        conn.execute(queries.MARK_STAGED, {"run_id": run_key})
+        conn.execute(queries.MARK_STAGED, {"run_id": run_key, "stage_rows": None})
     commit_run(engine, spec, run_key)
 
 

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 import psycopg2
+from psycopg2 import sql
 
 from reprocess import queries
 from reprocess.batches import run_in_batches
@@ -20,7 +21,7 @@ from reprocess.plan import load_plan
 from reprocess.reader import KafkaRangeDataSource, reader_options
 from reprocess.runs import RunPlan, RunState
 from reprocess.spec import PipelineSpec
-from reprocess.stage import STAGE_SCHEMA, PgStageDataSource, create_stage
+from reprocess.stage import STAGE_SCHEMA, PgStageDataSource, create_stage, stage_identifier
 from reprocess.transform import stage_columns, to_stage
 
 if TYPE_CHECKING:
@@ -65,9 +66,9 @@ def read_and_stage(
 
         def stage_and_commit(batch: RunPlan, k: int, n: int) -> None:
             t0 = time.monotonic()
-            _stage(spark, spec, batch, db_url, kafka)
+            rows = _stage(spark, spec, batch, db_url, kafka)
             with engine.begin() as conn:
-                conn.execute(queries.MARK_STAGED, {"run_id": batch.run_id})
+                conn.execute(queries.MARK_STAGED, {"run_id": batch.run_id, "stage_rows": rows})
             result = commit_run(engine, spec, batch.run_id)
             seconds = time.monotonic() - t0
             log.info(
@@ -77,10 +78,11 @@ def read_and_stage(
             )  # fmt: skip
 
         run_in_batches(engine, plan, size, stage_and_commit)
+        rows = None  # the batches hold the data; the run itself has no stage
     else:
-        _stage(spark, spec, plan, db_url, kafka)
+        rows = _stage(spark, spec, plan, db_url, kafka)
     with engine.begin() as conn:
-        conn.execute(queries.MARK_STAGED, {"run_id": run_id})
+        conn.execute(queries.MARK_STAGED, {"run_id": run_id, "stage_rows": rows})
     log.info(
         "stage run_id=%s pipeline=%s ranges=%d seconds=%.1f",
         run_id, spec.name, len(plan.ranges), time.monotonic() - started,
@@ -89,14 +91,17 @@ def read_and_stage(
     return True
 
 
-def _stage(spark: SparkSession, spec: PipelineSpec, plan: RunPlan, db_url: str, kafka: Mapping[str, Any]) -> None:
-    """One Spark action: read the plan's ranges, parse, dedupe, COPY into the plan's fresh stage."""
+def _stage(spark: SparkSession, spec: PipelineSpec, plan: RunPlan, db_url: str, kafka: Mapping[str, Any]) -> int:
+    """One Spark action: read the plan's ranges, parse, dedupe, COPY into the plan's fresh stage.
+
+    Returns the rows the stage holds afterwards, which the commit checks against.
+    """
     with psycopg2.connect(libpq_url(db_url)) as pg:
         create_stage(pg, spec, plan.run_id)  # a retried attempt starts from an empty stage
     pg.close()
     ranges = [r for r in plan.ranges if r.width > 0]
     if not ranges:
-        return
+        return 0
     records = spark.read.format("kafka-range").options(**reader_options(kafka, ranges, None)).load()
     (
         to_stage(records, spec)
@@ -107,3 +112,8 @@ def _stage(spark: SparkSession, spec: PipelineSpec, plan: RunPlan, db_url: str, 
         .option("dsnEnv", DB_URL_ENV)
         .save()
     )
+    with psycopg2.connect(libpq_url(db_url)) as pg, pg.cursor() as cur:
+        cur.execute(sql.SQL("SELECT count(*) FROM {}").format(stage_identifier(spec, plan.run_id)))
+        rows = int(cur.fetchone()[0])
+    pg.close()
+    return rows

@@ -58,7 +58,7 @@ LAST_PARTITION_COUNT: Final = text(
 )
 
 MARK_STAGED: Final = text(
-    "UPDATE reprocess.runs SET state = 'staged', staged_at = now(), error = NULL "
+    "UPDATE reprocess.runs SET state = 'staged', staged_at = now(), error = NULL, stage_rows = :stage_rows "
     "WHERE run_id = :run_id AND state IN ('planned', 'staged', 'failed')"
 )
 
@@ -67,7 +67,7 @@ MARK_FAILED: Final = text(
 )
 
 # FOR UPDATE serialises two commits of the same run; the advisory lock serialises the pipeline.
-LOCK_RUN: Final = text("SELECT state, kind FROM reprocess.runs WHERE run_id = :run_id FOR UPDATE")
+LOCK_RUN: Final = text("SELECT state, kind, stage_rows FROM reprocess.runs WHERE run_id = :run_id FOR UPDATE")
 
 PIPELINE_LOCK: Final = text("SELECT pg_advisory_xact_lock(hashtext('reprocess:' || :pipeline))")
 

@@ -8,7 +8,7 @@ import pytest
 from reprocess import demo_data, queries
 from reprocess.commit import commit_run
 from reprocess.db import libpq_url
-from reprocess.errors import FencedRunError
+from reprocess.errors import FencedRunError, ReprocessError
 from reprocess.plan import plan_run
 from reprocess.runs import RunRequest
 from reprocess.stage import create_stage
@@ -94,10 +94,26 @@ def test_zombie_incremental_run_is_fenced_by_ledger_compare_and_set(kafka_config
         with psycopg2.connect(libpq_url(db_url)) as pg:
             create_stage(pg, spec, plan.run_id)
         with engine.begin() as conn:
-            conn.execute(queries.MARK_STAGED, {"run_id": plan.run_id})
+            conn.execute(queries.MARK_STAGED, {"run_id": plan.run_id, "stage_rows": 0})
 
     commit_run(engine, spec, plans[0].run_id)
     with pytest.raises(FencedRunError, match="fenced"):
         commit_run(engine, spec, plans[1].run_id)
     assert ledger(engine, spec) == {0: plans[0].ranges[0].end}
     assert [r.state for r in runs(engine, spec)] == ["committed", "staged"]
+
+
+def test_an_emptied_stage_never_commits_as_no_data(kafka_config, engine, db_url, unique_name):
+    """A Postgres crash-restart empties UNLOGGED stage tables; the commit must notice, not commit 0 rows."""
+    spec = orders_spec(unique_name, unique_name)
+    demo_data.create_topic(kafka_config, unique_name, 1)
+    demo_data.produce(kafka_config, unique_name, 1, demo_data.order_events(10, 2), malformed=())
+    plan = plan_run(engine, kafka_config, spec, RunRequest.from_params({}), unique_name)
+    with psycopg2.connect(libpq_url(db_url)) as pg:
+        create_stage(pg, spec, plan.run_id)  # as the Spark job left it, minus its rows
+    with engine.begin() as conn:
+        conn.execute(queries.MARK_STAGED, {"run_id": plan.run_id, "stage_rows": 11})
+
+    with pytest.raises(ReprocessError, match="stage holds 0 rows but the Spark job staged 11"):
+        commit_run(engine, spec, plan.run_id)
+    assert ledger(engine, spec) == {} and runs(engine, spec)[0].state == "staged"
