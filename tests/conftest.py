@@ -38,7 +38,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     os.environ.setdefault("AIRFLOW_HOME", str(REPO / ".state" / "airflow_test"))
     _load_env()
     # Tests write their own pipeline specs here; the DAG file builds DAGs from them.
-    pipelines = REPO / ".state" / "test_pipelines"
+    # One folder per session, so two concurrent sessions never delete each other's specs.
+    pipelines = REPO / ".state" / "test_pipelines" / str(os.getpid())
     shutil.rmtree(pipelines, ignore_errors=True)
     pipelines.mkdir(parents=True)
     os.environ["REPROCESS_PIPELINES_DIR"] = str(pipelines)
