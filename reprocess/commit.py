@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
 from sqlalchemy import Connection, Engine
@@ -16,7 +17,7 @@ from reprocess import queries
 from reprocess.batches import commit_parent
 from reprocess.errors import FencedRunError, ReprocessError
 from reprocess.plan import load_plan
-from reprocess.ranges import TopicPartition
+from reprocess.ranges import OffsetRange, TopicPartition
 from reprocess.runs import RunKind, RunState
 from reprocess.spec import PipelineSpec
 from reprocess.stage import drop_stage, stage_identifier
@@ -75,9 +76,11 @@ def commit_run(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResult:
             return CommitResult(run_id, False, **totals)
         plan = load_plan(conn, run_id)
 
+        starts = _accounted_starts(conn, run_id, plan.ranges)
+
         # 2. Incremental runs: compare-and-set on the ledger fences concurrent or zombie runs.
         if RunKind(run.kind) is RunKind.INCREMENTAL:
-            _check_fence(conn, spec, run_id, {r.tp: r.start for r in plan.ranges})
+            _check_fence(conn, spec, run_id, starts)
 
         stage = stage_identifier(spec, run_id)
         cur = conn.connection.cursor()
@@ -111,7 +114,7 @@ def commit_run(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResult:
         for r in plan.ranges:
             params = {"pipeline": spec.name, "run_id": run_id, "topic": r.topic, "partition": r.partition,
                       "start": r.start, "end": r.end}  # fmt: skip
-            conn.execute(queries.ADVANCE_LEDGER, params)
+            conn.execute(queries.ADVANCE_LEDGER, {**params, "start": starts[r.tp]})
             conn.execute(queries.INSERT_COMMITTED_RANGE, params)
         conn.execute(
             queries.MARK_COMMITTED,
@@ -127,6 +130,18 @@ def commit_run(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResult:
         run_id, spec.name, records, staged, upserted, dead,
     )  # fmt: skip
     return CommitResult(run_id, False, records, staged, upserted, dead)
+
+
+def _accounted_starts(conn: Connection, run_id: str, ranges: Iterable[OffsetRange]) -> dict[TopicPartition, int]:
+    """Per partition, the lowest offset the run accounts for: its range start, or the start of
+    the lost range (allow_data_loss) that ends there. The ledger may move across a recorded loss,
+    never across an unrecorded one, so the next incremental run does not trip over it again.
+    """
+    lost = {
+        (x["topic"], x["partition"], x["end"]): x["start"]
+        for (x,) in conn.execute(queries.RUN_LOST_RANGES, {"run_id": run_id})
+    }
+    return {r.tp: lost.get((r.topic, r.partition, r.start), r.start) for r in ranges}
 
 
 def _check_fence(conn: Connection, spec: PipelineSpec, run_id: str, starts: dict[TopicPartition, int]) -> None:

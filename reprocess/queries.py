@@ -69,6 +69,12 @@ MARK_FAILED: Final = text(
 # FOR UPDATE serialises two commits of the same run; the advisory lock serialises the pipeline.
 LOCK_RUN: Final = text("SELECT state, kind, stage_rows FROM reprocess.runs WHERE run_id = :run_id FOR UPDATE")
 
+# Lost ranges a run accepted (allow_data_loss); a batch inherits its parent run's.
+RUN_LOST_RANGES: Final = text(
+    "SELECT jsonb_array_elements(lost_ranges) AS lost FROM reprocess.runs WHERE run_id = :run_id "
+    "OR run_id = (SELECT parent_run_id FROM reprocess.runs WHERE run_id = :run_id)"
+)
+
 PIPELINE_LOCK: Final = text("SELECT pg_advisory_xact_lock(hashtext('reprocess:' || :pipeline))")
 
 # Ledger rows of the run's partitions, locked, for the incremental compare-and-set.
