@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from reprocess.spec import PipelineSpec
 
 ORDERS_SPEC = Path(__file__).resolve().parents[2] / "pipelines" / "orders.yaml"
 PAYMENTS_SPEC = ORDERS_SPEC.with_name("payments.yaml")
+REPO_ROOT = ORDERS_SPEC.parents[1]
 
 
 def orders_spec(name: str, topic: str, base: Path = ORDERS_SPEC, **overrides: Any) -> PipelineSpec:
@@ -68,22 +70,108 @@ def run_dag(spec: PipelineSpec, kind: str, conf: dict[str, Any] | None = None) -
     return bag.dags[spec.dag_id(kind)].test(run_conf=conf)
 
 
-def start_spark_stage(spec: PipelineSpec, run_id: str, *, batch_size: int | None = None) -> Any:
-    """spark-submit spark_apps/read_stage.py as the DAG does, in its own process group (killable)."""
+def start_spark_stage(
+    spec: PipelineSpec,
+    run_id: str,
+    *,
+    batch_size: int | None = None,
+    kafka: dict[str, Any] | None = None,
+    conf: dict[str, str] | None = None,
+) -> Any:
+    """spark-submit spark_apps/read_stage.py as the DAG does, in its own process group (killable).
+
+    ``kafka`` replaces the ``kafka_default`` connection's config (another broker); ``conf``
+    adds Spark settings.
+    """
     import json
     import subprocess
 
     repo = ORDERS_SPEC.parents[1]
+    kafka = kafka if kafka is not None else json.loads(os.environ["AIRFLOW_CONN_KAFKA_DEFAULT"])["extra"]
     env = {
         **os.environ,
         "REPROCESS_DB_URL": os.environ["AIRFLOW_CONN_REPROCESS_DB"],
-        "REPROCESS_KAFKA_CONFIG": json.dumps(json.loads(os.environ["AIRFLOW_CONN_KAFKA_DEFAULT"])["extra"]),
+        "REPROCESS_KAFKA_CONFIG": json.dumps(kafka),
     }
-    cmd = ["spark-submit", "--master", "local[2]", "--conf", "spark.ui.enabled=false",
-           "--conf", "spark.sql.shuffle.partitions=4", str(repo / "spark_apps" / "read_stage.py"),
-           "--spec", spec.source_file, "--run-id", run_id]  # fmt: skip
+    confs = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4", **(conf or {})}
+    cmd = ["spark-submit", "--master", "local[2]"]
+    for name, value in confs.items():
+        cmd += ["--conf", f"{name}={value}"]
+    cmd += [str(repo / "spark_apps" / "read_stage.py"), "--spec", spec.source_file, "--run-id", run_id]
     if batch_size:
         cmd += ["--batch-size", str(batch_size)]
     return subprocess.Popen(
         cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
     )
+
+
+def run_spark_stage(spec: PipelineSpec, run_id: str, *, timeout: float = 300, **kwargs: Any) -> str:
+    """Stage a planned run with spark-submit and wait; a failed job fails the test with its output."""
+    job = start_spark_stage(spec, run_id, **kwargs)
+    output, _ = job.communicate(timeout=timeout)
+    assert job.returncode == 0, output[-4000:]
+    return output
+
+
+def oracle_rows(produced: Any) -> dict[str, tuple[str, str, int, int]]:
+    """demo_data.expected_rows in the form target_rows returns (amounts normalised)."""
+    from decimal import Decimal
+
+    from reprocess import demo_data
+
+    return {k: (s, str(Decimal(a).normalize()), p, o) for k, (s, a, p, o) in demo_data.expected_rows(produced).items()}
+
+
+def stage_count(engine: Engine, spec: PipelineSpec, run_id: str) -> int | None:
+    """Rows in the run's stage table, None when it does not exist."""
+    from reprocess.stage import STAGE_SCHEMA
+
+    name = f'{STAGE_SCHEMA}."{spec.stage_table(run_id)}"'
+    with engine.connect() as conn:
+        if conn.execute(text("SELECT to_regclass(:n)"), {"n": name}).scalar() is None:
+            return None
+        return conn.execute(text(f"SELECT count(*) FROM {name}")).scalar_one()
+
+
+def committed_ranges(engine: Engine, spec: PipelineSpec) -> dict[int, list[tuple[int, int]]]:
+    """partition → its committed [start, end) ranges in offset order."""
+    out: dict[int, list[tuple[int, int]]] = {}
+    with engine.connect() as conn:
+        rows = conn.execute(
+            text(
+                "SELECT partition, start_offset, end_offset FROM reprocess.committed_ranges WHERE pipeline = :p "
+                "ORDER BY partition, start_offset"
+            ),
+            {"p": spec.name},
+        )
+        for partition, start, end in rows:
+            out.setdefault(partition, []).append((start, end))
+    return out
+
+
+def assert_matches_oracle(
+    engine: Engine, spec: PipelineSpec, produced: Any, ends: dict[int, int], *, invalid: int | None = None
+) -> None:
+    """No lost row, no doubled row: target, dead letters, ledger and committed ranges vs the oracle.
+
+    ``ends`` are the true log ends per partition (from the produced messages' offsets, not the
+    broker's answer); ``invalid`` overrides demo_data.invalid_count when the spec rejects more.
+    """
+    from reprocess import demo_data
+
+    assert target_rows(engine, spec) == oracle_rows(produced)
+    assert dead_letter_count(engine, spec) == (demo_data.invalid_count(produced) if invalid is None else invalid)
+    assert ledger(engine, spec) == ends
+    # Committed ranges tile each partition's log exactly once: no gap (lost) and no overlap (doubled).
+    for partition, pieces in committed_ranges(engine, spec).items():
+        assert pieces[0][0] == 0 and pieces[-1][1] == ends[partition], (partition, pieces)
+        assert all(a[1] == b[0] for a, b in itertools.pairwise(pieces)), (partition, pieces)
+    assert set(committed_ranges(engine, spec)) == set(ends)
+
+
+def log_ends(produced: Any) -> dict[int, int]:
+    """partition → the offset after its last produced record (markers before it included)."""
+    ends: dict[int, int] = {}
+    for partition, offset, *_ in produced.messages:
+        ends[partition] = max(ends.get(partition, 0), offset + 1)
+    return ends

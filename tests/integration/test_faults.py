@@ -1,0 +1,543 @@
+"""The fault matrix (issue 4): break one real part, retry, then compare Postgres with the oracle.
+
+Every test kills or breaks a real component (Spark, a Postgres backend, the Postgres server,
+a concurrent run, the broker's topic layout), retries the way an operator or Airflow would,
+and ends by comparing Postgres with an oracle computed from the produced messages alone
+(``demo_data.expected_rows`` / ``invalid_count``): no lost row, no doubled row, dead letters
+equal to the invalid messages, ledger equal to the committed ends, committed ranges tiling
+each partition exactly once.
+
+The library is driven directly (``plan_run`` → ``spark-submit spark_apps/read_stage.py`` →
+``commit_run``), not through Airflow, to keep each case to one or two Spark runs.
+
+Not here, on purpose:
+- "the same run committed twice is a no-op" is proven in
+  ``test_end_to_end.test_backfill_equals_oracle_and_replay_changes_nothing``;
+- data loss: tansu has neither retention nor DeleteRecords, so a deleted segment cannot be
+  produced on the local broker; ``test_deleted_range_...`` below moves the snapshot's log start
+  the way Apache Kafka reports it after retention, and runs everything else for real;
+- the broker restarted during the read (durable S3 storage on moto) is in
+  ``test_broker_restart.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
+import psycopg2
+import pytest
+from sqlalchemy import text
+
+from reprocess import demo_data
+from reprocess.commit import commit_run
+from reprocess.db import libpq_url
+from reprocess.errors import FencedRunError, ReprocessError
+from reprocess.plan import plan_run
+from reprocess.runs import RunRequest
+from reprocess.stage import STAGE_SCHEMA
+from tests.integration.helpers import (
+    REPO_ROOT,
+    assert_matches_oracle,
+    committed_ranges,
+    dead_letter_count,
+    ledger,
+    log_ends,
+    oracle_rows,
+    orders_spec,
+    run_spark_stage,
+    runs,
+    stage_count,
+    start_spark_stage,
+    target_rows,
+)
+
+pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("spark"), pytest.mark.integration("postgres")]
+
+
+def _wait_for(condition: Any, what: str, seconds: float = 180, job: Any = None) -> Any:
+    """Poll ``condition`` until it returns something truthy; a job that exits first fails the test."""
+    deadline = time.monotonic() + seconds
+    while True:
+        value = condition()
+        if value:
+            return value
+        if job is not None and job.poll() is not None:
+            pytest.fail(f"spark-submit exited ({job.returncode}) before {what}:\n{job.stdout.read()[-4000:]}")
+        assert time.monotonic() < deadline, f"timed out after {seconds:.0f}s waiting for {what}"
+        time.sleep(0.05)
+
+
+def _pg(db_url: str) -> Any:
+    conn = psycopg2.connect(libpq_url(db_url))
+    conn.autocommit = True
+    return conn
+
+
+def _query(conn: Any, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    with conn.cursor() as cur:
+        cur.execute(sql, params)
+        return cur.fetchall()
+
+
+def _run_states(engine, spec) -> list[str]:
+    return sorted(r.state for r in runs(engine, spec))
+
+
+# --------------------------------------------------------------------------- 1. Spark killed
+def test_spark_killed_mid_stage_then_retried_loses_and_doubles_nothing(kafka_config, engine, db_url, unique_name):
+    """SIGKILL of the whole spark-submit process group while its write tasks are COPYing.
+
+    To kill at a known point, the test arms the stage table (as soon as the job creates it) with
+    a statement trigger: the first COPY passes and commits, every later COPY parks in
+    pg_sleep. Once the stage holds the first task's rows and another COPY is in flight, the
+    job is killed: a partial stage, exactly what a dead executor leaves behind.
+    """
+    spec = orders_spec(unique_name, unique_name)
+    demo_data.create_topic(kafka_config, unique_name, 2)
+    produced = demo_data.produce(
+        kafka_config, unique_name, 2, demo_data.order_events(1200, 4, seed=21), transactional_every=500
+    )
+    plan = plan_run(engine, kafka_config, spec, RunRequest.from_params({}), unique_name)
+    table = f'{STAGE_SCHEMA}."{spec.stage_table(plan.run_id)}"'
+    seq, func = f"{STAGE_SCHEMA}.{unique_name}_copies", f"{STAGE_SCHEMA}.{unique_name}_park"
+
+    # No adaptive coalescing: four write tasks, so some can commit while others are in flight.
+    job = start_spark_stage(spec, plan.run_id, conf={"spark.sql.adaptive.enabled": "false"})
+    pg = _pg(db_url)
+    try:
+        _wait_for(lambda: _query(pg, "SELECT to_regclass(%s)", (table,))[0][0], "the stage table", job=job)
+        with pg.cursor() as cur:
+            cur.execute(f"CREATE SEQUENCE {seq}")
+            cur.execute(
+                f"CREATE FUNCTION {func}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                f"IF nextval('{seq}') > 1 THEN PERFORM pg_sleep(600); END IF; RETURN NULL; END $$"
+            )
+            cur.execute(f"CREATE TRIGGER park BEFORE INSERT ON {table} FOR EACH STATEMENT EXECUTE FUNCTION {func}()")
+
+        def write_in_flight() -> bool:
+            parked = _query(
+                pg, "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep' AND query LIKE 'COPY %%'"
+            )[0][0]
+            return parked > 0 and _query(pg, f"SELECT count(*) FROM {table}")[0][0] > 0
+
+        _wait_for(write_in_flight, "one committed COPY and one in flight", job=job)
+        os.killpg(job.pid, signal.SIGKILL)
+        job.wait()
+        # A killed executor's COPY backend sees its socket close and aborts; ours are parked in
+        # pg_sleep (which does not read the socket), so they are ended the same way.
+        _query(
+            pg,
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE wait_event = 'PgSleep' "
+            "AND query LIKE 'COPY %%'",
+        )
+        partial = _query(pg, f"SELECT count(*) FROM {table}")[0][0]
+    finally:
+        pg.close()
+
+    expected = oracle_rows(produced)
+    invalid = demo_data.invalid_count(produced)
+    assert 0 < partial < len(expected) + invalid  # the kill left a partial stage behind
+    (run,) = runs(engine, spec)
+    assert run.state == "planned"  # the killed job never marked it staged ...
+    with pytest.raises(ReprocessError, match="not staged"):  # ... so the half stage cannot be committed
+        commit_run(engine, spec, plan.run_id)
+    assert target_rows(engine, spec) == {} and ledger(engine, spec) == {}
+
+    # The retry drops the partial stage first: one stage row per key plus one per dead letter.
+    run_spark_stage(spec, plan.run_id)
+    staged = stage_count(engine, spec, plan.run_id)
+    assert staged == len(expected) + invalid
+    assert runs(engine, spec)[0].stage_rows == staged
+    result = commit_run(engine, spec, plan.run_id)
+    assert result.records_read == len(produced.messages)
+    assert_matches_oracle(engine, spec, produced, log_ends(produced))
+    assert _run_states(engine, spec) == ["committed"]
+
+
+# --------------------------------------------------------------------------- 2. commit killed
+def test_commit_backend_terminated_mid_transaction_commits_nothing_then_retry_commits_once(
+    kafka_config, engine, db_url, unique_name
+):
+    """pg_terminate_backend() of the committing session after its merge, before its COMMIT.
+
+    The test holds an EXCLUSIVE lock on reprocess.dead_letters, so the commit stops at step 4
+    (dead letters) while it holds the pipeline's advisory lock and has merged into the target.
+    """
+    spec = orders_spec(unique_name, unique_name)
+    demo_data.create_topic(kafka_config, unique_name, 2)
+    produced = demo_data.produce(kafka_config, unique_name, 2, demo_data.order_events(300, 4, seed=22))
+    plan = plan_run(engine, kafka_config, spec, RunRequest.from_params({}), unique_name)
+    run_spark_stage(spec, plan.run_id)
+
+    blocker = psycopg2.connect(libpq_url(db_url))  # one open transaction, holding the lock
+    watcher = _pg(db_url)
+    outcome: dict[str, Any] = {}
+
+    def commit() -> None:
+        try:
+            outcome["result"] = commit_run(engine, spec, plan.run_id)
+        except Exception as exc:  # the test inspects whatever the commit raised
+            outcome["error"] = exc
+
+    try:
+        with blocker.cursor() as cur:
+            cur.execute("LOCK TABLE reprocess.dead_letters IN EXCLUSIVE MODE")
+        committer = threading.Thread(target=commit)
+        committer.start()
+        (pid,) = _wait_for(
+            lambda: _query(
+                watcher,
+                "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                "AND query LIKE 'INSERT INTO reprocess.dead_letters%%'",
+            ),
+            "the commit to reach its dead-letter insert",
+            seconds=60,
+        )[0]
+        held = _query(
+            watcher,
+            "SELECT locktype, mode, relation::regclass::text FROM pg_locks WHERE pid = %s AND granted",
+            (pid,),
+        )
+        assert ("advisory", "ExclusiveLock", None) in held  # the pipeline lock
+        assert ("relation", "RowExclusiveLock", spec.qualified_target) in held  # the merge ran
+        _query(watcher, "SELECT pg_terminate_backend(%s)", (pid,))
+        committer.join(60)
+        assert not committer.is_alive()
+    finally:
+        blocker.rollback()
+        blocker.close()
+        watcher.close()
+
+    # The commit failed on the killed session (psycopg2 reports it as the cause of the error raised).
+    chain, todo = [], [outcome.get("error")]
+    while todo:
+        exc = todo.pop()
+        if exc is not None and str(exc) not in chain:
+            chain.append(str(exc))
+            todo += [exc.__cause__, exc.__context__]
+    killed = ("terminating connection due to administrator command", "server closed the connection unexpectedly")
+    assert any(k in e for k in killed for e in chain), chain
+    # Nothing of the killed transaction is visible; the run is still staged and can be retried.
+    assert target_rows(engine, spec) == {} and ledger(engine, spec) == {}
+    assert dead_letter_count(engine, spec) == 0
+    assert _run_states(engine, spec) == ["staged"]
+
+    # The advisory lock died with the session: the retry gets it and commits once.
+    result = commit_run(engine, spec, plan.run_id)
+    assert not result.already_committed and result.records_read == len(produced.messages)
+    assert_matches_oracle(engine, spec, produced, log_ends(produced))
+    assert _run_states(engine, spec) == ["committed"]
+    assert commit_run(engine, spec, plan.run_id).already_committed
+
+
+# --------------------------------------------------------------------------- 3. Postgres restart
+def _services(*args: str) -> None:
+    out = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "scripts" / "services.py"), *args], capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def _crash_postgres() -> None:
+    """``pg_ctl stop -m immediate``: no shutdown checkpoint, so the next start runs crash recovery."""
+    import importlib.util
+
+    loaded = importlib.util.spec_from_file_location("services", REPO_ROOT / "scripts" / "services.py")
+    assert loaded is not None and loaded.loader is not None
+    services = importlib.util.module_from_spec(loaded)
+    loaded.loader.exec_module(services)
+    result = services.run_pg("pg_ctl", "-D", str(services.PG_DIR / "data"), "-m", "immediate", "-w", "stop")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_postgres_clean_restart_between_stage_and_commit_keeps_the_stage(kafka_config, engine, unique_name):
+    """A clean (``-m fast``) stop writes a shutdown checkpoint: the UNLOGGED stage survives and commits."""
+    spec = orders_spec(unique_name, unique_name)
+    demo_data.create_topic(kafka_config, unique_name, 2)
+    produced = demo_data.produce(kafka_config, unique_name, 2, demo_data.order_events(300, 4, seed=23))
+    plan = plan_run(engine, kafka_config, spec, RunRequest.from_params({}), unique_name)
+    run_spark_stage(spec, plan.run_id)
+    staged = stage_count(engine, spec, plan.run_id)
+
+    _services("stop", "postgres")
+    _services("start", "postgres")
+    engine.dispose()
+
+    assert stage_count(engine, spec, plan.run_id) == staged
+    commit_run(engine, spec, plan.run_id)
+    assert_matches_oracle(engine, spec, produced, log_ends(produced))
+    assert _run_states(engine, spec) == ["committed"]
+
+
+def test_postgres_crash_restart_empties_the_stage_and_commit_refuses_until_restaged(kafka_config, engine, unique_name):
+    """A crash restart resets UNLOGGED tables to empty; committing that as "no data" would lose
+    the run's rows and still advance the ledger past them. The commit refuses (the Spark job
+    recorded how many rows it staged), and a re-stage + commit recovers.
+    """
+    spec = orders_spec(unique_name, unique_name)
+    demo_data.create_topic(kafka_config, unique_name, 2)
+    produced = demo_data.produce(kafka_config, unique_name, 2, demo_data.order_events(300, 4, seed=24))
+    plan = plan_run(engine, kafka_config, spec, RunRequest.from_params({}), unique_name)
+    run_spark_stage(spec, plan.run_id)
+    staged = stage_count(engine, spec, plan.run_id)
+    assert staged and runs(engine, spec)[0].stage_rows == staged
+
+    _crash_postgres()
+    _services("start", "postgres")
+    engine.dispose()
+
+    assert stage_count(engine, spec, plan.run_id) == 0  # the table is there, its rows are not
+    with pytest.raises(ReprocessError, match=f"stage holds 0 rows but the Spark job staged {staged}"):
+        commit_run(engine, spec, plan.run_id)
+    assert target_rows(engine, spec) == {} and ledger(engine, spec) == {} and dead_letter_count(engine, spec) == 0
+    assert _run_states(engine, spec) == ["staged"]
+
+    run_spark_stage(spec, plan.run_id)
+    commit_run(engine, spec, plan.run_id)
+    assert_matches_oracle(engine, spec, produced, log_ends(produced))
+    assert _run_states(engine, spec) == ["committed"]
+
+
+# --------------------------------------------------------------------------- 4. racing runs
+def test_two_racing_incremental_runs_commit_exactly_once_and_fence_the_other(kafka_config, engine, unique_name):
+    """Two incremental runs of one pipeline planned, staged and committed at the same time."""
+    spec = orders_spec(unique_name, unique_name)
+    demo_data.create_topic(kafka_config, unique_name, 2)
+    produced = demo_data.produce(kafka_config, unique_name, 2, demo_data.order_events(300, 4, seed=25))
+    run_ids = [f"{unique_name}-a", f"{unique_name}-b"]
+
+    def together(work: Any) -> list[Any]:
+        """Run ``work(run_id)`` for both runs in threads released at once; results or exceptions."""
+        gate, out = threading.Barrier(2), [None, None]
+
+        def one(i: int) -> None:
+            gate.wait()
+            try:
+                out[i] = work(run_ids[i])
+            except Exception as exc:  # collected and asserted below
+                out[i] = exc
+
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(400)
+        return out
+
+    plans = together(lambda rid: plan_run(engine, kafka_config, spec, RunRequest.incremental(), rid))
+    assert plans[0].ranges == plans[1].ranges and all(r.start == 0 for r in plans[0].ranges), plans
+    jobs = [start_spark_stage(spec, rid) for rid in run_ids]  # both Spark jobs at once
+    for job in jobs:
+        output, _ = job.communicate(timeout=400)
+        assert job.returncode == 0, output[-4000:]
+    assert _run_states(engine, spec) == ["staged", "staged"]
+
+    results = together(lambda rid: commit_run(engine, spec, rid))
+    fenced = [r for r in results if isinstance(r, FencedRunError)]
+    won = [r for r in results if not isinstance(r, Exception)]
+    assert len(fenced) == 1 and len(won) == 1, results
+    assert "fenced" in str(fenced[0])
+    assert_matches_oracle(engine, spec, produced, log_ends(produced))
+    assert _run_states(engine, spec) == ["committed", "staged"]
+    with engine.connect() as conn:
+        committed_by = conn.execute(
+            text("SELECT DISTINCT run_id FROM reprocess.committed_ranges WHERE pipeline = :p"), {"p": spec.name}
+        ).scalars()
+        assert list(committed_by) == [won[0].run_id]
+
+
+# --------------------------------------------------------------------------- 5. data loss
+def test_deleted_range_fails_the_run_unless_allowed_then_is_recorded_as_lost_never_skipped(
+    kafka_config, engine, unique_name, monkeypatch
+):
+    """Retention deletes partition 0's oldest segment past the pipeline's ledger position.
+
+    The local broker cannot delete records (no retention, no DeleteRecords: notes/components.md),
+    so the test wraps the real snapshot and raises partition 0's log start by 40 past the ledger,
+    exactly what ``list_offsets(earliest)`` answers on Apache Kafka after retention ran. Planning,
+    the Spark read, the commit and the ledger are real; the records below the new log start are
+    still on the local broker, so reading them by mistake would show up in the target.
+    """
+    from reprocess import plan as planning
+    from reprocess.errors import DataLossError
+    from reprocess.ranges import PartitionSnapshot
+
+    spec = orders_spec(unique_name, unique_name)
+    demo_data.create_topic(kafka_config, unique_name, 2)
+    first = demo_data.produce(kafka_config, unique_name, 2, demo_data.order_events(150, 3, seed=29), malformed=())
+    plan1 = plan_run(engine, kafka_config, spec, RunRequest.incremental(), f"{unique_name}-1")
+    run_spark_stage(spec, plan1.run_id)
+    commit_run(engine, spec, plan1.run_id)
+    position = ledger(engine, spec)[0]
+    later = [
+        (k.replace("o-", "l-"), {**ev, "order_id": ev["order_id"].replace("o-", "l-")})
+        for k, ev in demo_data.order_events(150, 3, seed=30)
+    ]
+    second = demo_data.produce(kafka_config, unique_name, 2, later, malformed=())
+    deleted_to = position + 40
+    assert deleted_to < log_ends(second)[0]
+
+    real_snapshot = planning.take_snapshot
+
+    def after_retention(*args: Any, **kwargs: Any) -> list[PartitionSnapshot]:
+        return [
+            PartitionSnapshot(s.topic, s.partition, deleted_to, s.log_end, s.group_committed) if s.partition == 0 else s
+            for s in real_snapshot(*args, **kwargs)
+        ]
+
+    monkeypatch.setattr(planning, "take_snapshot", after_retention)
+
+    # Without allow_data_loss: the run fails at planning, naming the partition and the missing range.
+    with pytest.raises(DataLossError) as refused:
+        plan_run(engine, kafka_config, spec, RunRequest.incremental(), f"{unique_name}-2")
+    message = str(refused.value)
+    assert f"{unique_name}[0]" in message and f"[{position}, {deleted_to})" in message, message
+    assert "allow_data_loss" in message
+    assert ledger(engine, spec)[0] == position  # nothing moved
+
+    # With allow_data_loss: the lost range is stored in the run, the read starts at the log start.
+    request = RunRequest.from_params({"start_mode": "ledger", "allow_data_loss": True})
+    plan3 = plan_run(engine, kafka_config, spec, request, f"{unique_name}-3")
+    assert [(x.topic, x.partition, x.start, x.end) for x in plan3.lost] == [(unique_name, 0, position, deleted_to)]
+    assert {r.partition: r.start for r in plan3.ranges}[0] == deleted_to
+    run_spark_stage(spec, plan3.run_id)
+    commit_run(engine, spec, plan3.run_id)
+
+    # Oracle: everything produced except partition 0's offsets [position, deleted_to).
+    survived = demo_data.Produced(
+        sorted(first.messages + [m for m in second.messages if not (m[0] == 0 and position <= m[1] < deleted_to)])
+    )
+    assert target_rows(engine, spec) == oracle_rows(survived)
+    assert ledger(engine, spec) == log_ends(second)
+    ranges = committed_ranges(engine, spec)
+    assert ranges[0] == [(0, position), (deleted_to, log_ends(second)[0])]  # the gap is the lost range, exactly
+    assert next(r for r in runs(engine, spec) if r.run_id == plan3.run_id).lost_ranges == [
+        {"topic": unique_name, "partition": 0, "start": position, "end": deleted_to}
+    ]
+    assert _run_states(engine, spec) == ["committed", "committed", "failed"]
+
+
+# --------------------------------------------------------------------------- 6. bad messages
+def test_every_kind_of_bad_message_becomes_a_dead_letter_with_raw_bytes_and_a_readable_error(
+    kafka_config, engine, unique_name
+):
+    max_bytes = 2048
+    spec = orders_spec(unique_name, unique_name, max_record_bytes=max_bytes)
+    oversized = json.dumps(
+        {"order_id": "o-oversized", "customer_id": "c1", "status": "paid", "amount": "1.00",
+         "updated_at": "2026-11-01T00:00:00Z", "note": "x" * 3000}
+    ).encode()  # fmt: skip
+    assert demo_data.is_valid_order(oversized) is not None and len(oversized) > max_bytes
+    demo_data.create_topic(kafka_config, unique_name, 2)
+    produced = demo_data.produce(
+        kafka_config, unique_name, 2, demo_data.order_events(200, 3, seed=26),
+        malformed=(*demo_data.MALFORMED, oversized),
+    )  # fmt: skip
+    plan = plan_run(engine, kafka_config, spec, RunRequest.from_params({}), unique_name)
+    run_spark_stage(spec, plan.run_id)
+    commit_run(engine, spec, plan.run_id)
+
+    # The oracle's validation knows nothing of max_record_bytes: drop the oversized message from it.
+    within_limit = demo_data.Produced([m for m in produced.messages if len(m[3]) <= max_bytes])
+    invalid = demo_data.invalid_count(produced) + 1
+    assert_matches_oracle(engine, spec, within_limit, log_ends(produced), invalid=invalid)
+
+    with engine.connect() as conn:
+        dead = conn.execute(
+            text('SELECT partition, "offset", key, value, error FROM reprocess.dead_letters WHERE pipeline = :p'),
+            {"p": spec.name},
+        ).all()
+    sent = {(p, o): (k, v) for p, o, k, v in produced.messages}
+    for partition, offset, key, value, _ in dead:  # the raw bytes, exactly as produced
+        assert (bytes(key), bytes(value) if value is not None else b"") == sent[(partition, offset)]
+    errors = {bytes(value) if value is not None else b"": error for *_, value, error in dead}
+    expected_error = {
+        b"{not json": "malformed JSON",
+        demo_data.MALFORMED[1]: "type error: field amount is not numeric",
+        demo_data.MALFORMED[2]: "missing required field order_id",
+        b"\xff\xfe\xfa not utf-8": "not valid UTF-8",
+        b"": "empty value",
+        b"[1, 2, 3]": "malformed JSON",
+        oversized: f"oversized value: {len(oversized)} bytes > max_record_bytes {max_bytes}",
+    }
+    assert set(errors) == set(expected_error)
+    for value, fragment in expected_error.items():
+        assert fragment in errors[value], (value[:40], errors[value])
+
+
+# --------------------------------------------------------------------------- 7. partitions added
+def _replay(kafka: dict[str, Any], topic: str, produced: demo_data.Produced) -> None:
+    """Write ``produced`` again, record for record, into the same partitions at the same offsets."""
+    from reprocess.kafka import make_producer
+
+    producer = make_producer(kafka, **{"linger.ms": 5})
+    offsets: list[tuple[int, int]] = []
+
+    def on_delivery(err: Any, msg: Any) -> None:
+        assert err is None, err
+        offsets.append((msg.partition(), msg.offset()))
+
+    for partition in sorted({m[0] for m in produced.messages}):
+        mine = [m for m in produced.messages if m[0] == partition]
+        for i, (_, offset, key, value) in enumerate(mine):
+            if i == len(mine) - 1:
+                producer.flush()  # the last record alone in its batch: the broker's log end is exact
+            ts = produced.timestamps[(partition, offset)]
+            producer.produce(topic, value=value, key=key, partition=partition, timestamp=ts, on_delivery=on_delivery)
+        producer.flush()
+    assert sorted(offsets) == [(p, o) for p, o, *_ in produced.messages]
+
+
+def test_partitions_added_between_runs_plans_the_new_partition_from_its_log_start_with_a_warning(
+    kafka_config, engine, unique_name
+):
+    """The topic grows from 2 to 3 partitions between two incremental runs.
+
+    tansu 0.6.0 answers CreatePartitions with UNSUPPORTED_FEATURE ("CreatePartitions (KIP-195)
+    not supported by broker"), so the growth is reproduced the only way the local broker allows:
+    the topic is deleted, re-created with 3 partitions, and partitions 0 and 1 are refilled
+    with exactly the same records at the same offsets. For the pipeline this is what
+    ``create_partitions`` does: old partitions unchanged, a new empty partition 2. On Apache
+    Kafka the same test would call ``AdminClient.create_partitions``.
+    """
+    from reprocess.kafka import make_admin
+
+    spec = orders_spec(unique_name, unique_name)
+    demo_data.create_topic(kafka_config, unique_name, 2)
+    first = demo_data.produce(kafka_config, unique_name, 2, demo_data.order_events(150, 3, seed=27), malformed=())
+    plan1 = plan_run(engine, kafka_config, spec, RunRequest.incremental(), f"{unique_name}-1")
+    assert plan1.warnings == ()
+    run_spark_stage(spec, plan1.run_id)
+    commit_run(engine, spec, plan1.run_id)
+    assert_matches_oracle(engine, spec, first, log_ends(first))
+
+    admin = make_admin(kafka_config)
+    for fut in admin.delete_topics([unique_name], request_timeout=15).values():
+        fut.result()
+    _wait_for(lambda: unique_name not in admin.list_topics(timeout=10).topics, "the topic deletion", seconds=30)
+    demo_data.create_topic(kafka_config, unique_name, 3)
+    _replay(kafka_config, unique_name, first)
+    new_keys = [
+        (k.replace("o-", "n-"), {**ev, "order_id": ev["order_id"].replace("o-", "n-")})
+        for k, ev in demo_data.order_events(150, 3, seed=28)
+    ]
+    second = demo_data.produce(kafka_config, unique_name, 3, new_keys)
+    assert any(p == 2 for p, *_ in second.messages)
+
+    plan2 = plan_run(engine, kafka_config, spec, RunRequest.incremental(), f"{unique_name}-2")
+    assert any("has 3 partitions, 2 at the last committed run" in w for w in plan2.warnings), plan2.warnings
+    starts = {r.partition: r.start for r in plan2.ranges}
+    assert starts == {**{r.partition: r.end for r in plan1.ranges}, 2: 0}  # partition 2 from its log start
+    run_spark_stage(spec, plan2.run_id)
+    commit_run(engine, spec, plan2.run_id)
+
+    both = demo_data.Produced(sorted(first.messages + second.messages))
+    assert_matches_oracle(engine, spec, both, log_ends(both))
+    assert _run_states(engine, spec) == ["committed", "committed"]
