@@ -20,6 +20,13 @@ demo: services
 test: services
 	@$(ENV) python -m pytest $(PYTEST_ARGS)
 
+# The Airflow UI (airflow standalone) on 127.0.0.1, port REPROCESS_UI_PORT (18080); prints URL, user, password.
+up: services
+	@$(ENV) python scripts/airflow_ui.py up
+
+down:
+	@$(ENV) python scripts/airflow_ui.py down
+
 lint: install
 	@$(ENV) ruff check . && ruff format --check .
 

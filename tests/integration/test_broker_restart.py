@@ -4,7 +4,8 @@ The session's own broker keeps its log in memory, so a restart would wipe the to
 module starts a SECOND tansu whose storage engine is ``s3://tansu/`` on a local moto server
 (DESIGN §5, notes/components.md §5): its topics, records and offsets survive a restart.
 moto cannot live in the project venv (its botocore pins clash with python-dateutil 4 there),
-so it is installed from PyPI into its own venv under ``.state/moto-venv`` on first use.
+so it is installed from PyPI into its own venv under ``.state/moto-venv`` on first use, pinned by
+``moto-constraints.txt``.
 """
 
 from __future__ import annotations
@@ -69,7 +70,8 @@ def moto_endpoint() -> Iterator[str]:
     python = MOTO_VENV / "bin" / "python"
     if not (MOTO_VENV / "bin" / "moto_server").exists():
         subprocess.run([sys.executable, "-m", "venv", "--clear", str(MOTO_VENV)], check=True)
-        subprocess.run([str(python), "-m", "pip", "install", "-q", MOTO], check=True)
+        pins = Path(__file__).with_name("moto-constraints.txt")  # pip freeze of a working moto venv
+        subprocess.run([str(python), "-m", "pip", "install", "-q", "-c", str(pins), MOTO], check=True)
     port = _free_port()
     log = MOTO_VENV / "moto_server.log"
     with log.open("ab") as out:
