@@ -17,6 +17,7 @@ from airflow.sdk import DAG, Connection, ExceptionRetryPolicy, Param, RetryActio
 
 from reprocess.errors import DataLossError, FencedRunError, ReconciliationGap, SpecError
 from reprocess.runs import RunKind, RunRequest
+from reprocess.sparkconf import spark_conf
 from reprocess.spec import PipelineSpec
 
 log = logging.getLogger(__name__)
@@ -237,11 +238,7 @@ def build_run_dag(spec: PipelineSpec, kind: RunKind) -> DAG:
                 "--batch-size",
                 "{{ ti.xcom_pull(task_ids='plan_offsets')['batch_size'] }}",
             ],
-            conf={
-                "spark.ui.enabled": "false",
-                "spark.sql.shuffle.partitions": "4",
-                "spark.sql.execution.arrow.pyspark.enabled": "true",
-            },
+            conf=spark_conf(),
             env_vars={
                 "REPROCESS_DB_URL": "{{ conn." + DB_CONN_ID + ".get_uri() }}",
                 "REPROCESS_KAFKA_CONFIG": "{{ conn." + KAFKA_CONN_ID + ".extra }}",

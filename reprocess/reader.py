@@ -133,7 +133,6 @@ def read_range(
     ReadError
         The partition stalled below ``end`` or the broker reported an error.
     """
-    import pyarrow as pa
     from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
     from reprocess.kafka import make_consumer
@@ -182,7 +181,7 @@ def read_range(
                 )
             if len(cols["offset"]) >= fetch_batch or (position >= r.end and cols["offset"]):
                 read += len(cols["offset"])
-                yield _to_batch(pa, r, cols)
+                yield arrow_batch(r, cols)
                 cols = {n: [] for n in cols}
     finally:
         consumer.close()
@@ -192,7 +191,10 @@ def read_range(
 _ARROW_SCHEMA: pa.Schema | None = None
 
 
-def _to_batch(pa: Any, r: OffsetRange, cols: dict[str, list[Any]]) -> pa.RecordBatch:
+def arrow_batch(r: OffsetRange, cols: dict[str, list[Any]]) -> pa.RecordBatch:
+    """Records of one partition (columns key, value, offset, timestamp, timestampType) in SCHEMA."""
+    import pyarrow as pa
+
     global _ARROW_SCHEMA
     if _ARROW_SCHEMA is None:
         _ARROW_SCHEMA = pa.schema(

@@ -93,9 +93,10 @@ def start_spark_stage(
         "REPROCESS_DB_URL": os.environ["AIRFLOW_CONN_REPROCESS_DB"],
         "REPROCESS_KAFKA_CONFIG": json.dumps(kafka),
     }
-    confs = {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4", **(conf or {})}
+    from reprocess.sparkconf import spark_conf
+
     cmd = ["spark-submit", "--master", "local[2]"]
-    for name, value in confs.items():
+    for name, value in spark_conf(conf).items():
         cmd += ["--conf", f"{name}={value}"]
     cmd += [str(repo / "spark_apps" / "read_stage.py"), "--spec", spec.source_file, "--run-id", run_id]
     if batch_size:
