@@ -21,7 +21,7 @@ from reprocess.plan import load_plan
 from reprocess.reader import KafkaRangeDataSource, reader_options
 from reprocess.runs import RunPlan, RunState
 from reprocess.spec import PipelineSpec
-from reprocess.stage import STAGE_SCHEMA, PgStageDataSource, create_stage, stage_identifier
+from reprocess.stage import COPIED_SCHEMA, STAGE_SCHEMA, StageCopier, create_stage, stage_identifier
 from reprocess.transform import stage_columns, to_stage
 
 if TYPE_CHECKING:
@@ -34,7 +34,6 @@ DB_URL_ENV: Final = "REPROCESS_DB_URL"
 
 def register_sources(spark: SparkSession) -> None:
     spark.dataSource.register(KafkaRangeDataSource)
-    spark.dataSource.register(PgStageDataSource)
 
 
 def read_and_stage(
@@ -103,17 +102,16 @@ def _stage(spark: SparkSession, spec: PipelineSpec, plan: RunPlan, db_url: str, 
     if not ranges:
         return 0
     records = spark.read.format("kafka-range").options(**reader_options(kafka, ranges, None)).load()
-    (
-        to_stage(records, spec)
-        .write.format("pg-stage")
-        .mode("append")
-        .option("table", f"{STAGE_SCHEMA}.{spec.stage_table(plan.run_id)}")
-        .option("columns", ",".join(stage_columns(spec)))
-        .option("dsnEnv", DB_URL_ENV)
-        .save()
-    )
+    copier = StageCopier(f"{STAGE_SCHEMA}.{spec.stage_table(plan.run_id)}", tuple(stage_columns(spec)), DB_URL_ENV)
+    copied = sum(row.rows for row in to_stage(records, spec).mapInArrow(copier, COPIED_SCHEMA).collect())
     with psycopg2.connect(libpq_url(db_url)) as pg, pg.cursor() as cur:
         cur.execute(sql.SQL("SELECT count(*) FROM {}").format(stage_identifier(spec, plan.run_id)))
         rows = int(cur.fetchone()[0])
     pg.close()
+    if rows != copied:  # e.g. a task attempt that COPYed and was then run again
+        raise RuntimeError(
+            f"{spec.name}: run {plan.run_id}'s stage holds {rows} rows but the Spark tasks reported {copied}; "
+            "re-run the stage (it starts from an empty table)"
+        )
+    log.info("stage run_id=%s pipeline=%s rows=%d", plan.run_id, spec.name, rows)
     return rows

@@ -3,7 +3,7 @@
 ``python -m reprocess.sparkconf`` runs this once with ``-XX:ArchiveClassesAtExit``; every
 later run starts from that archive. Same path as ``read_stage.py``: a Python data source
 yields Arrow batches of Kafka-shaped records, ``to_stage`` parses and dedupes them, and a
-Python Arrow writer receives the result (and drops it).
+``mapInArrow`` function receives the result (and counts it instead of COPYing it).
 """
 
 from __future__ import annotations
@@ -15,19 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from pyspark.sql import SparkSession
-from pyspark.sql.datasource import (
-    DataSource,
-    DataSourceArrowWriter,
-    DataSourceReader,
-    DataSourceWriter,
-    InputPartition,
-    WriterCommitMessage,
-)
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from reprocess.job import register_sources
 from reprocess.ranges import OffsetRange
 from reprocess.reader import SCHEMA, arrow_batch
 from reprocess.spec import PipelineSpec
+from reprocess.stage import COPIED_SCHEMA
 from reprocess.transform import to_stage
 
 ORDERS_SPEC = Path(__file__).resolve().parents[1] / "pipelines" / "orders.yaml"
@@ -52,11 +46,10 @@ class WarmupReader(DataSourceReader):
         yield arrow_batch(OffsetRange("warmup", partition.value, 0, len(values)), cols)
 
 
-class DiscardWriter(DataSourceArrowWriter):
-    def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
-        for _ in iterator:
-            pass
-        return WriterCommitMessage()
+def count_rows(batches: Iterator[Any]) -> Iterator[Any]:
+    import pyarrow as pa
+
+    yield pa.RecordBatch.from_pydict({"rows": [sum(b.num_rows for b in batches)]})
 
 
 class WarmupSource(DataSource):
@@ -70,9 +63,6 @@ class WarmupSource(DataSource):
     def reader(self, schema: Any) -> DataSourceReader:
         return WarmupReader()
 
-    def writer(self, schema: Any, overwrite: bool) -> DataSourceWriter:
-        return DiscardWriter()
-
 
 def main() -> int:
     spark = SparkSession.builder.appName("reprocess-warmup").getOrCreate()
@@ -80,7 +70,7 @@ def main() -> int:
         register_sources(spark)
         spark.dataSource.register(WarmupSource)
         records = spark.read.format("reprocess-warmup").load()
-        to_stage(records, PipelineSpec.from_file(ORDERS_SPEC)).write.format("reprocess-warmup").mode("append").save()
+        to_stage(records, PipelineSpec.from_file(ORDERS_SPEC)).mapInArrow(count_rows, COPIED_SCHEMA).collect()
     finally:
         spark.stop()
     return 0
