@@ -30,7 +30,8 @@ down:
 lint: install
 	@$(ENV) ruff check . && ruff format --check .
 
-# Benchmarks (docs/benchmarks.md): `make bench BENCH_ARGS="--records 100000 --scale --airflow"`.
+# Benchmarks (docs/benchmarks.md): N = 1M with the scale curve and the Airflow runs; `make bench BENCH_ARGS="--records 100000"` for a quick one.
+BENCH_ARGS ?= --scale --airflow
 bench: services
 	@$(ENV) python bench/run.py $(BENCH_ARGS)
 

@@ -499,12 +499,29 @@ def product(bench: Bench, ds: Dataset, label: str = "product") -> Result:
     )  # fmt: skip
 
 
-def product_airflow(bench: Bench, ds: Dataset) -> Result:
+_DAG_TEST_TASK = re.compile(r"^(\S+) .*\[DAG TEST\] (starting|end task) task_id=(\w+)", re.M)
+
+
+def task_seconds(log_text: str) -> dict[str, float]:
+    """Per-task wall seconds from ``airflow dags test`` output (its [DAG TEST] start/end lines)."""
+    started: dict[str, datetime] = {}
+    out: dict[str, float] = {}
+    for stamp, what, task_id in _DAG_TEST_TASK.findall(log_text):
+        at = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+        if what == "starting":
+            started[task_id] = at
+        elif task_id in started:
+            out[task_id] = (at - started[task_id]).total_seconds()
+    return out
+
+
+def product_airflow(bench: Bench, ds: Dataset, label: str = "airflow") -> Result:
     """The product through Airflow: ``airflow dags test reprocess_<name>_backfill`` (all tasks
     in one process, SparkSubmitOperator for the Spark job), with REPROCESS_PIPELINES_DIR
-    holding only this case's spec and AIRFLOW_CONN_REPROCESS_DB pointing at reprocess_bench."""
-    spec = bench.spec("airflow", ds.topic)
-    pipelines = bench.out / "airflow_pipelines"
+    holding only this case's spec and AIRFLOW_CONN_REPROCESS_DB pointing at reprocess_bench.
+    Phases: each task's wall time from the log; the rest is the CLI (imports, DAG parsing)."""
+    spec = bench.spec(label, ds.topic)
+    pipelines = bench.out / f"{label}_pipelines"
     pipelines.mkdir(exist_ok=True)
     (pipelines / Path(spec.source_file).name).write_text(Path(spec.source_file).read_text())
     env = {**os.environ, "REPROCESS_PIPELINES_DIR": str(pipelines), "AIRFLOW_CONN_REPROCESS_DB": bench.db_url}
@@ -517,7 +534,10 @@ def product_airflow(bench: Bench, ds: Dataset) -> Result:
     seconds = time.monotonic() - started
     if proc.returncode != 0:
         raise RuntimeError(f"airflow dags test failed ({proc.returncode}); see {log_path}")
-    return Result("product via `airflow dags test`", ds.records, seconds,
+    tasks = task_seconds(log_path.read_text())
+    phases = {f"task {name}": s for name, s in tasks.items()}
+    phases["airflow CLI start, DAG parse, between tasks"] = seconds - sum(tasks.values())
+    return Result(f"product via `airflow dags test` ({label})", ds.records, seconds, phases,
                   detail={"log": str(log_path.relative_to(REPO)), **target_fingerprint(bench, spec)})  # fmt: skip
 
 
@@ -550,7 +570,8 @@ def write_docs(report: dict[str, Any], body: str) -> None:
         "one process on the same data: N JSON order events (~200 bytes, 4 partitions, N/10 order ids, so\n"
         "each key is updated 10 times), on the local services (embedded PostgreSQL, the tansu broker),\n"
         "each case into its own empty target table. Ratios are records/s of the row ÷ records/s of the\n"
-        "reference (1.00 = as fast). Re-run to refresh; numbers below are one measured run.\n\n"
+        "reference (1.00 = as fast). Re-run to refresh; numbers below are one measured run.\n"
+        "What each optimisation bought, and where a small run's time goes: `docs/performance.md`.\n\n"
         f"- date: {report['date']}\n- machine: {report['cores']} cores, {report['platform']}, Python "
         f"{report['python']}\n- command: `{report['command']}`\n- records (N): {report['records']:,}\n\n"
         f"{body}\n"
@@ -609,9 +630,16 @@ def main(argv: list[str] | None = None) -> int:
         optional: list[tuple[Callable[[], Result], str]] = []
         if args.airflow:
             optional.append((lambda: run(product_airflow, main_ds), "airflow"))
+            optional.append((lambda: run(product_airflow, small, label="airflow_1k"), "airflow_1k"))
+        scaled: dict[str, Result] = {}
         if args.scale:
             for records, label in ((n // 10, "scale_n_10"), (3 * n, "scale_3n")):
-                optional.append((lambda r=records, lb=label: run(product, dataset(r), label=lb), label))
+
+                def scale_case(r: int = records, lb: str = label) -> Result:
+                    scaled[lb] = run(product, dataset(r), label=lb)
+                    return scaled[lb]
+
+                optional.append((scale_case, label))
         for thunk, label in optional:
             try:
                 results.append(thunk())
@@ -645,6 +673,16 @@ def main(argv: list[str] | None = None) -> int:
         "fixed overhead: 1,000-record product run (s)": fixed.seconds,
         "product time minus fixed overhead, records/s": n / max(1e-9, prod.seconds - fixed.seconds),
     }
+    airflow_1k = next((r for r in results if r.case.endswith("(airflow_1k)")), None)
+    if airflow_1k is not None:
+        ratios["fixed overhead: 1,000-record run through Airflow (s)"] = airflow_1k.seconds
+    if "scale_n_10" in scaled:
+        # 10x the records should cost at most 11x the time above the fixed overhead.
+        ratios["time above fixed overhead, N ÷ N/10 (target ≤ 11)"] = (prod.seconds - fixed.seconds) / max(
+            1e-9, scaled["scale_n_10"].seconds - fixed.seconds
+        )
+    if "scale_3n" in scaled:
+        ratios["product at 3N ÷ ceiling A at N (records/s)"] = scaled["scale_3n"].rate / ceil_a.rate
     body = "\n\n".join(
         [
             f"## Throughput (N = {n:,})",

@@ -245,6 +245,17 @@ def _services(*args: str) -> None:
     assert out.returncode == 0, out.stdout + out.stderr
 
 
+def _forget_connections(engine: Any) -> None:
+    """After a Postgres restart, drop pooled connections: ours and this process's Airflow ones
+    (later tests run ``dag.test()`` here against the same server)."""
+    from airflow import settings
+
+    engine.dispose()
+    if settings.engine is not None:
+        settings.Session.remove()
+        settings.engine.dispose()
+
+
 def _crash_postgres() -> None:
     """``pg_ctl stop -m immediate``: no shutdown checkpoint, so the next start runs crash recovery."""
     import importlib.util
@@ -268,7 +279,7 @@ def test_postgres_clean_restart_between_stage_and_commit_keeps_the_stage(kafka_c
 
     _services("stop", "postgres")
     _services("start", "postgres")
-    engine.dispose()
+    _forget_connections(engine)
 
     assert stage_count(engine, spec, plan.run_id) == staged
     commit_run(engine, spec, plan.run_id)
@@ -291,7 +302,7 @@ def test_postgres_crash_restart_empties_the_stage_and_commit_refuses_until_resta
 
     _crash_postgres()
     _services("start", "postgres")
-    engine.dispose()
+    _forget_connections(engine)
 
     assert stage_count(engine, spec, plan.run_id) == 0  # the table is there, its rows are not
     with pytest.raises(ReprocessError, match=f"stage holds 0 rows but the Spark job staged {staged}"):
