@@ -1,12 +1,12 @@
 """The spark-submit settings of every run (the DAG, the bench, the tests) in one place.
 
 A run is a short batch job, so the driver JVM's start-up is a large share of it: a 1,000-record
-run spent ~13 s of its 28 s loading classes. Two JVM options cut that (measured, local[2]):
+run spent ~10 s of its 28 s loading classes. An application class-data-sharing archive (JDK
+AppCDS, ``-XX:SharedArchiveFile``) of the classes a run loads, built once per install by
+:func:`build_class_archive`, cuts that (measured, local[2]: 28.5 s → 18 s).
 
-- an application class-data-sharing archive (JDK AppCDS, ``-XX:SharedArchiveFile``) of the
-  classes a run loads, built once per install by :func:`build_class_archive`;
-- ``-XX:TieredStopAtLevel=1``: the C1 JIT only. The heavy lifting is in Python (the reader,
-  the COPY) and Postgres, so peak JIT code buys nothing; 1 M records ran faster, not slower.
+Not used, measured: ``-XX:TieredStopAtLevel=1`` (C1 JIT only) saved ~1 s at 1,000 records
+but cost 40 % at 3 M (70 s vs 44-51 s): from_json and the aggregation need C2's code.
 
 A missing archive is ignored by the JVM (no error, just no speed-up); an archive from another
 JVM or Spark build is refused with a one-line warning and the run goes on.
@@ -38,24 +38,26 @@ def class_archive() -> Path | None:
     return Path(value) if value else None
 
 
-def driver_java_options(archive: Path | None) -> str:
-    """
+def spark_conf(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """``--conf`` values for ``spark-submit spark_apps/read_stage.py``; ``extra`` wins.
+
     Examples
     --------
-    >>> driver_java_options(None)
-    '-XX:TieredStopAtLevel=1'
-    >>> driver_java_options(Path("/x/spark.jsa"))
-    '-XX:TieredStopAtLevel=1 -XX:SharedArchiveFile=/x/spark.jsa'
+    >>> saved = os.environ.pop(CLASS_ARCHIVE_ENV, None)
+    >>> "spark.driver.extraJavaOptions" in spark_conf()
+    False
+    >>> os.environ[CLASS_ARCHIVE_ENV] = "/x/spark.jsa"
+    >>> spark_conf({"spark.sql.shuffle.partitions": "8"})["spark.driver.extraJavaOptions"]
+    '-XX:SharedArchiveFile=/x/spark.jsa'
+    >>> if saved is None:
+    ...     del os.environ[CLASS_ARCHIVE_ENV]
+    ... else:
+    ...     os.environ[CLASS_ARCHIVE_ENV] = saved
     """
-    options = ["-XX:TieredStopAtLevel=1"]
+    conf = dict(BASE_CONF)
+    archive = class_archive()
     if archive is not None:
-        options.append(f"-XX:SharedArchiveFile={archive}")
-    return " ".join(options)
-
-
-def spark_conf(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """``--conf`` values for ``spark-submit spark_apps/read_stage.py``; ``extra`` wins."""
-    conf = {**BASE_CONF, "spark.driver.extraJavaOptions": driver_java_options(class_archive())}
+        conf["spark.driver.extraJavaOptions"] = f"-XX:SharedArchiveFile={archive}"
     conf.update(extra or {})
     return conf
 
