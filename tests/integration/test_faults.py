@@ -268,14 +268,19 @@ def _crash_postgres() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+def _staged_run(kafka_config: dict[str, Any], engine: Any, name: str, seed: int) -> tuple[Any, Any, Any, int | None]:
+    """A 2-partition topic of order events, planned and staged: (spec, produced, plan, stage rows)."""
+    spec = orders_spec(name, name)
+    demo_data.create_topic(kafka_config, name, 2)
+    produced = demo_data.produce(kafka_config, name, 2, demo_data.order_events(300, 4, seed=seed))
+    plan = plan_run(engine, kafka_config, spec, RunRequest.from_params({}), name)
+    run_spark_stage(spec, plan.run_id)
+    return spec, produced, plan, stage_count(engine, spec, plan.run_id)
+
+
 def test_postgres_clean_restart_between_stage_and_commit_keeps_the_stage(kafka_config, engine, unique_name):
     """A clean (``-m fast``) stop writes a shutdown checkpoint: the UNLOGGED stage survives and commits."""
-    spec = orders_spec(unique_name, unique_name)
-    demo_data.create_topic(kafka_config, unique_name, 2)
-    produced = demo_data.produce(kafka_config, unique_name, 2, demo_data.order_events(300, 4, seed=23))
-    plan = plan_run(engine, kafka_config, spec, RunRequest.from_params({}), unique_name)
-    run_spark_stage(spec, plan.run_id)
-    staged = stage_count(engine, spec, plan.run_id)
+    spec, produced, plan, staged = _staged_run(kafka_config, engine, unique_name, seed=23)
 
     _services("stop", "postgres")
     _services("start", "postgres")
@@ -292,12 +297,7 @@ def test_postgres_crash_restart_empties_the_stage_and_commit_refuses_until_resta
     the run's rows and still advance the ledger past them. The commit refuses (the Spark job
     recorded how many rows it staged), and a re-stage + commit recovers.
     """
-    spec = orders_spec(unique_name, unique_name)
-    demo_data.create_topic(kafka_config, unique_name, 2)
-    produced = demo_data.produce(kafka_config, unique_name, 2, demo_data.order_events(300, 4, seed=24))
-    plan = plan_run(engine, kafka_config, spec, RunRequest.from_params({}), unique_name)
-    run_spark_stage(spec, plan.run_id)
-    staged = stage_count(engine, spec, plan.run_id)
+    spec, produced, plan, staged = _staged_run(kafka_config, engine, unique_name, seed=24)
     assert staged and runs(engine, spec)[0].stage_rows == staged
 
     _crash_postgres()
