@@ -252,6 +252,7 @@ def _forget_connections(engine: Any) -> None:
 
     engine.dispose()
     if settings.engine is not None:
+        settings.Session().invalidate()  # no ROLLBACK on the dead connection, unlike remove()
         settings.Session.remove()
         settings.engine.dispose()
 
