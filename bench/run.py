@@ -458,7 +458,7 @@ def product(bench: Bench, ds: Dataset, label: str = "product") -> Result:
     from reprocess.db import libpq_url, make_engine
     from reprocess.plan import plan_run
     from reprocess.runs import EndMode, RunKind, RunRequest, StartMode
-    from reprocess.sparkconf import spark_conf
+    from reprocess.sparkconf import spark_submit_command
 
     spec = bench.spec(label, ds.topic)
     engine = make_engine(bench.db_url)
@@ -471,10 +471,9 @@ def product(bench: Bench, ds: Dataset, label: str = "product") -> Result:
         raise RuntimeError(f"{spec.name}: planned {planned}, expected [0, end) for {ds.ends}")
     log_path = bench.out / f"{spec.name}.spark.log"
     env = {**os.environ, "REPROCESS_DB_URL": libpq_url(bench.db_url), "REPROCESS_KAFKA_CONFIG": json.dumps(bench.kafka)}
-    cmd = ["spark-submit", "--master", "local[2]", "--name", f"reprocess-{spec.name}"]
-    for name, value in spark_conf().items():
-        cmd += ["--conf", f"{name}={value}"]
-    cmd += [str(SPARK_APP), "--spec", str(spec.source_file), "--run-id", run_id, "--batch-size", str(spec.batch_size)]
+    cmd = spark_submit_command(
+        SPARK_APP, "--spec", str(spec.source_file), "--run-id", run_id, "--batch-size", str(spec.batch_size)
+    )
     with log_path.open("w") as fh:
         proc = subprocess.run(cmd, env=env, cwd=REPO, stdout=fh, stderr=subprocess.STDOUT, check=False)
     t2 = time.monotonic()

@@ -62,6 +62,23 @@ def spark_conf(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return conf
 
 
+def spark_submit_command(app: Path | str, *app_args: str, extra: Mapping[str, str] | None = None) -> list[str]:
+    """``spark-submit`` on local[2] with :func:`spark_conf` (the way the DAG's operator runs it).
+
+    Examples
+    --------
+    >>> saved = os.environ.pop(CLASS_ARCHIVE_ENV, None)
+    >>> spark_submit_command("app.py", "--run-id", "r1", extra={"spark.ui.enabled": "true"})[:5]
+    ['spark-submit', '--master', 'local[2]', '--conf', 'spark.ui.enabled=true']
+    >>> if saved is not None:
+    ...     os.environ[CLASS_ARCHIVE_ENV] = saved
+    """
+    cmd = ["spark-submit", "--master", "local[2]"]
+    for name, value in spark_conf(extra).items():
+        cmd += ["--conf", f"{name}={value}"]
+    return [*cmd, str(app), *app_args]
+
+
 def _archive_stamp() -> str:
     """What the archive depends on: the Spark jars and the JVM (a change means rebuild)."""
     import pyspark
@@ -82,12 +99,10 @@ def build_class_archive(archive: Path) -> bool:
     archive.parent.mkdir(parents=True, exist_ok=True)
     partial = archive.with_name(archive.name + ".partial")
     partial.unlink(missing_ok=True)
-    conf = {**BASE_CONF, "spark.driver.extraJavaOptions": f"-XX:ArchiveClassesAtExit={partial}"}
-    cmd = ["spark-submit", "--master", "local[2]"]
-    for name, value in conf.items():
-        cmd += ["--conf", f"{name}={value}"]
+    dump = {"spark.driver.extraJavaOptions": f"-XX:ArchiveClassesAtExit={partial}"}
+    cmd = spark_submit_command(WARMUP_APP, extra=dump)
     started = time.monotonic()
-    out = subprocess.run([*cmd, str(WARMUP_APP)], capture_output=True, text=True)
+    out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0 or not partial.exists():
         raise RuntimeError(
             f"building the Spark class archive failed ({out.returncode}):\n{(out.stdout + out.stderr)[-3000:]}"

@@ -284,7 +284,6 @@ def java_check(install: bool) -> None:
 
 def spark_class_archive() -> None:
     """Build the JVM class archive every Spark run starts from, once per install (~40 s)."""
-    sys.path.insert(0, str(REPO))
     from reprocess.sparkconf import build_class_archive, class_archive
 
     archive = class_archive()

@@ -86,19 +86,16 @@ def start_spark_stage(
     import json
     import subprocess
 
-    repo = ORDERS_SPEC.parents[1]
     kafka = kafka if kafka is not None else json.loads(os.environ["AIRFLOW_CONN_KAFKA_DEFAULT"])["extra"]
     env = {
         **os.environ,
         "REPROCESS_DB_URL": os.environ["AIRFLOW_CONN_REPROCESS_DB"],
         "REPROCESS_KAFKA_CONFIG": json.dumps(kafka),
     }
-    from reprocess.sparkconf import spark_conf
+    from reprocess.sparkconf import spark_submit_command
 
-    cmd = ["spark-submit", "--master", "local[2]"]
-    for name, value in spark_conf(conf).items():
-        cmd += ["--conf", f"{name}={value}"]
-    cmd += [str(repo / "spark_apps" / "read_stage.py"), "--spec", spec.source_file, "--run-id", run_id]
+    app = REPO_ROOT / "spark_apps" / "read_stage.py"
+    cmd = spark_submit_command(app, "--spec", spec.source_file, "--run-id", run_id, extra=conf)
     if batch_size:
         cmd += ["--batch-size", str(batch_size)]
     return subprocess.Popen(
