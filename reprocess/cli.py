@@ -1,4 +1,5 @@
-"""Command line: ``python -m reprocess.cli demo`` runs the main job on the embedded default.
+"""Command line: ``python -m reprocess.cli demo`` runs the main job on the embedded default;
+``python -m reprocess.cli reset PIPELINE --to-… [--execute]`` moves a pipeline's ledger deliberately.
 
 The demo creates topics ``orders`` (4 partitions: order events with several updates per order,
 malformed messages, transactional batches that leave marker gaps) and ``payments`` (2
@@ -14,11 +15,13 @@ import os
 import subprocess
 import sys
 import time
+from typing import Any
 
 from sqlalchemy import Engine, text
 
 from reprocess import demo_data
 from reprocess.db import make_engine, migrate
+from reprocess.errors import ReprocessError
 from reprocess.kafka import config_from_env, make_admin
 from reprocess.summary import format_summary, run_summary
 
@@ -92,15 +95,68 @@ def run_backfill(engine: Engine, pipeline: str) -> bool:
     return summary["state"] == "committed"
 
 
+def reset(args: argparse.Namespace) -> int:
+    """Dry run by default: print current → new per partition; ``--execute`` applies and audits."""
+    from reprocess.reset import ResetMode, ResetRequest, execute_reset, format_reset, plan_reset
+    from reprocess.spec import find_spec
+
+    spec = find_spec(args.pipeline)
+    mode, value = next((m, v) for m in ResetMode if (v := getattr(args, m.value.replace("-", "_"))) is not None)
+    request = ResetRequest(
+        mode, None if isinstance(value, bool) else str(value), tuple(args.topic or ()), tuple(args.partitions or ())
+    )
+    engine = make_engine(os.environ["AIRFLOW_CONN_REPROCESS_DB"])
+    migrate(engine)
+    kafka = config_from_env()
+    if args.execute:
+        rows = execute_reset(engine, kafka, spec, request, reason=args.reason or "", requested_by=args.by)
+    else:
+        rows = plan_reset(engine, kafka, spec, request)
+    print(format_reset(spec, request, rows, executed=args.execute))
+    return 0
+
+
+def _reset_parser(sub: Any) -> None:
+    import getpass
+
+    cmd = sub.add_parser(
+        "reset",
+        help="move a pipeline's ledger (dry run unless --execute), like kafka-consumer-groups --reset-offsets",
+    )
+    cmd.add_argument("pipeline", help="pipeline name (the spec's name)")
+    to = cmd.add_mutually_exclusive_group(required=True)
+    to.add_argument("--to-earliest", action="store_true", default=None, help="the log start of each partition")
+    to.add_argument("--to-latest", action="store_true", default=None, help="the log end (skips everything unread)")
+    to.add_argument("--to-offset", type=int, metavar="N", help="offset N on every selected partition (clamped)")
+    to.add_argument(
+        "--to-datetime", metavar="TS", help="first record at/after an RFC 3339 time, e.g. 2026-11-01T00:00Z"
+    )
+    to.add_argument("--shift-by", type=int, metavar="N", help="move each position by N (negative: re-read N offsets)")
+    cmd.add_argument("--topic", action="append", help="only this topic (repeatable); default: all of the pipeline's")
+    cmd.add_argument("--partitions", type=lambda v: [int(p) for p in v.split(",")], help="e.g. 0,2; default: all")
+    run = cmd.add_mutually_exclusive_group()
+    run.add_argument("--dry-run", action="store_true", help="print the plan, change nothing (the default)")
+    run.add_argument("--execute", action="store_true", help="apply under the pipeline's lock and record it")
+    cmd.add_argument("--reason", help="why (required with --execute; stored in reprocess.ledger_resets)")
+    cmd.add_argument("--by", default=getpass.getuser(), help="who asks (default: the OS user)")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m reprocess.cli", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     demo_cmd = sub.add_parser("demo", help="produce demo data and run the orders backfill through Airflow")
     demo_cmd.add_argument("--orders", type=int, default=20_000, help="distinct orders to produce (default 20000)")
+    _reset_parser(sub)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     if args.command == "demo":
         return demo(args.orders)
+    if args.command == "reset":
+        try:
+            return reset(args)
+        except ReprocessError as exc:
+            print(f"reset failed: {exc}", file=sys.stderr)
+            return 1
     return 2
 
 

@@ -350,9 +350,112 @@ Past days: `airflow backfill create --dag-id {spec.dag_id("reconcile")} --from-d
     return dag
 
 
+def reset_params(spec: PipelineSpec) -> dict[str, Param]:
+    """The reset form: the ``kafka-consumer-groups --reset-offsets`` scenarios, dry run unless ticked."""
+    from reprocess.reset import ResetMode
+
+    return {
+        "mode": Param(
+            ResetMode.EARLIEST.value,
+            type="string",
+            enum=[m.value for m in ResetMode],
+            title="Move to",
+            description="to-earliest: log start; to-latest: log end (skips unread records); to-offset: `value` on "
+            "every selected partition; to-datetime: first record at/after `value` (RFC 3339); shift-by: move each "
+            "position by `value` (negative re-reads). Positions are clamped to the retained log.",
+            section="Where",
+        ),
+        "value": Param(
+            None,
+            type=["null", "string"],
+            title="Value",
+            description="For to-offset, to-datetime, shift-by.",
+            section="Where",
+        ),
+        "topics": Param(
+            list(spec.topics),
+            type="array",
+            items={"type": "string", "enum": list(spec.topics)},
+            title="Topics",
+            section="Where",
+        ),
+        "partitions": Param(
+            [],
+            type="array",
+            items={"type": "integer", "minimum": 0},
+            title="Partitions",
+            description="Empty means every partition.",
+            section="Where",
+        ),
+        "reason": Param(
+            None,
+            type=["null", "string"],
+            title="Reason",
+            description="Why (required to execute; stored with your user name in reprocess.ledger_resets).",
+            section="Apply",
+        ),
+        "execute": Param(
+            False,
+            type="boolean",
+            title="Execute",
+            description="Unticked: a dry run that only shows current → new per partition.",
+            section="Apply",
+        ),
+    }
+
+
+def build_reset_dag(spec: PipelineSpec) -> DAG:
+    """Manual, form-driven reset of the pipeline's ledger (the CLI's ``reset`` as a DAG)."""
+    dag = DAG(
+        dag_id=spec.dag_id("reset"),
+        description=f"move {spec.name}'s committed position deliberately (dry run unless 'execute')",
+        doc_md=f"""### {spec.name}: reset the position
+
+Moves the pipeline's ledger (`reprocess.consumer_offsets`), as `kafka-consumer-groups --reset-offsets`
+moves a group. Unticked **Execute** is a dry run: the task log shows current → new per partition and
+what the next incremental run would read. Executed, the move happens under the pipeline's lock
+(an incremental run planned before it is fenced), is recorded with your user name and reason in
+`reprocess.ledger_resets`, and is mirrored to the consumer group `{spec.consumer_group}`.
+CLI: `python -m reprocess.cli reset {spec.name} --to-datetime 2026-11-01T00:00:00Z --dry-run`.
+""",
+        schedule=None,
+        catchup=False,
+        max_active_runs=1,
+        tags=["reprocess", "reset", *spec.tags],
+        default_args={**default_args(spec), "retries": 0},
+        params=reset_params(spec),
+    )
+    with dag:
+
+        @task(task_id="reset_ledger", doc_md="Dry run or apply the reset; the table is in the log and XCom.")
+        def reset_ledger(params: dict[str, Any] | None = None, dag_run: Any = None) -> str:
+            from reprocess.reset import ResetMode, ResetRequest, execute_reset, format_reset, plan_reset
+
+            p = params or {}
+            request = ResetRequest(
+                ResetMode(p.get("mode") or ResetMode.EARLIEST.value),
+                p.get("value") or None,
+                tuple(p.get("topics") or ()),
+                tuple(int(x) for x in p.get("partitions") or ()),
+            )
+            engine = _engine()
+            if p.get("execute"):
+                user = getattr(dag_run, "triggering_user_name", None) or "airflow"
+                reason = p.get("reason") or ""
+                rows = execute_reset(engine, _kafka_config(), spec, request, reason=reason, requested_by=user)
+            else:
+                rows = plan_reset(engine, _kafka_config(), spec, request)
+            table = format_reset(spec, request, rows, executed=bool(p.get("execute")))
+            log.info("reset\n%s", table)
+            return table
+
+        reset_ledger()
+    return dag
+
+
 def build_dags(specs: list[PipelineSpec]) -> dict[str, DAG]:
     dags = {}
     for spec in specs:
-        for dag in (*(build_run_dag(spec, kind) for kind in RunKind), build_reconcile_dag(spec)):
+        for dag in (*(build_run_dag(spec, kind) for kind in RunKind), build_reconcile_dag(spec), build_reset_dag(spec)):
             dags[dag.dag_id] = dag
     return dags

@@ -247,7 +247,9 @@ def _start(
     if position > s.log_end:
         raise SpecError(
             f"{spec.name} {s.tp}: the ledger says next offset {position}, beyond the log end {s.log_end}. "
-            "Was the topic deleted and re-created? Reset the pipeline's ledger rows for it deliberately."
+            f"Was the topic deleted and re-created? Reset the position deliberately: `python -m reprocess.cli "
+            f"reset {spec.name} --topic {s.topic} --partitions {s.partition} --to-earliest` shows the move (dry "
+            f"run); add `--execute --reason '…'` to apply it, or trigger the {spec.dag_id('reset')} DAG."
         )
     return position
 

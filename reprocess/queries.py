@@ -110,3 +110,18 @@ RUN_COUNTS: Final = text(
     "extract(epoch FROM (coalesce(committed_at, now()) - created_at)) AS seconds "
     "FROM reprocess.runs WHERE run_id = :run_id"
 )
+
+# A deliberate reset may move the ledger backwards or forwards (unlike ADVANCE_LEDGER); it runs
+# under the pipeline's advisory lock, so an in-flight incremental run is fenced by its compare-and-set.
+RESET_LEDGER: Final = text(
+    "INSERT INTO reprocess.consumer_offsets (pipeline, topic, partition, next_offset, run_id) "
+    "VALUES (:pipeline, :topic, :partition, :new, :run_id) "
+    "ON CONFLICT (pipeline, topic, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset, "
+    "run_id = EXCLUDED.run_id, updated_at = now()"
+)
+
+INSERT_LEDGER_RESET: Final = text(
+    "INSERT INTO reprocess.ledger_resets (pipeline, topic, partition, old_offset, new_offset, mode, value, reason, "
+    "requested_by) VALUES (:pipeline, :topic, :partition, :old, :new, :mode, :value, :reason, :by) "
+    "RETURNING reset_id"
+)

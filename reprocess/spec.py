@@ -264,6 +264,22 @@ class _SpecParser:
         return mode, column if mode is OrderingMode.COLUMN else None
 
 
+def pipelines_dir() -> Path:
+    """The folder of specs: ``REPROCESS_PIPELINES_DIR`` (the tests use it) or the repo's ``pipelines/``."""
+    import os
+
+    return Path(os.environ.get("REPROCESS_PIPELINES_DIR") or Path(__file__).resolve().parent.parent / "pipelines")
+
+
+def find_spec(name: str, directory: Path | None = None) -> PipelineSpec:
+    """The spec named ``name``; the error lists the pipelines that exist."""
+    specs = load_specs(directory or pipelines_dir())
+    for spec in specs:
+        if spec.name == name:
+            return spec
+    raise SpecError(f"no pipeline named {name!r} in {directory or pipelines_dir()} (have: {[s.name for s in specs]})")
+
+
 def load_specs(directory: Path) -> list[PipelineSpec]:
     """Every ``*.yaml`` spec in a folder, sorted by name; duplicate names are an error."""
     specs = [PipelineSpec.from_file(p) for p in sorted(directory.glob("*.yaml"))]
