@@ -27,8 +27,9 @@ up: services
 down:
 	@$(ENV) python scripts/airflow_ui.py down
 
+# ruff over the tree, then the type checker over the library.
 lint: install
-	@$(ENV) ruff check . && ruff format --check .
+	@$(ENV) ruff check . && ruff format --check . && mypy reprocess
 
 # Benchmarks (docs/benchmarks.md): N = 1M with the scale curve and the Airflow runs; `make bench BENCH_ARGS="--records 100000"` for a quick one.
 BENCH_ARGS ?= --scale --airflow

@@ -15,6 +15,7 @@ from sqlalchemy import Connection, Engine
 
 from reprocess import queries
 from reprocess.batches import commit_parent
+from reprocess.db import one_row, pg_cursor
 from reprocess.errors import FencedRunError, ReprocessError
 from reprocess.plan import load_plan
 from reprocess.ranges import OffsetRange, TopicPartition
@@ -44,7 +45,7 @@ def ensure_pipeline(engine: Engine, spec: PipelineSpec) -> None:
             queries.UPSERT_PIPELINE,
             {"name": spec.name, "target": spec.qualified_target, "spec": json.dumps(spec.as_dict())},
         )
-        with conn.connection.cursor() as cur:
+        with pg_cursor(conn) as cur:
             cur.execute(create_target_sql(spec))
 
 
@@ -83,15 +84,15 @@ def commit_run(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResult:
             _check_fence(conn, spec, run_id, starts)
 
         stage = stage_identifier(spec, run_id)
-        cur = conn.connection.cursor()
+        cur = pg_cursor(conn)
         cur.execute("SELECT to_regclass(%s)", (stage.as_string(cur),))
-        has_stage = cur.fetchone()[0] is not None
+        has_stage = one_row(cur)[0] is not None
         if not has_stage and not plan.is_empty:
             raise ReprocessError(f"{spec.name}: run {run_id} is staged but its stage table is gone; re-run the stage")
         records, staged, dead, upserted = 0, 0, 0, 0
         if has_stage:
             cur.execute(stage_counts_sql(stage))
-            records, staged, dead = (int(x) for x in cur.fetchone())
+            records, staged, dead = (int(x) for x in one_row(cur))
             if run.stage_rows is not None and staged + dead != run.stage_rows:
                 raise ReprocessError(
                     f"{spec.name}: run {run_id}'s stage holds {staged + dead} rows but the Spark job staged "

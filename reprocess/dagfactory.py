@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import DAG, Connection, ExceptionRetryPolicy, Param, RetryAction, RetryRule, task
@@ -270,7 +270,8 @@ def build_run_dag(spec: PipelineSpec, kind: RunKind) -> DAG:
             log.info("run summary\n%s", format_summary(summary))
             return summary
 
-        planned = plan_offsets()
+        # An XComArg: Airflow hands each downstream task the dict plan_offsets returned.
+        planned = cast(dict[str, Any], plan_offsets())
         gate = has_work(planned)
         committed = commit_transaction(planned)
         gate >> spark >> committed >> mirror(planned) >> report(planned)
@@ -344,7 +345,8 @@ Past days: `airflow backfill create --dag-id {spec.dag_id("reconcile")} --from-d
             checked >> TriggerDagRunOperator(
                 task_id="heal_with_backfill",
                 trigger_dag_id=spec.dag_id("backfill"),
-                conf="{{ ti.xcom_pull(task_ids='reconcile', key='heal_conf') }}",
+                # Templated: rendered to the dict itself (render_template_as_native_obj).
+                conf="{{ ti.xcom_pull(task_ids='reconcile', key='heal_conf') }}",  # type: ignore[arg-type]
                 trigger_rule="all_failed",
             )
     return dag

@@ -5,9 +5,10 @@ from __future__ import annotations
 import logging
 import re
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
-from sqlalchemy import Engine, create_engine, text
+import psycopg2.extensions
+from sqlalchemy import Connection, Engine, create_engine, text
 
 log = logging.getLogger(__name__)
 
@@ -53,3 +54,19 @@ def migrate(engine: Engine, sql_dir: Path = SQL_DIR) -> list[str]:
     if applied_now:
         log.info("migrations applied: %s", ", ".join(applied_now))
     return applied_now
+
+
+def pg_cursor(conn: Connection) -> psycopg2.extensions.cursor:
+    """A psycopg2 cursor in ``conn``'s transaction, for composed SQL (``psycopg2.sql``), COPY and rowcounts."""
+    raw = conn.connection.dbapi_connection
+    if not isinstance(raw, psycopg2.extensions.connection):
+        raise TypeError(f"expected a psycopg2 connection, got {type(raw).__name__}; use a postgresql+psycopg2 URL")
+    return raw.cursor()
+
+
+def one_row(cur: psycopg2.extensions.cursor) -> tuple[Any, ...]:
+    """The row of a query that always returns exactly one (an aggregate, ``to_regclass``)."""
+    row = cur.fetchone()
+    if row is None:
+        raise RuntimeError(f"expected one row from {cur.query!r}, got none")
+    return row

@@ -60,7 +60,7 @@ def order_events(
     """(key, event) pairs: each order moves through up to ``updates`` statuses, interleaved."""
     rnd = random.Random(seed)
     t0 = start or datetime(2026, 11, 1, tzinfo=UTC)
-    events = []
+    events: list[tuple[str, dict[str, Any]]] = []
     for n in range(orders):
         oid = f"o-{n:07d}"
         amount = Decimal(rnd.randint(100, 99_999)) / 100
@@ -97,7 +97,7 @@ def payment_events(payments: int, seed: int = 3) -> list[tuple[str, dict[str, An
     """(key, event) pairs with a ``version`` per payment; about 1 in 5 arrives out of order."""
     rnd = random.Random(seed)
     t0 = datetime(2026, 11, 1, tzinfo=UTC)
-    events = []
+    events: list[tuple[str, dict[str, Any]]] = []
     for n in range(payments):
         pid = f"p-{n:07d}"
         versions = [

@@ -16,7 +16,7 @@ from psycopg2 import sql
 from reprocess import queries
 from reprocess.batches import run_in_batches
 from reprocess.commit import commit_run
-from reprocess.db import libpq_url, make_engine
+from reprocess.db import libpq_url, make_engine, one_row
 from reprocess.plan import load_plan
 from reprocess.reader import KafkaRangeDataSource, reader_options
 from reprocess.runs import RunPlan, RunState
@@ -106,7 +106,7 @@ def _stage(spark: SparkSession, spec: PipelineSpec, plan: RunPlan, db_url: str, 
     copied = sum(row.rows for row in to_stage(records, spec).mapInArrow(copier, COPIED_SCHEMA).collect())
     with psycopg2.connect(libpq_url(db_url)) as pg, pg.cursor() as cur:
         cur.execute(sql.SQL("SELECT count(*) FROM {}").format(stage_identifier(spec, plan.run_id)))
-        rows = int(cur.fetchone()[0])
+        rows = int(one_row(cur)[0])
     pg.close()
     if rows != copied:  # e.g. a task attempt that COPYed and was then run again
         raise RuntimeError(

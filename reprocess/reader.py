@@ -24,6 +24,7 @@ from reprocess.ranges import EARLIEST, LATEST, OffsetRange, parse_offsets_json, 
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    from confluent_kafka import Message
 
 log = logging.getLogger(__name__)
 
@@ -150,7 +151,7 @@ def read_range(
                 err = msg.error()
                 if err is not None:
                     if err.code() == KafkaError._PARTITION_EOF:
-                        if msg.offset() >= r.end:
+                        if _offset_of(msg, r) >= r.end:
                             position = r.end
                             break
                         continue  # below the plan's end: wait for the rest (or stall out)
@@ -160,7 +161,7 @@ def read_range(
                             "the start is below the log start (deleted or compacted segment)"
                         )
                     raise ReadError(f"{r}: read failed at offset {position}: {err.str()}") from KafkaException(err)
-                offset = msg.offset()
+                offset = _offset_of(msg, r)
                 if offset >= r.end:
                     position = r.end
                     break
@@ -188,6 +189,14 @@ def read_range(
     log.info("read topic=%s partition=%d offsets=[%d,%d) records=%d", r.topic, r.partition, r.start, r.end, read)
 
 
+def _offset_of(msg: Message, r: OffsetRange) -> int:
+    """A fetched record's (or EOF event's) offset, which the client always sets for them."""
+    offset = msg.offset()
+    if offset is None:
+        raise ReadError(f"{r}: the client returned a message without an offset: {msg.error()}")
+    return offset
+
+
 _ARROW_SCHEMA: pa.Schema | None = None
 
 
@@ -197,17 +206,16 @@ def arrow_batch(r: OffsetRange, cols: dict[str, list[Any]]) -> pa.RecordBatch:
 
     global _ARROW_SCHEMA
     if _ARROW_SCHEMA is None:
-        _ARROW_SCHEMA = pa.schema(
-            [
-                pa.field("key", pa.binary()),
-                pa.field("value", pa.binary()),
-                pa.field("topic", pa.string(), nullable=False),
-                pa.field("partition", pa.int32(), nullable=False),
-                pa.field("offset", pa.int64(), nullable=False),
-                pa.field("timestamp", pa.timestamp("us", tz="UTC")),
-                pa.field("timestampType", pa.int32()),
-            ]
-        )
+        fields: list[pa.Field[Any]] = [
+            pa.field("key", pa.binary()),
+            pa.field("value", pa.binary()),
+            pa.field("topic", pa.string(), nullable=False),
+            pa.field("partition", pa.int32(), nullable=False),
+            pa.field("offset", pa.int64(), nullable=False),
+            pa.field("timestamp", pa.timestamp("us", tz="UTC")),
+            pa.field("timestampType", pa.int32()),
+        ]
+        _ARROW_SCHEMA = pa.schema(fields)
     n = len(cols["offset"])
     return pa.RecordBatch.from_arrays(
         [

@@ -26,6 +26,7 @@ from typing import Any
 from psycopg2 import sql
 from sqlalchemy import Engine, text
 
+from reprocess.db import pg_cursor
 from reprocess.errors import ReconciliationGap
 from reprocess.plan import offsets_for_time, take_snapshot
 from reprocess.ranges import OffsetRange
@@ -119,13 +120,13 @@ def _missing_keys(
     newest: dict[tuple[Any, ...], int] = {}
     records = 0
     for batch in read_range(kafka, r):
-        for offset, value in zip(batch.column("offset").to_pylist(), batch.column("value").to_pylist(), strict=True):
+        for record in batch.select(["offset", "value"]).to_pylist():
             records += 1
-            if offset in dead:
+            if record["offset"] in dead:
                 continue
-            key = _key_of(spec, value)
+            key = _key_of(spec, record["value"])
             if key is not None:
-                newest[key] = offset
+                newest[key] = record["offset"]
     if not newest:
         return 0, records
     key_cols = sql.SQL(", ").join(sql.Identifier(k) for k in spec.key)
@@ -135,7 +136,7 @@ def _missing_keys(
     found: dict[tuple[Any, ...], tuple[str, int, int]] = {}
     keys = list(newest)
     with engine.connect() as conn:
-        raw = conn.connection.cursor()
+        raw = pg_cursor(conn)
         for i in range(0, len(keys), 5000):
             chunk = keys[i : i + 5000]
             values = sql.SQL(", ").join(sql.SQL("({})").format(sql.SQL(", ").join(map(sql.Literal, k))) for k in chunk)
@@ -144,11 +145,14 @@ def _missing_keys(
                 found[tuple(str(x) for x in row[: len(spec.key)])] = row[len(spec.key) :]
     missing = 0
     for key, offset in newest.items():
-        row = found.get(key)
+        found_row = found.get(key)
         # Present and at least as new (same partition, same or later offset), or moved on by
         # another partition's/ordering column's newer record: the target holds a newer version.
-        if row is None or (
-            spec.ordering is OrderingMode.OFFSET and row[0] == r.topic and row[1] == r.partition and row[2] < offset
+        if found_row is None or (
+            spec.ordering is OrderingMode.OFFSET
+            and found_row[0] == r.topic
+            and found_row[1] == r.partition
+            and found_row[2] < offset
         ):
             missing += 1
     return missing, records

@@ -117,7 +117,7 @@ def _partitions(raw: object) -> tuple[int, ...]:
 
     if not isinstance(raw, list | tuple) or not all(number(p) for p in raw):
         raise SpecError(f"param partitions: {raw!r} must be a list of partition numbers")
-    return tuple(int(p) for p in raw)  # type: ignore[call-overload]
+    return tuple(int(p) for p in raw)
 
 
 def _batch_size(raw: object) -> int | None:
