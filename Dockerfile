@@ -5,7 +5,5 @@ RUN apt-get update && apt-get install -y --no-install-recommends openjdk-17-jre-
 WORKDIR /opt/reprocess
 COPY pyproject.toml constraints.txt README.md ./
 COPY reprocess ./reprocess
-COPY spark_apps ./spark_apps
-COPY sql ./sql
 RUN pip install --no-cache-dir -c constraints.txt -e .
 ENV AIRFLOW__CORE__DAGS_FOLDER=/opt/reprocess/dags

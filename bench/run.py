@@ -14,7 +14,7 @@ Cases (each a function below with a docstring saying what it measures):
    ``reader_alone``: the product's ``read_range`` on the same ranges, without Spark.
 3. ``baseline_python_loop``: one Python process, consume → json.loads → newest per key per
    10,000-record batch → ``execute_values`` upsert + offsets, one commit per batch.
-4. ``product``: ``plan_run`` → ``spark-submit spark_apps/read_stage.py`` → ``commit_run``,
+4. ``product``: ``plan_run`` → ``spark-submit reprocess/apps/read_stage.py`` → ``commit_run``,
    timed per phase; ``--airflow`` also times the generated DAG under ``airflow dags test``.
 5. ``--scale``: the product at N/10, N and 3N; the fixed overhead is a 1,000-record run.
 
@@ -48,7 +48,6 @@ REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "bench" / "results"
 DOCS = REPO / "docs" / "benchmarks.md"
 ORDERS_SPEC = REPO / "pipelines" / "orders.yaml"
-SPARK_APP = REPO / "spark_apps" / "read_stage.py"
 BENCH_DB = "reprocess_bench"
 PARTITIONS = 4
 UPDATES_PER_KEY = 10
@@ -450,10 +449,11 @@ _READ_LOG = re.compile(r"read topic=\S+ partition=(\d+) offsets=\[(\d+),(\d+)\) 
 
 def product(bench: Bench, ds: Dataset, label: str = "product") -> Result:
     """The product, the way the DAG runs it, timed per phase: ``plan_run`` (snapshot + ranges
-    + ledger rows), ``spark-submit spark_apps/read_stage.py`` (JVM + SparkSession start, the
+    + ledger rows), ``spark-submit reprocess/apps/read_stage.py`` (JVM + SparkSession start, the
     one Spark action reading Kafka via the ``kafka-range`` Python data source, parsing with
     Spark SQL, dedupe, COPY to the stage; the action alone is the job's own ``seconds=`` log)
     and ``commit_run`` (the merge transaction). Same spark conf as the DAG, master local[2]."""
+    from reprocess.apps import READ_STAGE, app_path
     from reprocess.commit import commit_run
     from reprocess.db import libpq_url, make_engine
     from reprocess.plan import plan_run
@@ -472,7 +472,7 @@ def product(bench: Bench, ds: Dataset, label: str = "product") -> Result:
     log_path = bench.out / f"{spec.name}.spark.log"
     env = {**os.environ, "REPROCESS_DB_URL": libpq_url(bench.db_url), "REPROCESS_KAFKA_CONFIG": json.dumps(bench.kafka)}
     cmd = spark_submit_command(
-        SPARK_APP, "--spec", str(spec.source_file), "--run-id", run_id, "--batch-size", str(spec.batch_size)
+        app_path(READ_STAGE), "--spec", str(spec.source_file), "--run-id", run_id, "--batch-size", str(spec.batch_size)
     )
     with log_path.open("w") as fh:
         proc = subprocess.run(cmd, env=env, cwd=REPO, stdout=fh, stderr=subprocess.STDOUT, check=False)

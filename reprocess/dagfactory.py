@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import logging
 from datetime import timedelta
-from pathlib import Path
 from typing import Any, Final, cast
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import DAG, Connection, ExceptionRetryPolicy, Param, RetryAction, RetryRule, task
 
+from reprocess.apps import READ_STAGE, app_path
 from reprocess.errors import DataLossError, FencedRunError, ReconciliationGap, SpecError
 from reprocess.runs import RunKind, RunRequest
 from reprocess.sparkconf import spark_conf
@@ -22,8 +22,6 @@ from reprocess.spec import PipelineSpec
 
 log = logging.getLogger(__name__)
 
-REPO: Final = Path(__file__).resolve().parent.parent
-SPARK_APP: Final = REPO / "spark_apps" / "read_stage.py"
 DB_CONN_ID: Final = "reprocess_db"
 KAFKA_CONN_ID: Final = "kafka_default"
 SPARK_CONN_ID: Final = "spark_default"
@@ -226,7 +224,7 @@ def build_run_dag(spec: PipelineSpec, kind: RunKind) -> DAG:
         spark = SparkSubmitOperator(
             task_id="spark_read_stage",
             doc_md="spark-submit: bounded read of the planned ranges, parse, dedupe, COPY into the run's stage.",
-            application=str(SPARK_APP),
+            application=str(app_path(READ_STAGE)),
             conn_id=SPARK_CONN_ID,
             name=f"reprocess-{spec.name}",
             pool=SPARK_POOL,

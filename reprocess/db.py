@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import logging
 import re
-from pathlib import Path
+from importlib.resources import files
+from importlib.resources.abc import Traversable
 from typing import Any, Final
 
 import psycopg2.extensions
@@ -12,7 +13,9 @@ from sqlalchemy import Connection, Engine, create_engine, text
 
 log = logging.getLogger(__name__)
 
-SQL_DIR: Final = Path(__file__).resolve().parent.parent / "sql"
+# Package data: the migrations travel inside the wheel, found wherever the package is installed.
+SQL_DIR: Final = files("reprocess") / "sql"
+_MIGRATION: Final = re.compile(r"^[0-9]{3}_.*\.sql$")
 _MIGRATION_LOCK: Final = 0x5E9C0_0001  # advisory lock id: one migrator at a time
 
 
@@ -31,8 +34,8 @@ def make_engine(url: str) -> Engine:
     return create_engine(sqlalchemy_url(url), pool_pre_ping=True, pool_size=2, max_overflow=2)
 
 
-def migrate(engine: Engine, sql_dir: Path = SQL_DIR) -> list[str]:
-    """Apply ``sql/NNN_*.sql`` in order, each once; returns the versions applied now."""
+def migrate(engine: Engine, sql_dir: Traversable = SQL_DIR) -> list[str]:
+    """Apply ``reprocess/sql/NNN_*.sql`` in order, each once; returns the versions applied now."""
     applied_now: list[str] = []
     with engine.begin() as conn:
         conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _MIGRATION_LOCK})
@@ -44,8 +47,8 @@ def migrate(engine: Engine, sql_dir: Path = SQL_DIR) -> list[str]:
             )
         )
         done = set(conn.execute(text("SELECT version FROM reprocess.schema_migrations")).scalars())
-        for path in sorted(sql_dir.glob("[0-9][0-9][0-9]_*.sql")):
-            version = path.stem
+        for path in sorted((p for p in sql_dir.iterdir() if _MIGRATION.match(p.name)), key=lambda p: p.name):
+            version = path.name.removesuffix(".sql")
             if version in done:
                 continue
             conn.exec_driver_sql(path.read_text())

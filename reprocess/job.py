@@ -1,6 +1,6 @@
 """The Spark side of a run: bounded read → parse/validate/dedupe → COPY into the run's stage.
 
-Runs on the Spark driver (``spark_apps/read_stage.py``). One Spark action: the write.
+Runs on the Spark driver (``reprocess/apps/read_stage.py``). One Spark action: the write.
 """
 
 from __future__ import annotations

@@ -22,8 +22,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
+from reprocess.apps import WARMUP, app_path
+
 CLASS_ARCHIVE_ENV: Final = "REPROCESS_SPARK_CLASS_ARCHIVE"
-WARMUP_APP: Final = Path(__file__).resolve().parents[1] / "spark_apps" / "warmup.py"
 
 BASE_CONF: Final[Mapping[str, str]] = {
     "spark.ui.enabled": "false",
@@ -39,7 +40,7 @@ def class_archive() -> Path | None:
 
 
 def spark_conf(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """``--conf`` values for ``spark-submit spark_apps/read_stage.py``; ``extra`` wins.
+    """``--conf`` values for ``spark-submit reprocess/apps/read_stage.py``; ``extra`` wins.
 
     Examples
     --------
@@ -88,9 +89,9 @@ def _archive_stamp() -> str:
     return json.dumps({"pyspark": pyspark.__version__, "jars": jars, "java": java.strip()}, sort_keys=True)
 
 
-def build_class_archive(archive: Path) -> bool:
-    """Build the archive by running ``spark_apps/warmup.py`` (no services needed) with
-    ``-XX:ArchiveClassesAtExit``; returns False when an up-to-date one exists. Takes ~40 s.
+def build_class_archive(archive: Path, spec_file: Path) -> bool:
+    """Build the archive by running ``reprocess/apps/warmup.py`` on ``spec_file`` (no services
+    needed) with ``-XX:ArchiveClassesAtExit``; returns False when an up-to-date one exists. Takes ~40 s.
     """
     stamp_file = archive.with_name(archive.name + ".stamp")
     stamp = _archive_stamp()
@@ -100,7 +101,7 @@ def build_class_archive(archive: Path) -> bool:
     partial = archive.with_name(archive.name + ".partial")
     partial.unlink(missing_ok=True)
     dump = {"spark.driver.extraJavaOptions": f"-XX:ArchiveClassesAtExit={partial}"}
-    cmd = spark_submit_command(WARMUP_APP, extra=dump)
+    cmd = spark_submit_command(app_path(WARMUP), "--spec", str(spec_file), extra=dump)
     started = time.monotonic()
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0 or not partial.exists():
@@ -114,8 +115,10 @@ def build_class_archive(archive: Path) -> bool:
 
 
 if __name__ == "__main__":
+    import sys
+
     target = class_archive()
-    if target is None:
-        raise SystemExit(f"{CLASS_ARCHIVE_ENV} is not set; nothing to build")
-    if not build_class_archive(target):
+    if target is None or len(sys.argv) != 2:
+        raise SystemExit(f"usage: {CLASS_ARCHIVE_ENV}=<archive> python -m reprocess.sparkconf <pipeline spec YAML>")
+    if not build_class_archive(target, Path(sys.argv[1])):
         print(f"spark: class archive {target} is up to date")

@@ -289,7 +289,7 @@ def spark_class_archive() -> None:
     archive = class_archive()
     if archive is not None:
         try:
-            build_class_archive(archive)
+            build_class_archive(archive, REPO / "pipelines" / "orders.yaml")
         except RuntimeError as exc:
             raise ServiceError(str(exc)) from exc
 

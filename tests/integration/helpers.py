@@ -78,7 +78,7 @@ def start_spark_stage(
     kafka: dict[str, Any] | None = None,
     conf: dict[str, str] | None = None,
 ) -> Any:
-    """spark-submit spark_apps/read_stage.py as the DAG does, in its own process group (killable).
+    """spark-submit reprocess/apps/read_stage.py as the DAG does, in its own process group (killable).
 
     ``kafka`` replaces the ``kafka_default`` connection's config (another broker); ``conf``
     adds Spark settings.
@@ -92,10 +92,10 @@ def start_spark_stage(
         "REPROCESS_DB_URL": os.environ["AIRFLOW_CONN_REPROCESS_DB"],
         "REPROCESS_KAFKA_CONFIG": json.dumps(kafka),
     }
+    from reprocess.apps import READ_STAGE, app_path
     from reprocess.sparkconf import spark_submit_command
 
-    app = REPO_ROOT / "spark_apps" / "read_stage.py"
-    cmd = spark_submit_command(app, "--spec", spec.source_file, "--run-id", run_id, extra=conf)
+    cmd = spark_submit_command(app_path(READ_STAGE), "--spec", spec.source_file, "--run-id", run_id, extra=conf)
     if batch_size:
         cmd += ["--batch-size", str(batch_size)]
     return subprocess.Popen(

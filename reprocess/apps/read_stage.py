@@ -1,6 +1,6 @@
 """spark-submit entry point: read a planned run's offset ranges from Kafka and stage them.
 
-Usage: spark-submit spark_apps/read_stage.py --spec pipelines/orders.yaml --run-id RUN_ID
+Usage: spark-submit <reprocess.apps.app_path("read_stage")> --spec pipelines/orders.yaml --run-id RUN_ID
 Environment: REPROCESS_DB_URL (app Postgres URL) and REPROCESS_KAFKA_CONFIG (librdkafka JSON).
 """
 

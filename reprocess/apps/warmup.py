@@ -1,6 +1,6 @@
 """A run's Spark work without Kafka or Postgres, to record the JVM classes a run loads.
 
-``python -m reprocess.sparkconf`` runs this once with ``-XX:ArchiveClassesAtExit``; every
+``python -m reprocess.sparkconf <spec>`` runs this once with ``-XX:ArchiveClassesAtExit``; every
 later run starts from that archive. Same path as ``read_stage.py``: a Python data source
 yields Arrow batches of Kafka-shaped records, ``to_stage`` parses and dedupes them, and a
 ``mapInArrow`` function receives the result (and counts it instead of COPYing it).
@@ -8,6 +8,7 @@ yields Arrow batches of Kafka-shaped records, ``to_stage`` parses and dedupes th
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from collections.abc import Iterator
@@ -23,8 +24,6 @@ from reprocess.reader import SCHEMA, arrow_batch
 from reprocess.spec import PipelineSpec
 from reprocess.stage import COPIED_SCHEMA
 from reprocess.transform import to_stage
-
-ORDERS_SPEC = Path(__file__).resolve().parents[1] / "pipelines" / "orders.yaml"
 
 
 class WarmupReader(DataSourceReader):
@@ -64,13 +63,16 @@ class WarmupSource(DataSource):
         return WarmupReader()
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--spec", required=True, type=Path, help="pipeline spec YAML whose columns the warm-up parses")
+    spec = PipelineSpec.from_file(parser.parse_args(argv).spec)
     spark = SparkSession.builder.appName("reprocess-warmup").getOrCreate()
     try:
         register_sources(spark)
         spark.dataSource.register(WarmupSource)
         records = spark.read.format("reprocess-warmup").load()
-        to_stage(records, PipelineSpec.from_file(ORDERS_SPEC)).mapInArrow(count_rows, COPIED_SCHEMA).collect()
+        to_stage(records, spec).mapInArrow(count_rows, COPIED_SCHEMA).collect()
     finally:
         spark.stop()
     return 0
