@@ -35,7 +35,7 @@ class WarmupReader(DataSourceReader):
 
         values = [json.dumps(event).encode() for _, event in order_events(250, 4, seed=partition.value)]
         values += list(MALFORMED)
-        cols = {
+        cols: dict[str, list[Any]] = {
             "key": [v[:8] for v in values],
             "value": values,
             "offset": list(range(len(values))),
