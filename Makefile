@@ -31,10 +31,10 @@ down:
 lint: install
 	@$(ENV) ruff check . && ruff format --check . && mypy reprocess
 
-# Benchmarks (docs/benchmarks.md): N = 1M with the scale curve and the Airflow runs; `make bench BENCH_ARGS="--records 100000"` for a quick one.
+# Benchmarks (docs/benchmarks.md, the bench/ package): N = 1M with the scale curve and the Airflow run; --big adds 10M; `make bench BENCH_ARGS="--records 100000"` for a quick one.
 BENCH_ARGS ?= --scale --airflow
 bench: services
-	@$(ENV) python bench/run.py $(BENCH_ARGS)
+	@$(ENV) python -m bench $(BENCH_ARGS)
 
 clean: stop
 	rm -rf .state

@@ -1,0 +1,86 @@
+"""The ceilings: what Postgres alone and Kafka alone can do with the same data."""
+
+from __future__ import annotations
+
+import io
+import time
+from datetime import UTC, datetime
+
+from psycopg2 import sql
+
+from bench.consume import consume_batches
+from bench.context import Bench, Result
+from bench.data import Dataset, parsed_rows
+
+
+def ceiling_a_pg_merge(bench: Bench, ds: Dataset) -> Result:
+    """Ceiling A: Postgres alone. COPY the N parsed rows (CSV, pre-built in memory) into the
+    product's stage, then the product's merge statement into an empty target, in one
+    transaction. No Kafka, no Spark, no JSON parsing."""
+    from reprocess.stage import create_stage, stage_identifier
+    from reprocess.target import merge_sql
+
+    spec = bench.spec("ceil_a", ds.topic)
+    bench.create_target(spec)
+    run_id = f"{spec.name}/ceiling"
+    buf = io.StringIO()
+    for r in parsed_rows(ds):
+        ts = datetime.fromtimestamp(r[10] / 1000, UTC).isoformat()
+        buf.write(f"row,{r[0]},{r[1]},{r[2]},{r[3]},{r[4]},{r[5]},{r[6]},{r[7]},{r[8]},{r[9]},{ts},1\n")
+    payload = buf.getvalue().encode()
+    del buf
+    cols = ["_kind", *(c.name for c in spec.columns), "_kafka_topic", "_kafka_partition", "_kafka_offset",
+            "_kafka_timestamp", "_records"]  # fmt: skip
+    conn = bench.connect()
+    try:
+        started = time.monotonic()
+        with conn, conn.cursor() as cur:
+            create_stage(conn, spec, run_id)
+            stage = stage_identifier(spec, run_id)
+            copy = sql.SQL("COPY {} ({}) FROM STDIN WITH (FORMAT csv)").format(
+                stage, sql.SQL(", ").join(map(sql.Identifier, cols))
+            )
+            cur.copy_expert(copy.as_string(cur), io.BytesIO(payload), size=1 << 20)
+            copied = time.monotonic()
+            cur.execute(merge_sql(spec, stage), {"run_id": run_id})
+            upserted = cur.rowcount
+            cur.execute(sql.SQL("DROP TABLE {}").format(stage))
+        done = time.monotonic()
+    finally:
+        conn.close()
+    return Result(
+        "ceiling A: COPY + merge (Postgres only)",
+        ds.records,
+        done - started,
+        {"copy": copied - started, "merge+commit": done - copied},
+        {"rows_upserted": upserted, "csv_mb": round(len(payload) / 1e6, 1), **bench.fingerprint(spec)},
+    )
+
+
+def ceiling_b_kafka_raw(bench: Bench, ds: Dataset) -> Result:
+    """Ceiling B: Kafka alone. The bench's consume loop over ``[0, end)`` of every partition;
+    values are touched (``len``), never parsed."""
+    records = nbytes = 0
+    started = time.monotonic()
+    for batch in consume_batches(bench.kafka, ds):
+        records += len(batch)
+        nbytes += sum(len(msg.value()) for msg in batch)
+    seconds = time.monotonic() - started
+    return Result("ceiling B: raw Kafka consume", records, seconds, detail={"value_mb": round(nbytes / 1e6, 1)})
+
+
+def reader_alone(bench: Bench, ds: Dataset) -> Result:
+    """The product's Kafka reader without Spark: ``reprocess.reader.read_range`` (the body of
+    the ``kafka-range`` data source's tasks: consume, per-record Python lists, Arrow batches)
+    over the same ranges, one partition after the other in this process. Compare with
+    ceiling B (same consumer, no per-record work) and with the product's Spark read."""
+    from reprocess.ranges import OffsetRange
+    from reprocess.reader import read_range
+
+    records = 0
+    started = time.monotonic()
+    for p, end in ds.ends.items():
+        for batch in read_range(bench.kafka, OffsetRange(ds.topic, p, 0, end)):
+            records += batch.num_rows
+    seconds = time.monotonic() - started
+    return Result("product's reader alone (read_range → Arrow, no Spark)", records, seconds)

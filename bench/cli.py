@@ -1,0 +1,185 @@
+"""``make bench``: produce the data, run every case once, print and record one table.
+
+Usage: ``python -m bench [--records N] [--scale] [--airflow] [--big]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import platform
+import sys
+from collections.abc import Callable
+from dataclasses import asdict
+from datetime import UTC, datetime
+from typing import Any
+
+from bench import report
+from bench.airflow import product_airflow
+from bench.baseline import baseline_python_loop
+from bench.ceilings import ceiling_a_pg_merge, ceiling_b_kafka_raw, reader_alone
+from bench.context import RESULTS, Bench, Result, bench_db_url
+from bench.data import PARTITIONS, UPDATES_PER_KEY, Dataset, produce_dataset
+from bench.product import Launcher, SparkSubmit, product
+
+log = logging.getLogger("bench")
+
+BIG = 10_000_000
+
+
+def launchers() -> list[Launcher]:
+    """The launchers measured, the default one (the DAG's) first."""
+    return [SparkSubmit()]
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--records", type=int, default=1_000_000, help="N, records per main case (default 1,000,000)")
+    parser.add_argument("--scale", action="store_true", help="also run the product at N/10 and 3N")
+    parser.add_argument("--airflow", action="store_true", help="also time a 1,000-record backfill through Airflow")
+    parser.add_argument("--big", action="store_true", help=f"also run the product at {BIG:,} records (peak RSS)")
+    parser.add_argument("--no-docs", dest="docs", action="store_false", help="do not rewrite docs/benchmarks.md")
+    parser.add_argument("--keep-topics", action="store_true", help="keep the bench_ topics (default: delete)")
+    args = parser.parse_args(argv)
+    if args.records < UPDATES_PER_KEY:
+        parser.error("--records must be at least 10")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    from reprocess.kafka import config_from_env
+
+    tag = "bench_" + datetime.now(UTC).strftime("%Y%m%d_%H%M%S")
+    out = RESULTS / tag
+    out.mkdir(parents=True, exist_ok=True)
+    bench = Bench(bench_db_url(os.environ["AIRFLOW_CONN_REPROCESS_DB"]), config_from_env(), tag, out)
+    n = args.records
+    topics: list[str] = []
+
+    def dataset(records: int) -> Dataset:
+        ds = produce_dataset(bench.kafka, f"{tag}_{records}", records)
+        topics.append(ds.topic)
+        return ds
+
+    def run(case: Callable[..., Result], *a: Any, **kw: Any) -> Result:
+        log.info("case %s %s ...", case.__name__, kw.get("label", ""))
+        load_before = os.getloadavg()[0]
+        r = case(bench, *a, **kw)
+        # Other work on the machine skews a case; the 1-minute load average before/after says so.
+        r.detail["loadavg_1m_before_after"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
+        log.info("case %s: %.1f s, %.0f records/s %s", r.case, r.seconds, r.rate, r.phases)
+        return r
+
+    results: list[Result] = []
+    failed: list[str] = []
+    by_launcher: dict[str, tuple[Result, Result]] = {}
+    scaled: dict[str, Result] = {}
+    try:
+        small = dataset(1_000)
+        main_ds = dataset(n)
+        ceil_a = run(ceiling_a_pg_merge, main_ds)
+        ceil_b = run(ceiling_b_kafka_raw, main_ds)
+        reader = run(reader_alone, main_ds)
+        base = run(baseline_python_loop, main_ds)
+        results += [ceil_a, ceil_b, reader, base]
+        for launcher in launchers():
+            full = run(product, main_ds, launcher, label=f"{launcher.name.replace('-', '_')}_n")
+            fixed = run(product, small, launcher, label=f"{launcher.name.replace('-', '_')}_1k")
+            by_launcher[launcher.name] = (full, fixed)
+            results += [full, fixed]
+        default = launchers()[0]
+        optional: list[tuple[str, Callable[[], Result]]] = []
+        if args.airflow:
+            optional.append(("airflow_1k", lambda: run(product_airflow, small, label="airflow_1k")))
+        if args.scale:
+            for records, label in ((n // 10, "scale_n_10"), (3 * n, "scale_3n")):
+
+                def scale_case(r: int = records, lb: str = label) -> Result:
+                    scaled[lb] = run(product, dataset(r), default, label=lb)
+                    return scaled[lb]
+
+                optional.append((label, scale_case))
+        if args.big:
+
+            def big_case() -> Result:
+                scaled["big"] = run(product, dataset(BIG), default, label="big_10m")
+                return scaled["big"]
+
+            optional.append(("big_10m", big_case))
+        for label, thunk in optional:
+            try:
+                results.append(thunk())
+            except Exception:  # an optional case failing must not lose the measured ones
+                log.exception("optional case %s failed", label)
+                failed.append(label)
+    finally:
+        if not args.keep_topics and topics:
+            from reprocess.kafka import make_admin
+
+            admin = make_admin(bench.kafka)
+            for fut in admin.delete_topics(topics, operation_timeout=30).values():
+                try:
+                    fut.result()
+                except Exception as exc:  # cleanup must not hide the real error
+                    log.warning("could not delete topic: %s", exc)
+
+    same = {k: ceil_a.detail[k] for k in ("rows", "checksum")}
+    checks = {"baseline target == ceiling A target": {k: base.detail[k] for k in same} == same}
+    for name, (full, _fixed) in by_launcher.items():
+        checks[f"product on {name}: target == ceiling A target"] = {k: full.detail[k] for k in same} == same
+        checks[f"product on {name}: records_read == N + 4 tail records"] = full.detail["records_read"] == n + PARTITIONS
+    checks.update({f"optional case {label} ran": False for label in failed})
+
+    prod, fixed = by_launcher[default.name]
+    ratios = {
+        "product ÷ ceiling A (records/s)": prod.rate / ceil_a.rate,
+        "product ÷ ceiling B (records/s)": prod.rate / ceil_b.rate,
+        "product ÷ baseline (records/s)": prod.rate / base.rate,
+        "baseline ÷ ceiling A (records/s)": base.rate / ceil_a.rate,
+        "fixed overhead: 1,000-record product run (s)": fixed.seconds,
+        "product time minus fixed overhead, records/s": n / max(1e-9, prod.seconds - fixed.seconds),
+    }
+    for name, (full, small_run) in by_launcher.items():
+        ratios[f"product on {name} ÷ ceiling A (records/s)"] = full.rate / ceil_a.rate
+        ratios[f"product on {name} ÷ baseline (records/s)"] = full.rate / base.rate
+        ratios[f"fixed overhead: 1,000-record product run on {name} (s)"] = small_run.seconds
+    airflow_1k = next((r for r in results if r.case.endswith("(airflow_1k)")), None)
+    if airflow_1k is not None:
+        ratios["fixed overhead: 1,000-record run through Airflow, trigger → committed (s)"] = airflow_1k.seconds
+    if "scale_n_10" in scaled:
+        # 10x the records should cost at most 11x the time above the fixed overhead.
+        ratios["time above fixed overhead, N ÷ N/10 (target ≤ 11)"] = (prod.seconds - fixed.seconds) / max(
+            1e-9, scaled["scale_n_10"].seconds - fixed.seconds
+        )
+    if "scale_3n" in scaled:
+        ratios["product at 3N ÷ ceiling A at N (records/s)"] = scaled["scale_3n"].rate / ceil_a.rate
+    if "big" in scaled:
+        big = scaled["big"]
+        ratios[f"product at {BIG:,} ÷ product at N (records/s, target ≥ 1)"] = big.rate / prod.rate
+        for group in ("jvm", "python workers"):
+            at_n, at_big = prod.detail["peak_rss_mb"].get(group), big.detail["peak_rss_mb"].get(group, 0)
+            if at_n:
+                ratios[f"peak RSS {group} at {BIG:,} ÷ at N (flat ≈ 1)"] = at_big / at_n
+    text = report.body(n, results, ceil_a, base, ratios, checks)
+    print(text)
+    meta = {
+        "tag": tag,
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "cores": os.cpu_count(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "command": "python -m bench " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "records": n,
+        "default_launcher": default.name,
+    }
+    raw = {**meta, "results": [{**asdict(r), "records_per_s": r.rate} for r in results], "ratios": ratios,
+           "checks": checks}  # fmt: skip
+    (RESULTS / f"{tag}.json").write_text(json.dumps(raw, indent=2, default=str))
+    if args.docs:
+        report.write_docs(meta, text)
+    return 0 if all(checks.values()) else 1

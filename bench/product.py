@@ -1,0 +1,114 @@
+"""The product, the way a DAG runs it: plan → Spark stage on a launcher → commit, per phase.
+
+A launcher runs the Spark stage of a planned run: ``spark-submit reprocess/apps/read_stage.py``
+(a fresh driver JVM per run) or a Spark Connect client against the warm server. Both read
+Kafka through the ``kafka-range`` data source, parse, dedupe and COPY into the run's stage
+in one Spark action, whose own time the job logs (``stage ... seconds=``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from bench.context import REPO, Bench, Result
+from bench.data import Dataset
+from bench.rss import PeakRss
+from reprocess.spec import PipelineSpec
+
+_STAGE_LOG = re.compile(r"stage run_id=\S+ pipeline=\S+ ranges=\d+ seconds=([0-9.]+)")
+
+
+@dataclass
+class StageRun:
+    """What a launcher reports of one stage: the action's own seconds (from the job's log),
+    the log file, the peak RSS of its processes."""
+
+    action_seconds: float
+    log: Path
+    peak_rss_mb: dict[str, float] = field(default_factory=dict)
+
+
+class Launcher(Protocol):
+    name: str
+
+    def stage(self, bench: Bench, spec: PipelineSpec, run_id: str, log_path: Path) -> StageRun: ...
+
+
+def _job_env(bench: Bench) -> dict[str, str]:
+    from reprocess.db import libpq_url
+
+    kafka = json.dumps(bench.kafka)
+    return {**os.environ, "REPROCESS_DB_URL": libpq_url(bench.db_url), "REPROCESS_KAFKA_CONFIG": kafka}
+
+
+def _action_seconds(log_path: Path) -> float:
+    m = _STAGE_LOG.search(log_path.read_text(errors="replace"))
+    return float(m.group(1)) if m else float("nan")
+
+
+@dataclass
+class SparkSubmit:
+    """``spark-submit reprocess/apps/read_stage.py`` on local[2] with the DAG's spark conf."""
+
+    name: str = "spark-submit"
+
+    def stage(self, bench: Bench, spec: PipelineSpec, run_id: str, log_path: Path) -> StageRun:
+        from reprocess.apps import READ_STAGE, app_path
+        from reprocess.sparkconf import spark_submit_command
+
+        cmd = spark_submit_command(
+            app_path(READ_STAGE), "--spec", str(spec.source_file), "--run-id", run_id, "--batch-size", str(spec.batch_size)
+        )
+        with log_path.open("w") as fh:
+            proc = subprocess.Popen(cmd, env=_job_env(bench), cwd=REPO, stdout=fh, stderr=subprocess.STDOUT)
+            with PeakRss(lambda: [proc.pid]) as peak:
+                code = proc.wait()
+        if code != 0:
+            raise RuntimeError(f"spark-submit failed ({code}); see {log_path}")
+        return StageRun(_action_seconds(log_path), log_path, peak.mb)
+
+
+def product(bench: Bench, ds: Dataset, launcher: Launcher, label: str) -> Result:
+    """``plan_run`` (snapshot + ranges + ledger rows) → the launcher's Spark stage →
+    ``commit_run`` (the merge transaction), each timed; the Spark phase is split into the one
+    action and the rest (JVM or session start, planning, stop)."""
+    from reprocess.commit import commit_run
+    from reprocess.db import make_engine
+    from reprocess.plan import plan_run
+    from reprocess.runs import EndMode, RunKind, RunRequest, StartMode
+
+    spec = bench.spec(label, ds.topic)
+    engine = make_engine(bench.db_url)
+    run_id = f"{spec.name}/bench"
+    try:
+        t0 = time.monotonic()
+        request = RunRequest(RunKind.BACKFILL, StartMode.EARLIEST, EndMode.LATEST)
+        plan = plan_run(engine, bench.kafka, spec, request, run_id)
+        t1 = time.monotonic()
+        planned = {r.partition: (r.start, r.end) for r in plan.ranges}
+        if planned != {p: (0, e) for p, e in ds.ends.items()}:
+            raise RuntimeError(f"{spec.name}: planned {planned}, expected [0, end) for {ds.ends}")
+        staged = launcher.stage(bench, spec, run_id, bench.out / f"{spec.name}.spark.log")
+        t2 = time.monotonic()
+        result = commit_run(engine, spec, run_id)
+        t3 = time.monotonic()
+    finally:
+        engine.dispose()
+    return Result(
+        f"product on {launcher.name}: plan → Spark → commit ({label})",
+        ds.records,
+        t3 - t0,
+        {"plan": t1 - t0, "spark total": t2 - t1, "  of which the Spark action": staged.action_seconds,
+         "  of which launch/session/planning/stop": (t2 - t1) - staged.action_seconds, "commit": t3 - t2},
+        {"launcher": launcher.name, "records_read": result.records_read, "rows_staged": result.rows_staged,
+         "rows_upserted": result.rows_upserted, "dead_letters": result.dead_letters,
+         "peak_rss_mb": staged.peak_rss_mb, "spark_log": str(staged.log.relative_to(REPO)),
+         **bench.fingerprint(spec)},
+    )  # fmt: skip

@@ -1,0 +1,75 @@
+"""The printed table, the ratios, the cross-checks and ``docs/benchmarks.md``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.context import REPO, Result
+
+DOCS = REPO / "docs" / "benchmarks.md"
+
+
+def throughput_table(results: list[Result], ceiling_a: Result, baseline: Result) -> str:
+    lines = [
+        "| case | records | seconds | records/s | ÷ ceiling A | ÷ baseline | load 1m before→after |",
+        "|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for r in results:
+        load = "→".join(f"{x:.1f}" for x in r.detail.get("loadavg_1m_before_after", []))
+        lines.append(
+            f"| {r.case} | {r.records:,} | {r.seconds:.1f} | {r.rate:,.0f} | {r.rate / ceiling_a.rate:.3f} "
+            f"| {r.rate / baseline.rate:.2f} | {load} |"
+        )
+    return "\n".join(lines)
+
+
+def phases_table(results: list[Result]) -> str:
+    lines = ["| case | phase | seconds | share |", "|---|---|---:|---:|"]
+    for r in results:
+        for name, s in r.phases.items():
+            lines.append(f"| {r.case} | {name} | {s:.1f} | {s / r.seconds:.0%} |")
+    return "\n".join(lines)
+
+
+def memory_table(results: list[Result]) -> str:
+    lines = ["| case | JVM (driver or server) MB | Python workers MB | Python driver MB |", "|---|---:|---:|---:|"]
+    for r in results:
+        mb = r.detail.get("peak_rss_mb")
+        if mb:
+            cells = " | ".join(f"{mb.get(g, 0):,.0f}" for g in ("jvm", "python workers", "python driver"))
+            lines.append(f"| {r.case} | {cells} |")
+    return "\n".join(lines)
+
+
+def body(n: int, results: list[Result], ceiling_a: Result, baseline: Result, ratios: dict[str, float],
+         checks: dict[str, bool]) -> str:  # fmt: skip
+    return "\n\n".join(
+        [
+            f"## Throughput (N = {n:,})",
+            throughput_table(results, ceiling_a, baseline),
+            "## Where the time goes",
+            phases_table([r for r in results if r.phases]),
+            "## Peak memory (RSS as PSS, sampled every 0.5 s; a Spark Connect server holds memory from earlier runs)",
+            memory_table(results),
+            "## Ratios",
+            "\n".join(f"- {k}: **{v:,.2f}**" for k, v in ratios.items()),
+            "## Correctness cross-checks (same final target in every case)",
+            "\n".join(f"- {k}: {'yes' if v else 'NO'}" for k, v in checks.items()),
+        ]
+    )
+
+
+def write_docs(report: dict[str, Any], text: str) -> None:
+    DOCS.write_text(
+        "# Benchmarks\n\n"
+        "Produced by `make bench` (`python -m bench`, the `bench/` package; raw JSON in `bench/results/`,\n"
+        "git-ignored). All cases run in one process on the same data: N JSON order events (~200 bytes,\n"
+        "4 partitions, N/10 order ids, so each key is updated 10 times), on the local services (embedded\n"
+        "PostgreSQL, the tansu broker, the Spark launchers), each case into its own empty target table.\n"
+        "Ratios are records/s of the row ÷ records/s of the reference (1.00 = as fast). Re-run to refresh;\n"
+        "numbers below are one measured run on a machine shared with other work (the load column).\n"
+        "What each optimisation bought, and where a small run's time goes: `docs/performance.md`.\n\n"
+        f"- date: {report['date']}\n- machine: {report['cores']} cores, {report['platform']}, Python "
+        f"{report['python']}\n- command: `{report['command']}`\n- records (N): {report['records']:,}\n"
+        f"- default launcher: {report['default_launcher']}\n\n{text}\n"
+    )
