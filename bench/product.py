@@ -63,9 +63,8 @@ class SparkSubmit:
         from reprocess.apps import READ_STAGE, app_path
         from reprocess.sparkconf import spark_submit_command
 
-        cmd = spark_submit_command(
-            app_path(READ_STAGE), "--spec", str(spec.source_file), "--run-id", run_id, "--batch-size", str(spec.batch_size)
-        )
+        args = ["--spec", str(spec.source_file), "--run-id", run_id, "--batch-size", str(spec.batch_size)]
+        cmd = spark_submit_command(app_path(READ_STAGE), *args)
         with log_path.open("w") as fh:
             proc = subprocess.Popen(cmd, env=_job_env(bench), cwd=REPO, stdout=fh, stderr=subprocess.STDOUT)
             with PeakRss(lambda: [proc.pid]) as peak:
