@@ -1,5 +1,7 @@
 """Command line: ``python -m reprocess.cli demo`` runs the main job on the embedded default;
-``python -m reprocess.cli reset PIPELINE --to-… [--execute]`` moves a pipeline's ledger deliberately.
+``python -m reprocess.cli reset PIPELINE --to-… [--execute]`` moves a pipeline's ledger deliberately;
+``status [PIPELINE] [--json]`` prints each partition's coverage, as ``kafka-consumer-groups
+--describe`` prints a group's lag.
 
 The demo creates topics ``orders`` (4 partitions: order events with several updates per order,
 malformed messages, transactional batches that leave marker gaps) and ``payments`` (2
@@ -10,16 +12,18 @@ partitions: versioned events, some out of order), runs both backfills through Ai
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import Engine, text
 
-from reprocess import demo_data
+from reprocess import coverage, demo_data
 from reprocess.db import make_engine, migrate
 from reprocess.errors import ReprocessError
 from reprocess.kafka import config_from_env, make_admin
@@ -141,12 +145,57 @@ def _reset_parser(sub: Any) -> None:
     cmd.add_argument("--by", default=getpass.getuser(), help="who asks (default: the OS user)")
 
 
+STATUS_COLUMNS = ("TOPIC", "PARTITION", "LOG-START", "LEDGER", "LOG-END", "LAG", "LAST-RUN", "RECONCILED")
+
+
+def status(pipeline: str | None, as_json: bool) -> int:
+    """Per pipeline and partition: log start, ledger, log end (latest snapshot), lag, the run that
+    last moved the ledger and the latest reconciliation verdict; the page's own queries."""
+    engine = make_engine(os.environ["AIRFLOW_CONN_REPROCESS_DB"])
+    migrate(engine)
+    with engine.connect() as conn:
+        known = coverage.pipeline_names(conn)
+        if pipeline is not None and pipeline not in known:
+            known_text = ", ".join(known) or "none"
+            print(f"status: no pipeline named {pipeline!r} has run; known: {known_text}", file=sys.stderr)
+            return 1
+        pipelines = coverage.overview(conn, [pipeline] if pipeline else known)
+    engine.dispose()
+    if as_json:
+        out = [{**p.as_dict(), "partitions": [x.as_dict() for x in p.partitions]} for p in pipelines]
+        print(json.dumps(out, indent=2))
+        return 0
+    for i, p in enumerate(pipelines):
+        last = p.last_committed_at.isoformat(timespec="seconds") if p.last_committed_at else "never"
+        print(
+            ("\n" if i else "") + f"PIPELINE {p.name} (target {p.target_table}; last commit {last}; lag {p.lag}; "
+            f"dead letters 24h {p.dead_letters_day}; retention {p.risk})"
+        )
+        rows = [
+            (x.topic, x.partition, x.log_start, x.ledger, x.log_end, x.lag, x.ledger_run,
+             f"{x.verdict} {x.verdict_window.date()}" if x.verdict and x.verdict_window else None)
+            for x in p.partitions
+        ]  # fmt: skip
+        print(_table(STATUS_COLUMNS, rows))
+    return 0
+
+
+def _table(header: tuple[str, ...], rows: Sequence[tuple[object, ...]]) -> str:
+    """Left-aligned columns separated by two spaces; ``None`` prints as ``-``."""
+    cells = [header, *(tuple("-" if v is None else str(v) for v in row) for row in rows)]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    return "\n".join("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in cells)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m reprocess.cli", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     demo_cmd = sub.add_parser("demo", help="produce demo data and run the orders backfill through Airflow")
     demo_cmd.add_argument("--orders", type=int, default=20_000, help="distinct orders to produce (default 20000)")
     _reset_parser(sub)
+    status_cmd = sub.add_parser("status", help="coverage and lag per partition (like kafka-consumer-groups)")
+    status_cmd.add_argument("pipeline", nargs="?", help="one pipeline (default: all)")
+    status_cmd.add_argument("--json", action="store_true", help="machine-readable output")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     if args.command == "demo":
@@ -157,6 +206,8 @@ def main(argv: list[str] | None = None) -> int:
         except ReprocessError as exc:
             print(f"reset failed: {exc}", file=sys.stderr)
             return 1
+    if args.command == "status":
+        return status(args.pipeline, args.json)
     return 2
 
 

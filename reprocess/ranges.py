@@ -95,6 +95,57 @@ def offsets_json(ranges: Iterable[OffsetRange], field: str) -> str:
     return json.dumps(out)
 
 
+def uncovered(start: int, end: int, committed: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Parts of ``[start, end)`` not covered by the committed ranges.
+
+    Examples
+    --------
+    >>> uncovered(0, 10, [(0, 3), (5, 8)])
+    [(3, 5), (8, 10)]
+    >>> uncovered(4, 6, [(0, 10)])
+    []
+    """
+    gaps, position = [], start
+    for a, b in sorted(committed):
+        if a > position:
+            gaps.append((position, min(a, end)))
+        position = max(position, b)
+        if position >= end:
+            break
+    if position < end:
+        gaps.append((position, end))
+    return [(a, b) for a, b in gaps if a < b]
+
+
+def healing_range(window: OffsetRange, gaps: list[tuple[int, int]]) -> OffsetRange:
+    """The one range that closes a reconciled window: the span of its uncovered ``gaps``, or the
+    whole window when every offset was committed but keys were missing.
+
+    Examples
+    --------
+    >>> str(healing_range(OffsetRange("t", 0, 0, 100), [(10, 20), (40, 50)]))
+    't[0] [10, 50)'
+    """
+    return OffsetRange(window.topic, window.partition, gaps[0][0], gaps[-1][1]) if gaps else window
+
+
+def backfill_conf(ranges: Iterable[OffsetRange]) -> dict[str, str]:
+    """The backfill DAG's trigger conf that reads exactly ``ranges`` (at most one per partition).
+
+    Examples
+    --------
+    >>> backfill_conf([OffsetRange("t", 0, 5, 9)])["start_value"]
+    '{"t": {"0": 5}}'
+    """
+    ranges = list(ranges)
+    return {
+        "start_mode": "offsets",
+        "start_value": offsets_json(ranges, "start"),
+        "end_mode": "offsets",
+        "end_value": offsets_json(ranges, "end"),
+    }
+
+
 def parse_offsets_json(text: str, what: str) -> dict[TopicPartition, int]:
     """Parse Spark-style ``{"topic": {"0": 23, "1": -2}}`` into a typed map.
 

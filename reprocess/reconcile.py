@@ -29,7 +29,7 @@ from sqlalchemy import Engine, text
 from reprocess.db import pg_cursor
 from reprocess.errors import ReconciliationGap
 from reprocess.plan import offsets_for_time, take_snapshot
-from reprocess.ranges import OffsetRange
+from reprocess.ranges import OffsetRange, backfill_conf, healing_range, uncovered
 from reprocess.reader import read_range
 from reprocess.spec import OrderingMode, PipelineSpec
 from reprocess.target import target_identifier
@@ -73,28 +73,6 @@ class PartitionVerdict:
         if self.missing_keys:
             parts.append(f"{self.missing_keys} keys missing from the target")
         return "; ".join(parts)
-
-
-def _uncovered(start: int, end: int, committed: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Parts of ``[start, end)`` not covered by the committed ranges.
-
-    Examples
-    --------
-    >>> _uncovered(0, 10, [(0, 3), (5, 8)])
-    [(3, 5), (8, 10)]
-    >>> _uncovered(4, 6, [(0, 10)])
-    []
-    """
-    gaps, position = [], start
-    for a, b in sorted(committed):
-        if a > position:
-            gaps.append((position, min(a, end)))
-        position = max(position, b)
-        if position >= end:
-            break
-    if position < end:
-        gaps.append((position, end))
-    return [(a, b) for a, b in gaps if a < b]
 
 
 def _key_of(spec: PipelineSpec, value: bytes | None) -> tuple[Any, ...] | None:
@@ -180,7 +158,7 @@ def reconcile_window(
             committed = [(a, b) for a, b in conn.execute(_COMMITTED, params)]
             dead = {o for (o,) in conn.execute(_DEAD, params)}
             missing, records = _missing_keys(engine, spec, kafka, r, dead) if r.width else (0, 0)
-            verdict = PartitionVerdict(r, _uncovered(r.start, r.end, committed), missing, records, len(dead))
+            verdict = PartitionVerdict(r, uncovered(r.start, r.end, committed), missing, records, len(dead))
             verdicts.append(verdict)
             conn.execute(
                 _UPSERT,
@@ -205,15 +183,4 @@ def reconcile_window(
 
 def heal_conf(bad: list[PartitionVerdict]) -> dict[str, Any]:
     """The backfill trigger conf that replays the gaps (the window's whole range when keys are missing)."""
-    start: dict[str, dict[str, int]] = {}
-    end: dict[str, dict[str, int]] = {}
-    for v in bad:
-        a, b = (v.uncovered[0][0], v.uncovered[-1][1]) if v.uncovered else (v.range.start, v.range.end)
-        start.setdefault(v.range.topic, {})[str(v.range.partition)] = a
-        end.setdefault(v.range.topic, {})[str(v.range.partition)] = b
-    return {
-        "start_mode": "offsets",
-        "start_value": json.dumps(start),
-        "end_mode": "offsets",
-        "end_value": json.dumps(end),
-    }
+    return backfill_conf(healing_range(v.range, v.uncovered) for v in bad)

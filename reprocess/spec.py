@@ -19,6 +19,27 @@ import yaml
 from reprocess.errors import SpecError
 
 _IDENT: Final = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+# The DAGs generated per pipeline (dagfactory.build_dags); their ids name the pipeline.
+DAG_KINDS: Final = ("backfill", "incremental", "reconcile")
+_DAG_ID: Final = re.compile(r"^reprocess_(?P<pipeline>[a-z_][a-z0-9_]*)_(?P<kind>backfill|incremental|reconcile)$")
+
+
+def pipeline_dag_id(pipeline: str, kind: str) -> str:
+    return f"reprocess_{pipeline}_{kind}"
+
+
+def pipeline_of_dag(dag_id: str) -> str | None:
+    """The pipeline a generated DAG belongs to, or None for any other DAG.
+
+    Examples
+    --------
+    >>> pipeline_of_dag("reprocess_orders_v2_backfill")
+    'orders_v2'
+    >>> pipeline_of_dag("etl_daily") is None
+    True
+    """
+    match = _DAG_ID.match(dag_id)
+    return match.group("pipeline") if match else None
 
 
 class ColumnType(enum.StrEnum):
@@ -97,7 +118,7 @@ class PipelineSpec:
         return f"{self.target_schema}.{self.target_table}"
 
     def dag_id(self, kind: str) -> str:
-        return f"reprocess_{self.name}_{kind}"
+        return pipeline_dag_id(self.name, kind)
 
     def stage_table(self, run_id: str) -> str:
         """Run-scoped stage table name (an identifier: lowercase, bounded length)."""

@@ -1,0 +1,124 @@
+"""Coverage queries and ``cli status`` on real Postgres, against values derived from the seed's own
+parameters (not read back from the code under test)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from sqlalchemy import text
+
+from bench.coverage import seed
+from reprocess import coverage
+
+pytestmark = pytest.mark.integration("postgres")
+
+
+def test_panels_and_status_show_gap_lag_verdicts_and_dead_letters(engine, unique_name):
+    s = seed(engine, unique_name, partitions=4, runs=900, step=10, dead_letters=30, days=3, retained_runs=100)
+    n, step = s.runs, s.step
+    with engine.connect() as conn:
+        (p,) = coverage.overview(conn, [s.pipeline])
+        runs = coverage.runs(conn, s.pipeline)
+        last_page = coverage.runs(conn, s.pipeline, offset=n - 10)
+        cells = coverage.calendar(conn, s.pipeline)
+        dead = coverage.dead_letters(conn, s.pipeline, limit=100)
+        utf8 = coverage.dead_letters(conn, s.pipeline, kind="value is not valid UTF-8", limit=100)
+        kinds = dict(coverage.dead_letter_kinds(conn, s.pipeline))
+
+    # Partitions: log [ (n+1)*step - retained, (n+1)*step ), ledger n*step, so the lag is one step.
+    assert [(x.topic, x.partition) for x in p.partitions] == [(s.topic, i) for i in range(s.partitions)]
+    for x in p.partitions:
+        assert (x.log_start, x.ledger, x.log_end, x.lag) == (
+            (n + 1) * step - 100 * step,
+            n * step,
+            (n + 1) * step,
+            step,
+        )
+        assert x.ledger_run == f"reprocess_{s.pipeline}_incremental/scheduled__{n - 1}"
+        expected = [(0, n * step)]
+        if x.partition == s.gap_partition:  # the run that never committed there leaves a hole
+            expected = [(0, s.gap_run * step), ((s.gap_run + 1) * step, n * step)]
+        assert list(x.islands) == expected
+        assert x.unread_since is not None and x.risk == "ok"
+    assert p.lag == step * s.partitions and p.dead_letters_day == 30
+    assert p.last_run == f"reprocess_{s.pipeline}_incremental/scheduled__{n - 1}"
+
+    # Runs: newest first, 50 a page, the last page holds the oldest; ranges per run.
+    assert [r.run_id.rsplit("__", 1)[1] for r in runs.items] == [str(i) for i in range(n, n - 50, -1)]
+    assert runs.has_next and not last_page.has_next and last_page.items[-1].run_id.endswith("__0")
+    assert runs.items[1].range_text() == f"{s.partitions} partitions, {s.partitions * step:,} offsets"
+    assert runs.items[0].state == "planned" and runs.items[1].state == "committed"
+
+    # Calendar: days × partitions cells, one gap; its conf replays the gap's uncovered offsets.
+    assert len(cells) == s.days * s.partitions
+    gaps = [c for c in cells if c.verdict == "gap"]
+    assert [(g.partition, g.heal_conf is not None) for g in gaps] == [(s.gap_partition, True)]
+    assert all(c.heal_conf is None for c in cells if c.verdict == "ok")
+
+    # Dead letters: three kinds, newest first, a kind filter, raw bytes previewed safely.
+    assert kinds == {"malformed JSON or not a JSON object": 10, "value is not valid UTF-8": 10,
+                     "missing required field amount": 10}  # fmt: skip
+    assert len(dead.items) == 30 and not dead.has_next
+    assert [d.created_at for d in dead.items] == sorted((d.created_at for d in dead.items), reverse=True)
+    assert {d.value for d in utf8.items} == {b"\xff\xfe"} and utf8.items[0].value_preview == "\\xff\\xfe"
+
+    env = {**os.environ}
+    out = subprocess.run([sys.executable, "-m", "reprocess.cli", "status", s.pipeline], env=env, capture_output=True,
+                         text=True, check=True).stdout  # fmt: skip
+    lines = out.splitlines()
+    assert lines[0].startswith(f"PIPELINE {s.pipeline} ")
+    assert lines[1].split() == ["TOPIC", "PARTITION", "LOG-START", "LEDGER", "LOG-END", "LAG", "LAST-RUN", "RECONCILED"]
+    first = lines[2].split()
+    assert first[:7] == [s.topic, "0", str((n + 1 - 100) * step), str(n * step), str((n + 1) * step), str(step),
+                         f"reprocess_{s.pipeline}_incremental/scheduled__{n - 1}"]  # fmt: skip
+    as_json = json.loads(
+        subprocess.run(
+            [sys.executable, "-m", "reprocess.cli", "status", s.pipeline, "--json"],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )
+    assert as_json[0]["lag"] == step * s.partitions
+    assert [x["lag"] for x in as_json[0]["partitions"]] == [step] * s.partitions
+    missing = subprocess.run([sys.executable, "-m", "reprocess.cli", "status", "no_such_pipeline"], env=env,
+                             capture_output=True, text=True)  # fmt: skip
+    assert missing.returncode == 1 and "no pipeline named 'no_such_pipeline'" in missing.stderr
+
+
+def test_covered_ranges_follow_inserts_deletes_and_updates(engine, unique_name):
+    """The islands are the union of committed ranges whatever the order they arrive in."""
+    rows = [(0, 10), (20, 30), (10, 20), (35, 40), (5, 8), (50, 50)]
+    params = {"pipeline": unique_name, "topic": "t"}
+    with engine.begin() as conn:
+        conn.execute(text("INSERT INTO reprocess.pipelines (name, target_table, spec) VALUES (:pipeline, 'x.y', "
+                          "'{\"topics\": [\"t\"]}')"), params)  # fmt: skip
+        for i, (a, b) in enumerate(rows):
+            conn.execute(text("INSERT INTO reprocess.runs (run_id, pipeline, kind, state) VALUES (:r, :pipeline, "
+                              "'backfill', 'committed')"), {**params, "r": f"{unique_name}/{i}"})  # fmt: skip
+            conn.execute(
+                text("INSERT INTO reprocess.committed_ranges (pipeline, run_id, topic, partition, start_offset, "
+                     "end_offset) VALUES (:pipeline, :r, :topic, 0, :a, :b)"),
+                {**params, "r": f"{unique_name}/{i}", "a": a, "b": b},
+            )  # fmt: skip
+
+    def islands() -> list[tuple[int, int]]:
+        with engine.connect() as conn:
+            return [tuple(r) for r in conn.execute(text(
+                "SELECT start_offset, end_offset FROM reprocess.covered_ranges WHERE pipeline = :pipeline "
+                "ORDER BY start_offset"), params)]  # fmt: skip
+
+    assert islands() == [(0, 30), (35, 40)]
+    with engine.begin() as conn:
+        conn.execute(text("DELETE FROM reprocess.committed_ranges WHERE pipeline = :pipeline AND start_offset = 10"),
+                     params)  # fmt: skip
+    assert islands() == [(0, 10), (20, 30), (35, 40)]
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE reprocess.committed_ranges SET end_offset = 36 WHERE pipeline = :pipeline "
+                          "AND start_offset = 20"), params)  # fmt: skip
+    assert islands() == [(0, 10), (20, 40)]
