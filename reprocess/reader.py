@@ -123,9 +123,12 @@ def read_range(
 ) -> Iterator[pa.RecordBatch]:
     """Yield exactly the records of ``[r.start, r.end)`` as Arrow batches.
 
-    Stops at the first record with ``offset >= end`` (dropped) or at EOF at/after ``end``.
-    An EOF below ``end`` is waited out up to ``stall_timeout_s`` and then raised, never
-    treated as the end: the plan promised those offsets.
+    The range is done when the consumer's POSITION reaches ``end``, never judged from the last
+    delivered record: on Apache Kafka a range may end in a transaction marker or in aborted
+    records that read_committed never delivers, and the consumer's position (or its EOF, at the
+    last stable offset) moves past them without a record. Records at or past ``end`` are dropped.
+    A position that stops below ``end`` for ``stall_timeout_s`` is raised, never treated as the
+    end: the plan promised those offsets.
 
     Raises
     ------
@@ -146,15 +149,16 @@ def read_range(
     try:
         consumer.assign([TopicPartition(r.topic, r.partition, r.start)])
         while position < r.end:
-            messages = consumer.consume(num_messages=min(fetch_batch, r.end - position), timeout=1.0)
+            wanted = min(fetch_batch - len(cols["offset"]), r.end - position)  # batches never exceed fetch_batch
+            messages = consumer.consume(num_messages=wanted, timeout=1.0)
+            reached = position
             for msg in messages:
                 err = msg.error()
                 if err is not None:
                     if err.code() == KafkaError._PARTITION_EOF:
-                        if _offset_of(msg, r) >= r.end:
-                            position = r.end
-                            break
-                        continue  # below the plan's end: wait for the rest (or stall out)
+                        # The fetch position at the last stable offset: past trailing markers too.
+                        reached = max(reached, _offset_of(msg, r))
+                        continue
                     if err.code() in (KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET):
                         raise DataLossError(
                             f"{r}: the broker says offset {position} is out of range ({err.str()}); "
@@ -162,23 +166,25 @@ def read_range(
                         )
                     raise ReadError(f"{r}: read failed at offset {position}: {err.str()}") from KafkaException(err)
                 offset = _offset_of(msg, r)
+                reached = max(reached, offset + 1)
                 if offset >= r.end:
-                    position = r.end
-                    break
+                    continue
                 ts_type, ts = msg.timestamp()
                 cols["key"].append(msg.key())
                 cols["value"].append(msg.value())
                 cols["offset"].append(offset)
                 cols["timestamp"].append(ts * 1000 if ts_type else None)
                 cols["timestampType"].append(ts_type - 1 if ts_type else None)
-                position = offset + 1
-            if messages:
-                last_progress = time.monotonic()
+            # The client's position also moves over markers and aborted records it never delivers.
+            (current,) = consumer.position([TopicPartition(r.topic, r.partition)])
+            reached = max(reached, current.offset)
+            if reached > position:
+                position, last_progress = reached, time.monotonic()
             elif time.monotonic() - last_progress > stall_timeout_s:
                 raise ReadError(
-                    f"{r}: no records for {stall_timeout_s:.0f}s at offset {position}, below the planned end "
-                    f"{r.end}. The log may have been truncated, or an open transaction holds back the "
-                    "last stable offset; re-plan the run."
+                    f"{r}: the read position stayed at offset {position} for {stall_timeout_s:.0f}s, below the "
+                    f"planned end {r.end}. The log may have been truncated, or an open transaction holds back "
+                    "the last stable offset; re-plan the run."
                 )
             if len(cols["offset"]) >= fetch_batch or (position >= r.end and cols["offset"]):
                 read += len(cols["offset"])

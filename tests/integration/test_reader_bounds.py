@@ -147,6 +147,57 @@ def test_consecutive_ranges_split_at_markers_cover_the_log_once(kafka_config, ga
     assert [rec for piece in pieces for rec in piece] == gapped.truth(0, gapped.log_end)
 
 
+@pytest.fixture(scope="module")
+def marker_last(kafka_config: dict[str, Any]) -> GappedTopic:
+    """One partition whose LAST write is a committed transaction: 3 plain, then a transaction of 4.
+
+    The commit marker is the log's last offset and no record carries it, so a reader that judged
+    completion by the last delivered record would wait for an offset that never comes.
+    """
+    topic = f"reader_marker_last_{uuid.uuid4().hex[:8]}"
+    demo_data.create_topic(kafka_config, topic, 1)
+    recorder = Recorder()
+    produce_records(make_producer(kafka_config), topic, "plain", 3, recorder)
+    txn = make_producer(kafka_config, **{"transactional.id": f"txn-{topic}"})
+    txn.init_transactions(30)
+    txn.begin_transaction()
+    produce_records(txn, topic, "txn", 4, recorder)
+    txn.commit_transaction(30)
+    assert recorder.errors == []
+    consumer = make_consumer(kafka_config)
+    try:
+        _, log_end = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10, cached=False)
+    finally:
+        consumer.close()
+    markers = tuple(sorted(set(range(log_end)) - set(recorder.delivered)))
+    return GappedTopic(topic, dict(recorder.delivered), markers, log_end)
+
+
+def test_a_log_ending_in_a_commit_marker_reports_the_marker_as_its_last_offset(marker_last):
+    assert sorted(marker_last.delivered) == list(range(7))
+    assert (marker_last.markers, marker_last.log_end) == ((7,), 8)
+
+
+TAIL_CASES: dict[str, Case] = {
+    "whole-log-ending-on-the-marker": lambda g: (0, g.log_end),
+    "end-just-before-the-marker": lambda g: (0, g.markers[0]),
+    "the-transaction-and-its-marker": lambda g: (3, g.log_end),
+    "only-the-marker": lambda g: (g.markers[0], g.log_end),
+    "last-record-and-the-marker": lambda g: (g.markers[0] - 1, g.log_end),
+}
+
+
+@pytest.mark.parametrize("case", TAIL_CASES.values(), ids=TAIL_CASES.keys())
+def test_a_range_ending_in_the_trailing_marker_completes_by_position_without_a_stall(kafka_config, marker_last, case):
+    start, end = case(marker_last)
+    began = time.monotonic()
+    records = []
+    for batch in read_range(kafka_config, OffsetRange(marker_last.topic, 0, start, end), stall_timeout_s=3):
+        records.extend(zip(batch.column("offset").to_pylist(), batch.column("value").to_pylist(), strict=True))
+    assert records == marker_last.truth(start, end), (start, end)
+    assert time.monotonic() - began < 3  # done by position, not by waiting out the stall timeout
+
+
 # Not covered here: a start below the log start (DataLossError). The local broker never
 # deletes segments, so it cannot be produced on it; resolve() refuses it in the unit tests.
 
@@ -205,5 +256,5 @@ def test_make_consumer_reads_committed_only_so_an_open_transaction_is_invisible(
 
 def test_read_range_into_an_open_transaction_stalls_out_instead_of_returning_it(kafka_config, open_transaction):
     assert read(kafka_config, open_transaction, 0, 2) == [(0, b"plain-0"), (1, b"plain-1")]
-    with pytest.raises(ReadError, match=r"no records for 2s at offset 2, below the planned end 4"):
+    with pytest.raises(ReadError, match=r"position stayed at offset 2 for 2s, below the planned end 4"):
         list(read_range(kafka_config, OffsetRange(open_transaction, 0, 0, 4), stall_timeout_s=2))
