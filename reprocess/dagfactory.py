@@ -133,6 +133,15 @@ def backfill_params(spec: PipelineSpec) -> dict[str, Param]:
             f"resumes after the last committed batch (spec default {spec.batch_size}).",
             section="Safety",
         ),
+        "acknowledge_partition_change": Param(
+            False,
+            type="boolean",
+            title="Acknowledge partition-count change",
+            description="A topic's partition count changed since the last committed run, so keys may have "
+            "moved partition. Allowed only for pipelines ordered by a version/event-time column; offset "
+            "ordering compares offsets only within one partition.",
+            section="Safety",
+        ),
         "dry_run": Param(
             False,
             type="boolean",
@@ -156,7 +165,7 @@ def _doc(spec: PipelineSpec, kind: RunKind) -> str:
 {spec.description}
 
 **Target** `{spec.qualified_target}` keyed by `{", ".join(spec.key)}`; newer wins by
-`{spec.ordering_column or "Kafka (topic, partition, offset)"}`, so replays never overwrite newer rows.
+`{spec.ordering.column or "Kafka offset within a partition"}`, so replays never overwrite newer rows.
 
 **Flow**: `plan_offsets` snapshots log start/end and the group's offsets into Postgres and stores
 the planned `[start, end)` per partition → `spark_read_stage` reads exactly those offsets

@@ -31,3 +31,7 @@ class ReconciliationGap(ReprocessError):
     def __init__(self, message: str, heal_conf: dict[str, object] | None = None) -> None:
         super().__init__(message)
         self.heal_conf = heal_conf or {}
+
+
+class OrderingError(SpecError):
+    """A run would compare records the pipeline's ordering cannot order (keys moved partition)."""

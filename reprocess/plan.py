@@ -315,8 +315,9 @@ def plan_run(
             TopicPartition(r.topic, r.partition): r.next_offset
             for r in conn.execute(queries.LEDGER_FOR_PIPELINE, {"pipeline": spec.name})
         }
-        warnings = _partition_count_warnings(conn, spec, snapshots)
+        warnings: list[str] = []
         try:
+            warnings += _check_partition_counts(conn, spec, request, snapshots)
             ranges, lost = resolve(spec, request, snapshots, ledger, time_offsets)
             warnings += retention_risks(ranges, snapshots)
             error = None
@@ -363,18 +364,17 @@ def retention_risks(ranges: list[OffsetRange], snapshots: list[PartitionSnapshot
     return out
 
 
-def _partition_count_warnings(conn: Connection, spec: PipelineSpec, snapshots: list[PartitionSnapshot]) -> list[str]:
-    """Warn when a topic's partition count changed since the last committed run: keys moved."""
-    out = []
-    for topic in {s.topic for s in snapshots}:
-        now = sum(1 for s in snapshots if s.topic == topic)
-        before = conn.execute(queries.LAST_PARTITION_COUNT, {"pipeline": spec.name, "topic": topic}).scalar()
-        if before and before != now:
-            out.append(
-                f"topic {topic} has {now} partitions, {before} at the last committed run: keys may have moved "
-                "partitions, so Kafka offset order no longer orders their updates; prefer ordering by a version column"
-            )
-    return out
+def _check_partition_counts(
+    conn: Connection, spec: PipelineSpec, request: RunRequest, snapshots: list[PartitionSnapshot]
+) -> list[str]:
+    """The ordering's rule for partition-count changes since the last committed run (see ordering.py)."""
+    before = {r.topic: r.partitions for r in conn.execute(queries.LAST_PARTITION_COUNTS, {"pipeline": spec.name})}
+    now: dict[str, int] = {}
+    for s in snapshots:
+        now[s.topic] = now.get(s.topic, 0) + 1
+    return spec.ordering.check_partition_counts(
+        spec.name, before, now, acknowledged=request.acknowledge_partition_change
+    )
 
 
 def _store(

@@ -50,11 +50,12 @@ LEDGER_FOR_PIPELINE: Final = text(
     "SELECT topic, partition, next_offset FROM reprocess.consumer_offsets WHERE pipeline = :pipeline"
 )
 
-# The partition count seen by the pipeline's last committed run (for the partition-change warning).
-LAST_PARTITION_COUNT: Final = text(
-    "SELECT count(*) FROM reprocess.offset_snapshots s WHERE s.topic = :topic AND s.run_id = ("
-    "  SELECT r.run_id FROM reprocess.runs r WHERE r.pipeline = :pipeline AND r.state = 'committed' "
-    "  ORDER BY r.committed_at DESC LIMIT 1)"
+# Per topic, the partition count snapshotted by the pipeline's newest committed run that read the
+# topic (batch children have no snapshot of their own, so they are skipped by the join).
+LAST_PARTITION_COUNTS: Final = text(
+    "SELECT DISTINCT ON (s.topic) s.topic, count(*) OVER (PARTITION BY s.run_id, s.topic) AS partitions "
+    "FROM reprocess.offset_snapshots s JOIN reprocess.runs r ON r.run_id = s.run_id "
+    "WHERE r.pipeline = :pipeline AND r.state = 'committed' ORDER BY s.topic, r.committed_at DESC"
 )
 
 MARK_STAGED: Final = text(

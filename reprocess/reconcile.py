@@ -28,10 +28,11 @@ from sqlalchemy import Engine, text
 
 from reprocess.db import pg_cursor
 from reprocess.errors import ReconciliationGap
+from reprocess.ordering import OrderingMode
 from reprocess.plan import offsets_for_time, take_snapshot
 from reprocess.ranges import OffsetRange, backfill_conf, healing_range, uncovered
 from reprocess.reader import read_range
-from reprocess.spec import OrderingMode, PipelineSpec
+from reprocess.spec import PipelineSpec
 from reprocess.target import target_identifier
 
 log = logging.getLogger(__name__)
@@ -127,7 +128,7 @@ def _missing_keys(
         # Present and at least as new (same partition, same or later offset), or moved on by
         # another partition's/ordering column's newer record: the target holds a newer version.
         if found_row is None or (
-            spec.ordering is OrderingMode.OFFSET
+            spec.ordering.mode is OrderingMode.OFFSET
             and found_row[0] == r.topic
             and found_row[1] == r.partition
             and found_row[2] < offset

@@ -54,6 +54,7 @@ class RunRequest:
     allow_data_loss: bool = False
     batch_size: int | None = None
     dry_run: bool = False
+    acknowledge_partition_change: bool = False  # see Ordering.check_partition_counts
 
     @classmethod
     def incremental(cls) -> RunRequest:
@@ -86,6 +87,7 @@ class RunRequest:
             allow_data_loss=bool(params.get("allow_data_loss", False)),
             batch_size=_batch_size(params.get("batch_size")),
             dry_run=bool(params.get("dry_run", False)),
+            acknowledge_partition_change=bool(params.get("acknowledge_partition_change", False)),
         )
         request.validate()
         return request

@@ -17,6 +17,7 @@ from typing import Any, Final
 import yaml
 
 from reprocess.errors import SpecError
+from reprocess.ordering import Ordering
 
 _IDENT: Final = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 # The DAGs generated per pipeline (dagfactory.build_dags); their ids name the pipeline.
@@ -68,13 +69,6 @@ _SPARK_TYPES: Final = {
 }
 
 
-class OrderingMode(enum.StrEnum):
-    """How "newer" is decided when two records carry the same key."""
-
-    OFFSET = "offset"  # Kafka (partition, offset): valid while a key stays on one partition
-    COLUMN = "column"  # a version or event-time column from the payload, ties broken by offset
-
-
 @dataclass(frozen=True, slots=True)
 class ColumnSpec:
     name: str
@@ -96,8 +90,7 @@ class PipelineSpec:
     columns: tuple[ColumnSpec, ...]
     target_schema: str
     target_table: str
-    ordering: OrderingMode = OrderingMode.OFFSET
-    ordering_column: str | None = None
+    ordering: Ordering = field(default_factory=Ordering)
     batch_size: int = 1_000_000
     max_record_bytes: int = 1_048_576
     max_dead_letter_ratio: float = 0.05
@@ -148,7 +141,7 @@ class PipelineSpec:
             "key": list(self.key),
             "columns": {c.name: {"type": c.type.value, "path": c.path, "required": c.required} for c in self.columns},
             "target_table": self.qualified_target,
-            "ordering": {"mode": self.ordering.value, "column": self.ordering_column},
+            "ordering": {"mode": self.ordering.mode.value, "column": self.ordering.column},
             "batch_size": self.batch_size,
             "max_record_bytes": self.max_record_bytes,
             "max_dead_letter_ratio": self.max_dead_letter_ratio,
@@ -202,7 +195,12 @@ class _SpecParser:
         if not isinstance(key, list) or not key or not all(k in names for k in key):
             raise self.fail("key", f"must list one or more of the columns {sorted(names)}, got {key!r}")
         columns = tuple(ColumnSpec(c.name, c.type, c.path, True) if c.name in key else c for c in columns)
-        ordering, ordering_column = self.ordering(raw.get("ordering", "offset"), names)
+        ordering = Ordering.parse(
+            raw.get("ordering", "offset"),
+            required={c.name: c.required for c in columns},
+            topics=topics,
+            fail=self.fail,
+        )
         schema, _, table = str(raw.get("target_table", f"public.{name}")).rpartition(".")
         ratio = raw.get("max_dead_letter_ratio", 0.05)
         if isinstance(ratio, bool) or not isinstance(ratio, int | float) or not 0 <= ratio <= 1:
@@ -225,7 +223,6 @@ class _SpecParser:
             target_schema=self.ident(schema or "public", "target_table"),
             target_table=self.ident(table, "target_table"),
             ordering=ordering,
-            ordering_column=ordering_column,
             batch_size=self.positive_int(raw, "batch_size", 1_000_000),
             max_record_bytes=self.positive_int(raw, "max_record_bytes", 1_048_576),
             max_dead_letter_ratio=float(ratio),
@@ -269,20 +266,6 @@ class _SpecParser:
                 raise self.fail(f"{where}.path", f"must be a dotted JSON path like 'a.b', got {path!r}")
             out.append(ColumnSpec(col_name, col_type, path, bool(col.get("required", False))))
         return tuple(out)
-
-    def ordering(self, raw: object, names: set[str]) -> tuple[OrderingMode, str | None]:
-        if isinstance(raw, str):
-            raw = {"mode": raw}
-        if not isinstance(raw, Mapping):
-            raise self.fail("ordering", "must be 'offset' or {mode: column, column: <name>}")
-        try:
-            mode = OrderingMode(raw.get("mode", "offset"))
-        except ValueError:
-            raise self.fail("ordering.mode", f"{raw.get('mode')!r} is not 'offset' or 'column'") from None
-        column = raw.get("column")
-        if mode is OrderingMode.COLUMN and column not in names:
-            raise self.fail("ordering.column", f"must name one of the columns {sorted(names)}, got {column!r}")
-        return mode, column if mode is OrderingMode.COLUMN else None
 
 
 def pipelines_dir() -> Path:

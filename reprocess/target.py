@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from psycopg2 import sql
 
-from reprocess.spec import OrderingMode, PipelineSpec
+from reprocess.spec import PipelineSpec
 from reprocess.transform import DEAD, LINEAGE, ROW
 
 _LINEAGE_DDL = (
@@ -40,36 +40,17 @@ def create_target_sql(spec: PipelineSpec) -> sql.Composed:
     )
 
 
-def _newer_than_existing(spec: PipelineSpec) -> sql.Composable:
-    """``(existing order fields) < (incoming order fields)``: replays never clobber newer rows.
-
-    Offset order is only meaningful while a key stays on one partition; a partition-count
-    change moves keys, which is why a spec can order by a version/event-time column instead.
-    """
-    fields = ["_kafka_topic", "_kafka_partition", "_kafka_offset"]
-    if spec.ordering is OrderingMode.COLUMN:
-        assert spec.ordering_column is not None
-        fields = [spec.ordering_column, *fields]
-    target = sql.Identifier(spec.target_table)
-    return sql.SQL("({}) < ({})").format(
-        sql.SQL(", ").join(sql.SQL("{}.{}").format(target, sql.Identifier(f)) for f in fields),
-        sql.SQL(", ").join(sql.SQL("EXCLUDED.{}").format(sql.Identifier(f)) for f in fields),
-    )
-
-
 def merge_sql(spec: PipelineSpec, stage: sql.Composable) -> sql.Composed:
     """Stage → target upsert; binds ``run_id``.
 
     ``DISTINCT ON (key)`` guards against a stage that holds a key twice (a Spark task that
     committed its COPY and was then re-run): ``ON CONFLICT DO UPDATE`` must not touch a row
-    twice in one statement. The ``WHERE`` keeps the newer of stage and target.
+    twice in one statement. Both the ``DISTINCT ON`` order and the ``WHERE`` come from the
+    pipeline's :class:`~reprocess.ordering.Ordering`, so the stage's winner and the target's
+    comparison are the same rule: replays of older records change nothing.
     """
     payload = [c.name for c in spec.columns]
     all_cols = [*payload, *LINEAGE]
-    order = ["_kafka_topic", "_kafka_partition", "_kafka_offset"]
-    if spec.ordering is OrderingMode.COLUMN:
-        assert spec.ordering_column is not None
-        order = [spec.ordering_column, *order]
     ident = sql.Identifier
     return sql.SQL(
         "INSERT INTO {target} AS {alias} ({cols}, _run_id) "
@@ -84,11 +65,11 @@ def merge_sql(spec: PipelineSpec, stage: sql.Composable) -> sql.Composed:
         key=sql.SQL(", ").join(map(ident, spec.key)),
         stage=stage,
         row=sql.Literal(ROW),
-        order_desc=sql.SQL(", ").join(sql.SQL("{} DESC").format(ident(f)) for f in order),
+        order_desc=spec.ordering.newest_first_sql(),
         updates=sql.SQL(", ").join(
             sql.SQL("{} = EXCLUDED.{}").format(ident(c), ident(c)) for c in all_cols if c not in spec.key
         ),
-        newer=_newer_than_existing(spec),
+        newer=spec.ordering.newer_sql(ident(spec.target_table), sql.SQL("EXCLUDED")),
     )
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from reprocess.spec import OrderingMode, PipelineSpec
+from reprocess.spec import PipelineSpec
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -104,14 +104,6 @@ def _error_expression(spec: PipelineSpec) -> str:
     return "CASE " + " ".join(cases) + " END"
 
 
-def _newest_first(spec: PipelineSpec) -> list[str]:
-    """Fields that decide "newer", most significant first (mirrors the merge's WHERE)."""
-    if spec.ordering is OrderingMode.COLUMN:
-        assert spec.ordering_column is not None
-        return [spec.ordering_column, "_kafka_topic", "_kafka_partition", "_kafka_offset"]
-    return ["_kafka_topic", "_kafka_partition", "_kafka_offset"]
-
-
 def to_stage(records: DataFrame, spec: PipelineSpec) -> DataFrame:
     """Kafka records → stage rows: the newest good row per key plus every dead letter.
 
@@ -157,7 +149,7 @@ def to_stage(records: DataFrame, spec: PipelineSpec) -> DataFrame:
     )
     carried = [c for c in stage_columns(spec) if c not in spec.key and c not in ("_kind", "_records")]
     newest = rows.groupBy("_kind", *spec.key, "_dead_topic", "_dead_partition", "_dead_offset").agg(
-        F.max_by(F.struct(*carried), F.struct(*_newest_first(spec))).alias("_newest"),
+        F.max_by(F.struct(*carried), F.struct(*spec.ordering.fields)).alias("_newest"),
         F.count(F.lit(1)).alias("_records"),
     )
     return newest.select(

@@ -38,9 +38,9 @@ from sqlalchemy import text
 from reprocess import demo_data
 from reprocess.commit import commit_run
 from reprocess.db import libpq_url
-from reprocess.errors import FencedRunError, ReprocessError
+from reprocess.errors import FencedRunError, OrderingError, ReprocessError
 from reprocess.plan import plan_run
-from reprocess.runs import RunRequest
+from reprocess.runs import RunKind, RunRequest
 from reprocess.stage import STAGE_SCHEMA
 from tests.integration.helpers import (
     REPO_ROOT,
@@ -507,7 +507,7 @@ def _replay(kafka: dict[str, Any], topic: str, produced: demo_data.Produced) -> 
     assert sorted(offsets) == [(p, o) for p, o, *_ in produced.messages]
 
 
-def test_partitions_added_between_runs_plans_the_new_partition_from_its_log_start_with_a_warning(
+def test_partitions_added_fail_an_offset_ordered_plan_and_an_acknowledged_column_ordered_run_reads_the_new_partition(
     kafka_config, engine, unique_name
 ):
     """The topic grows from 2 to 3 partitions between two incremental runs.
@@ -518,6 +518,11 @@ def test_partitions_added_between_runs_plans_the_new_partition_from_its_log_star
     with exactly the same records at the same offsets. For the pipeline this is what
     ``create_partitions`` does: old partitions unchanged, a new empty partition 2. On Apache
     Kafka the same test would call ``AdminClient.create_partitions``.
+
+    Keys may have moved partition, so the offset-ordered pipeline's next plan fails (nothing
+    planned, the run recorded as failed with the reason); once the spec orders by a required
+    column, a backfill that acknowledges the change reads on from the ledger, partition 2 from
+    its log start.
     """
     from reprocess.kafka import make_admin
 
@@ -543,8 +548,18 @@ def test_partitions_added_between_runs_plans_the_new_partition_from_its_log_star
     second = demo_data.produce(kafka_config, unique_name, 3, new_keys)
     assert any(p == 2 for p, *_ in second.messages)
 
-    plan2 = plan_run(engine, kafka_config, spec, RunRequest.incremental(), f"{unique_name}-2")
-    assert any("has 3 partitions, 2 at the last committed run" in w for w in plan2.warnings), plan2.warnings
+    with pytest.raises(OrderingError, match=r"has 3 partitions, 2 at the last committed run.*orders by Kafka offset"):
+        plan_run(engine, kafka_config, spec, RunRequest.incremental(), f"{unique_name}-2")
+    assert _run_states(engine, spec) == ["committed", "failed"]
+
+    spec = orders_spec(unique_name, unique_name, ordering={"mode": "column", "column": "updated_at"})
+    with pytest.raises(OrderingError, match="acknowledge_partition_change=true"):
+        plan_run(engine, kafka_config, spec, RunRequest.incremental(), f"{unique_name}-3")
+    acknowledged = RunRequest.from_params(
+        {"start_mode": "ledger", "acknowledge_partition_change": True}, RunKind.BACKFILL
+    )
+    plan2 = plan_run(engine, kafka_config, spec, acknowledged, f"{unique_name}-4")
+    assert any("has 3 partitions, 2 at the last committed run (acknowledged)" in w for w in plan2.warnings)
     starts = {r.partition: r.start for r in plan2.ranges}
     assert starts == {**{r.partition: r.end for r in plan1.ranges}, 2: 0}  # partition 2 from its log start
     run_spark_stage(spec, plan2.run_id)
@@ -552,4 +567,6 @@ def test_partitions_added_between_runs_plans_the_new_partition_from_its_log_star
 
     both = demo_data.Produced(sorted(first.messages + second.messages))
     assert_matches_oracle(engine, spec, both, log_ends(both))
-    assert _run_states(engine, spec) == ["committed", "committed"]
+    assert _run_states(engine, spec) == ["committed", "committed", "failed", "failed"]
+    # The acknowledged run recorded the new count: the next incremental plans without a decision.
+    assert plan_run(engine, kafka_config, spec, RunRequest.incremental(), f"{unique_name}-5").warnings == ()

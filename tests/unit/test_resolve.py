@@ -14,8 +14,10 @@ from reprocess.runs import EndMode, LostRange, RunKind, RunRequest, StartMode
 from reprocess.spec import PipelineSpec
 
 SPEC = PipelineSpec.from_mapping(
-    {"name": "p", "topics": ["t", "u"], "key": ["id"], "columns": {"id": "text"}, "target_table": "public.p"}
-)
+    {"name": "p", "topics": ["t", "u"], "key": ["id"], "target_table": "public.p",
+     "columns": {"id": "text", "v": {"type": "bigint", "required": True}},
+     "ordering": {"mode": "column", "column": "v"}}
+)  # fmt: skip
 # t[0]: retention moved the log start to 10, group at 40; t[1]: never consumed; u[0]: group at its log end.
 SNAP = [
     PartitionSnapshot("t", 0, 10, 100, 40),

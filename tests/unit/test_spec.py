@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 from reprocess.errors import SpecError
-from reprocess.spec import ColumnType, OrderingMode, PipelineSpec, load_specs
+from reprocess.ordering import Ordering, OrderingMode
+from reprocess.spec import ColumnType, PipelineSpec, load_specs
 
 ORDERS_YAML = Path(__file__).resolve().parents[2] / "pipelines" / "orders.yaml"
 
@@ -34,7 +35,7 @@ def test_orders_yaml_loads_into_a_typed_spec():
     assert spec.consumer_group == "reprocess-orders"
     assert spec.key == ("order_id",)
     assert spec.qualified_target == "public.orders"
-    assert spec.ordering is OrderingMode.OFFSET and spec.ordering_column is None
+    assert spec.ordering == Ordering(OrderingMode.OFFSET, None)
     assert spec.batch_size == 1_000_000
     assert spec.schedule == "@hourly"
     assert spec.source_file == str(ORDERS_YAML)
@@ -51,7 +52,8 @@ def test_key_columns_are_always_required():
 
 def test_column_ordering_names_its_column():
     spec = PipelineSpec.from_mapping(orders_raw(ordering={"mode": "column", "column": "updated_at"}))
-    assert spec.ordering is OrderingMode.COLUMN and spec.ordering_column == "updated_at"
+    assert spec.ordering == Ordering(OrderingMode.COLUMN, "updated_at")
+    assert spec.ordering.fields == ("updated_at", "_kafka_topic", "_kafka_partition", "_kafka_offset")
 
 
 @pytest.mark.parametrize(
@@ -84,6 +86,18 @@ def test_column_ordering_names_its_column():
             "ordering.column",
             "must name one of the columns",
             id="ordering-column-missing",
+        ),
+        pytest.param(
+            {"ordering": {"mode": "column", "column": "amount"}},
+            "ordering.column",
+            "column 'amount' must be required",
+            id="ordering-column-not-required",
+        ),
+        pytest.param(
+            {"topics": ["orders", "orders_eu"]},
+            "ordering",
+            "offset ordering cannot order one key's records across the topics",
+            id="offset-ordering-several-topics",
         ),
         pytest.param({"ordering": "newest"}, "ordering.mode", "is not 'offset' or 'column'", id="ordering-bad-mode"),
         pytest.param({"batch_size": 0}, "batch_size", "must be a positive integer", id="batch-size-zero"),
