@@ -99,7 +99,7 @@ class Ordering:
                 )
             return cls(OrderingMode.OFFSET)
         column = raw.get("column")
-        if column not in required:
+        if not isinstance(column, str) or column not in required:
             raise fail("ordering.column", f"must name one of the columns {sorted(required)}, got {column!r}")
         if not required[column]:
             raise fail(
