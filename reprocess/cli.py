@@ -1,4 +1,5 @@
 """Command line: ``python -m reprocess.cli demo`` runs the main job on the embedded default;
+``python -m reprocess.cli produce`` only fills the demo topics;
 ``python -m reprocess.cli reset PIPELINE --to-… [--execute]`` moves a pipeline's ledger deliberately;
 ``status [PIPELINE] [--json]`` prints each partition's coverage, as ``kafka-consumer-groups
 --describe`` prints a group's lag.
@@ -65,13 +66,18 @@ def ensure_demo_topics(orders: int, partitions: int = 4) -> dict[str, int]:
     return produced
 
 
+def produce(orders: int) -> None:
+    """The demo topics, created and filled once (also the compose stack's demo producer)."""
+    for topic, count in ensure_demo_topics(orders).items():
+        print(f"produced {count} messages to topic {topic}")
+
+
 def demo(orders: int) -> int:
     started = time.monotonic()
     prepare_airflow()
     engine = make_engine(os.environ["AIRFLOW_CONN_REPROCESS_DB"])
     migrate(engine)
-    for topic, count in ensure_demo_topics(orders).items():
-        print(f"produced {count} messages to topic {topic}")
+    produce(orders)
     ok = all(run_backfill(engine, name) for name in ("orders", "payments"))
     print(f"demo wall time: {time.monotonic() - started:.1f} s")
     return 0 if ok else 1
@@ -192,6 +198,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     demo_cmd = sub.add_parser("demo", help="produce demo data and run the orders backfill through Airflow")
     demo_cmd.add_argument("--orders", type=int, default=20_000, help="distinct orders to produce (default 20000)")
+    produce_cmd = sub.add_parser("produce", help="only create and fill the demo topics (no Airflow, no Spark)")
+    produce_cmd.add_argument("--orders", type=int, default=20_000, help="distinct orders to produce (default 20000)")
     _reset_parser(sub)
     status_cmd = sub.add_parser("status", help="coverage and lag per partition (like kafka-consumer-groups)")
     status_cmd.add_argument("pipeline", nargs="?", help="one pipeline (default: all)")
@@ -200,6 +208,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     if args.command == "demo":
         return demo(args.orders)
+    if args.command == "produce":
+        produce(args.orders)
+        return 0
     if args.command == "reset":
         try:
             return reset(args)
