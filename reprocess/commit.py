@@ -16,13 +16,14 @@ from sqlalchemy import Connection, Engine
 from reprocess import queries
 from reprocess.batches import commit_parent
 from reprocess.db import one_row, pg_cursor
-from reprocess.errors import FencedRunError, ReprocessError
+from reprocess.errors import FencedRunError, ReprocessError, SchemaChangeError
+from reprocess.evolve import migrate_target
 from reprocess.plan import load_plan
 from reprocess.ranges import OffsetRange, TopicPartition
 from reprocess.runs import RunKind, RunState
 from reprocess.spec import PipelineSpec
 from reprocess.stage import drop_stage, stage_identifier
-from reprocess.target import create_target_sql, dead_letters_sql, merge_sql, stage_counts_sql
+from reprocess.target import dead_letters_sql, merge_sql, stage_counts_sql
 
 log = logging.getLogger(__name__)
 
@@ -37,16 +38,21 @@ class CommitResult:
     dead_letters: int
 
 
-def ensure_pipeline(engine: Engine, spec: PipelineSpec) -> None:
-    """Register the spec and create its target table (both idempotent)."""
+def ensure_pipeline(engine: Engine, spec: PipelineSpec) -> int:
+    """Register the spec (and its version) and create or evolve its target table; returns the version.
+
+    Raises
+    ------
+    SchemaChangeError
+        The live table cannot take the spec in place (evolve.migrate_target); nothing changed.
+    """
     with engine.begin() as conn:
         conn.execute(queries.PIPELINE_LOCK, {"pipeline": spec.name})
         conn.execute(
             queries.UPSERT_PIPELINE,
             {"name": spec.name, "target": spec.qualified_target, "spec": json.dumps(spec.as_dict())},
         )
-        with pg_cursor(conn) as cur:
-            cur.execute(create_target_sql(spec))
+        return migrate_target(conn, spec)
 
 
 def commit_run(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResult:
@@ -82,6 +88,7 @@ def commit_run(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResult:
         # 2. Incremental runs: compare-and-set on the ledger fences concurrent or zombie runs.
         if RunKind(run.kind) is RunKind.INCREMENTAL:
             _check_fence(conn, spec, run_id, starts)
+        spec_version = _check_spec_version(conn, spec, run_id)
 
         stage = stage_identifier(spec, run_id)
         cur = pg_cursor(conn)
@@ -106,7 +113,7 @@ def commit_run(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResult:
                     "was committed. Inspect the stage, fix the producer or the spec, or raise the threshold."
                 )
             # 3. Merge: only rows newer than what the target holds replace it.
-            cur.execute(merge_sql(spec, stage), {"run_id": run_id})
+            cur.execute(merge_sql(spec, stage), {"run_id": run_id, "spec_version": spec_version})
             upserted = cur.rowcount
             # 4. Dead letters, in the same transaction as the good rows.
             cur.execute(dead_letters_sql(stage), {"pipeline": spec.name, "run_id": run_id})
@@ -160,6 +167,29 @@ def _check_fence(conn: Connection, spec: PipelineSpec, run_id: str, starts: dict
             f"{spec.name}: run {run_id} is fenced: another run moved the ledger since it was planned "
             f"({'; '.join(moved)}). Nothing was committed; the next incremental run picks up from the ledger."
         )
+
+
+def _check_spec_version(conn: Connection, spec: PipelineSpec, run_id: str) -> int:
+    """The spec version the run's rows are stamped with; refuses a commit under another spec or table.
+
+    A run is planned (and staged by Spark) under one spec version; if the spec file changed
+    since, or the target was migrated or rebuilt to another version, its stage no longer fits:
+    the commit stops with this message instead of a Postgres error in the middle of the merge.
+    """
+    row = conn.execute(queries.RUN_SPEC_VERSIONS, {"run_id": run_id, "fingerprint": spec.fingerprint}).one()
+    planned = row.planned if row.planned is not None else row.spec
+    if row.spec is None or row.spec != planned:
+        raise SchemaChangeError(
+            f"{spec.name}: run {run_id} was planned under spec v{planned} but {spec.source_file} is now "
+            f"{'an unregistered spec' if row.spec is None else f'v{row.spec}'}; nothing was committed. Trigger "
+            "the run again: planning registers the new spec and migrates the table (or says why it cannot)."
+        )
+    if row.live is not None and row.live != planned:
+        raise FencedRunError(
+            f"{spec.name}: run {run_id} was planned for spec v{planned} but {spec.qualified_target} is at "
+            f"v{row.live} (migrated or rebuilt since); nothing was committed. Trigger the run again."
+        )
+    return int(planned)
 
 
 def _committed_result(conn: Connection, run_id: str) -> CommitResult:

@@ -272,7 +272,7 @@ def build_run_dag(spec: PipelineSpec, kind: RunKind) -> DAG:
             from reprocess.summary import format_summary, run_summary
 
             summary = run_summary(
-                _engine(), spec.name, plan["run_id"], dry_run=plan["dry_run"], warnings=plan["warnings"]
+                _engine(), spec.name, plan["run_id"], spec=spec, dry_run=plan["dry_run"], warnings=plan["warnings"]
             )
             log.info("run summary\n%s", format_summary(summary))
             return summary

@@ -9,6 +9,10 @@ class SpecError(ReprocessError):
     """A pipeline spec or a run request is invalid; retrying cannot help."""
 
 
+class SchemaChangeError(SpecError):
+    """The spec changed in a way the live target table cannot take in place (type, key, dropped column)."""
+
+
 class OffsetLookupError(ReprocessError):
     """Kafka could not answer an offset question (unknown topic/partition, timeout)."""
 

@@ -294,7 +294,7 @@ def plan_run(
     """
     from reprocess.commit import ensure_pipeline
 
-    ensure_pipeline(engine, spec)
+    version = ensure_pipeline(engine, spec)
     with engine.begin() as conn:
         existing = conn.execute(queries.RUN_STATE, {"run_id": run_id}).scalar()
         if existing in ("staged", "committed"):
@@ -325,6 +325,7 @@ def plan_run(
             ranges, lost, error = [], [], exc
         stored = {"params": dict(params) if params is not None else None, "parsed": request.as_dict()}
         _store(conn, spec, request, stored, run_id, snapshots, ranges, lost, dag_id, dag_run_id, error)
+        conn.execute(queries.SET_RUN_SPEC_VERSION, {"run_id": run_id, "version": version})
     if error is not None:
         raise error
     for w in warnings:

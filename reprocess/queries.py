@@ -126,3 +126,15 @@ INSERT_LEDGER_RESET: Final = text(
     "requested_by) VALUES (:pipeline, :topic, :partition, :old, :new, :mode, :value, :reason, :by) "
     "RETURNING reset_id"
 )
+
+# A run's planned spec version (a batch inherits its parent's), the version of the spec file that
+# commits it, and the version the live table is at: the commit refuses when they differ.
+RUN_SPEC_VERSIONS: Final = text(
+    "SELECT coalesce(r.spec_version, parent.spec_version) AS planned, v.version AS spec, pl.spec_version AS live "
+    "FROM reprocess.runs r LEFT JOIN reprocess.runs parent ON parent.run_id = r.parent_run_id "
+    "JOIN reprocess.pipelines pl ON pl.name = r.pipeline "
+    "LEFT JOIN reprocess.spec_versions v ON v.pipeline = r.pipeline AND v.fingerprint = :fingerprint "
+    "WHERE r.run_id = :run_id"
+)
+
+SET_RUN_SPEC_VERSION: Final = text("UPDATE reprocess.runs SET spec_version = :version WHERE run_id = :run_id")

@@ -29,6 +29,7 @@ from sqlalchemy import Engine, text
 from reprocess.db import pg_cursor
 from reprocess.errors import ReconciliationGap
 from reprocess.ordering import OrderingMode
+from reprocess.evolve import stale_in_range
 from reprocess.plan import offsets_for_time, take_snapshot
 from reprocess.ranges import OffsetRange, backfill_conf, healing_range, uncovered
 from reprocess.reader import read_range
@@ -62,10 +63,11 @@ class PartitionVerdict:
     missing_keys: int  # keys whose newest window record is neither in the target nor superseded
     records: int
     dead_letters: int
+    stale: str = ""  # rows of the window derived by an older spec version (evolve.stale_in_range)
 
     @property
     def ok(self) -> bool:
-        return not self.uncovered and not self.missing_keys
+        return not self.uncovered and not self.missing_keys and not self.stale
 
     def detail(self) -> str:
         if self.ok:
@@ -73,6 +75,8 @@ class PartitionVerdict:
         parts = [f"uncovered offsets {', '.join(f'[{a}, {b})' for a, b in self.uncovered)}"] if self.uncovered else []
         if self.missing_keys:
             parts.append(f"{self.missing_keys} keys missing from the target")
+        if self.stale:
+            parts.append(self.stale)
         return "; ".join(parts)
 
 
@@ -159,7 +163,9 @@ def reconcile_window(
             committed = [(a, b) for a, b in conn.execute(_COMMITTED, params)]
             dead = {o for (o,) in conn.execute(_DEAD, params)}
             missing, records = _missing_keys(engine, spec, kafka, r, dead) if r.width else (0, 0)
-            verdict = PartitionVerdict(r, uncovered(r.start, r.end, committed), missing, records, len(dead))
+            verdict = PartitionVerdict(
+                r, uncovered(r.start, r.end, committed), missing, records, len(dead), stale_in_range(conn, spec, r)
+            )
             verdicts.append(verdict)
             conn.execute(
                 _UPSERT,

@@ -132,6 +132,22 @@ class PipelineSpec:
     def from_mapping(cls, raw: object, source: str = "<spec>") -> PipelineSpec:
         return _SpecParser(source).parse(raw)
 
+    @property
+    def fingerprint(self) -> str:
+        """A hash of what decides the derived rows: key, columns (type, path, required), ordering.
+
+        Schedules, batch sizes and descriptions do not derive rows, so they do not change it.
+        """
+        import hashlib
+        import json
+
+        derives = {
+            "key": list(self.key),
+            "columns": [[c.name, c.type.value, c.path, c.required] for c in self.columns],
+            "ordering": [self.ordering.mode.value, self.ordering.column],
+        }
+        return hashlib.sha256(json.dumps(derives, sort_keys=True).encode()).hexdigest()[:16]
+
     def as_dict(self) -> dict[str, Any]:
         """A JSON-able view, stored in ``reprocess.pipelines`` for audit."""
         return {

@@ -8,6 +8,8 @@ from typing import Any
 from sqlalchemy import Engine, text
 
 from reprocess import queries
+from reprocess.evolve import live_version, stale_message, stale_rows
+from reprocess.spec import PipelineSpec
 
 _COMMITTED_POSITIONS = text(
     "SELECT topic, partition, next_offset FROM reprocess.consumer_offsets WHERE pipeline = :pipeline "
@@ -15,12 +17,19 @@ _COMMITTED_POSITIONS = text(
 )
 
 
-def run_summary(engine: Engine, pipeline: str, run_id: str, **extra: Any) -> dict[str, Any]:
+def run_summary(
+    engine: Engine, pipeline: str, run_id: str, *, spec: PipelineSpec | None = None, **extra: Any
+) -> dict[str, Any]:
     """Built from Postgres alone, so it states what is durably true, not what a task believed.
 
+    With ``spec``, it also says which rows of the target an older spec version derived.
     ``extra`` (e.g. ``dry_run``, ``warnings``) is stored with it.
     """
     with engine.begin() as conn:
+        if spec is not None and (version := live_version(conn, spec)) is not None:
+            stale = stale_rows(conn, spec, version)
+            extra = {**extra, "spec_version": version, "stale_rows": {str(k): n for k, n in stale.items()},
+                     "stale_message": stale_message(stale, version)}  # fmt: skip
         run = conn.execute(queries.RUN_COUNTS, {"run_id": run_id}).one()
         ranges = [
             {"topic": r.topic, "partition": r.partition, "start": r.start_offset, "end": r.end_offset}
@@ -57,6 +66,11 @@ def format_summary(summary: dict[str, Any]) -> str:
         f"- rows upserted: {summary['rows_upserted']}",
         f"- dead letters: {summary['dead_letters']}",
         f"- lost ranges: {summary['lost_ranges'] or 'none'}",
+        *(
+            [f"- spec v{summary['spec_version']}: {summary.get('stale_message') or 'every row derived by it'}"]
+            if "spec_version" in summary
+            else []
+        ),
         "",
         "| topic | partition | planned [start, end) | committed next offset |",
         "|---|---|---|---|",
@@ -81,6 +95,8 @@ def format_note(summary: dict[str, Any] | None, state: str, error: str | None) -
     head = "DRY RUN (nothing read or written)" if summary.get("dry_run") else summary["state"]
     return (
         f"**{head}** · {summary['records_read']} records read · {summary['rows_upserted']} rows upserted · "
-        f"{summary['dead_letters']} dead letters · lost: {lost} · {summary['wall_seconds']} s\n\n"
+        f"{summary['dead_letters']} dead letters · lost: {lost} · {summary['wall_seconds']} s"
+        + (f" · {summary['stale_message']}" if summary.get("stale_message") else "")
+        + "\n\n"
         f"ranges: {ranges}" + (f"\n\nerror: {error}" if error else "")
     )

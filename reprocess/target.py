@@ -5,6 +5,8 @@ Identifiers come from the spec and go through ``psycopg2.sql.Identifier``; value
 
 from __future__ import annotations
 
+from typing import Final
+
 from psycopg2 import sql
 
 from reprocess.spec import PipelineSpec
@@ -12,8 +14,11 @@ from reprocess.transform import DEAD, LINEAGE, ROW
 
 _LINEAGE_DDL = (
     "_kafka_topic text NOT NULL, _kafka_partition int NOT NULL, _kafka_offset bigint NOT NULL, "
-    "_kafka_timestamp timestamptz, _run_id text NOT NULL, _updated_at timestamptz NOT NULL DEFAULT now()"
+    "_kafka_timestamp timestamptz, _run_id text NOT NULL, _updated_at timestamptz NOT NULL DEFAULT now(), "
+    "_spec_version int"
 )
+# Every column the pipeline itself maintains (never a spec column).
+LINEAGE_COLUMNS: Final = frozenset({*LINEAGE, "_run_id", "_updated_at", "_spec_version"})
 
 
 def target_identifier(spec: PipelineSpec) -> sql.Composed:
@@ -41,7 +46,7 @@ def create_target_sql(spec: PipelineSpec) -> sql.Composed:
 
 
 def merge_sql(spec: PipelineSpec, stage: sql.Composable) -> sql.Composed:
-    """Stage → target upsert; binds ``run_id``.
+    """Stage → target upsert; binds ``run_id`` and ``spec_version`` (the lineage of the derivation).
 
     ``DISTINCT ON (key)`` guards against a stage that holds a key twice (a Spark task that
     committed its COPY and was then re-run): ``ON CONFLICT DO UPDATE`` must not touch a row
@@ -53,10 +58,11 @@ def merge_sql(spec: PipelineSpec, stage: sql.Composable) -> sql.Composed:
     all_cols = [*payload, *LINEAGE]
     ident = sql.Identifier
     return sql.SQL(
-        "INSERT INTO {target} AS {alias} ({cols}, _run_id) "
-        "SELECT DISTINCT ON ({key}) {cols}, %(run_id)s FROM {stage} WHERE _kind = {row} "
+        "INSERT INTO {target} AS {alias} ({cols}, _run_id, _spec_version) "
+        "SELECT DISTINCT ON ({key}) {cols}, %(run_id)s, %(spec_version)s FROM {stage} WHERE _kind = {row} "
         "ORDER BY {key}, {order_desc} "
-        "ON CONFLICT ({key}) DO UPDATE SET {updates}, _run_id = EXCLUDED._run_id, _updated_at = now() "
+        "ON CONFLICT ({key}) DO UPDATE SET {updates}, _run_id = EXCLUDED._run_id, "
+        "_spec_version = EXCLUDED._spec_version, _updated_at = now() "
         "WHERE {newer}"
     ).format(
         target=target_identifier(spec),

@@ -1,0 +1,115 @@
+"""Spec versions on every row, a nullable column added in place, and changes that need a rebuild.
+
+The expected rows come from the produced messages (demo_data's oracle), never from the code under test.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import psycopg2
+import pytest
+import yaml
+from sqlalchemy import text
+
+from reprocess import demo_data, queries
+from reprocess.commit import commit_run
+from reprocess.db import libpq_url
+from reprocess.errors import ReconciliationGap, SchemaChangeError
+from reprocess.plan import plan_run
+from reprocess.reconcile import reconcile_window
+from reprocess.runs import RunRequest
+from reprocess.stage import create_stage
+from reprocess.summary import run_summary
+from tests.integration.helpers import ORDERS_SPEC, orders_spec, run_dag, run_spark_stage
+
+pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("spark")]
+BASE = datetime(2026, 11, 1, tzinfo=UTC)
+
+
+def _columns(**changes) -> dict:
+    columns = yaml.safe_load(ORDERS_SPEC.read_text())["columns"]
+    for name, col in changes.items():
+        if col is None:
+            columns.pop(name)
+        else:
+            columns[name] = col
+    return columns
+
+
+def _table(engine, spec) -> dict[str, str]:
+    with engine.connect() as conn:
+        return dict(
+            conn.execute(
+                text("SELECT column_name, data_type FROM information_schema.columns WHERE table_schema = :s "
+                     "AND table_name = :t"), {"s": spec.target_schema, "t": spec.target_table}
+            ).all()
+        )  # fmt: skip
+
+
+def _versions(engine, spec) -> tuple[int, list[int], dict[int, int]]:
+    with engine.connect() as conn:
+        live = conn.execute(text("SELECT spec_version FROM reprocess.pipelines WHERE name = :p"), {"p": spec.name})
+        history = conn.execute(
+            text("SELECT version FROM reprocess.spec_versions WHERE pipeline = :p ORDER BY version"), {"p": spec.name}
+        )
+        rows = conn.execute(text(f"SELECT _spec_version, count(*) FROM {spec.qualified_target} GROUP BY 1"))
+        return live.scalar_one(), list(history.scalars()), dict(rows.all())
+
+
+def test_added_column_is_altered_in_place_and_older_rows_are_reported_until_rebuilt(
+    kafka_config, engine, db_url, unique_name
+):
+    v1 = orders_spec(unique_name, unique_name, columns=_columns(currency=None))
+    demo_data.create_topic(kafka_config, unique_name, 2)
+    produced = demo_data.produce(kafka_config, unique_name, 2, demo_data.order_events(80, 3), malformed=(),
+                                 base_time=BASE)  # fmt: skip
+    keys = len(demo_data.expected_rows(produced))
+    plan = plan_run(engine, kafka_config, v1, RunRequest.from_params({}), f"{unique_name}-1")
+    run_spark_stage(v1, plan.run_id)
+    commit_run(engine, v1, plan.run_id)
+    assert _versions(engine, v1) == (1, [1], {1: keys})
+    assert "currency" not in _table(engine, v1)
+
+    # v2 adds a nullable column: planning registers v2 and alters the table in the same transaction.
+    v2 = orders_spec(unique_name, unique_name)
+    assert v2.fingerprint != v1.fingerprint
+    plan_run(engine, kafka_config, v2, RunRequest.from_params({"dry_run": True}), f"{unique_name}-2")
+    assert _table(engine, v2)["currency"] == "text"
+    assert _versions(engine, v2) == (2, [1, 2], {1: keys})
+    summary = run_summary(engine, v2.name, f"{unique_name}-1", spec=v2)
+    assert summary["stale_message"] == f"{keys:,} rows from spec v1; current is v2: run a backfill to re-derive"
+    with pytest.raises(ReconciliationGap, match="rows from spec v1; current is v2"):
+        reconcile_window(engine, kafka_config, v2, BASE, datetime(2026, 11, 2, tzinfo=UTC))
+
+    # A type change cannot be applied in place: planning fails, saying what changed and offering the rebuild.
+    v3 = orders_spec(unique_name, unique_name, columns=_columns(items={"type": "bigint"}))
+    with pytest.raises(SchemaChangeError, match=r"column items: type integer → bigint.*mode=rebuild"):
+        plan_run(engine, kafka_config, v3, RunRequest.from_params({}), f"{unique_name}-3")
+    assert _table(engine, v3)["items"] == "integer" and _versions(engine, v3)[0] == 2
+
+    # A dropped column and a new key are refused the same way, and the DAG fails at once (no retry).
+    v4 = orders_spec(unique_name, unique_name, key=["order_id", "customer_id"], columns=_columns(items=None))
+    dr = run_dag(v4, "backfill")
+    assert dr.state == "failed"
+    ti = dr.get_task_instance("plan_offsets")
+    assert ti.state == "failed" and ti.try_number == 1
+    with pytest.raises(SchemaChangeError, match=r"column items: dropped from the spec; key \(order_id\) → "):
+        plan_run(engine, kafka_config, v4, RunRequest.from_params({}), f"{unique_name}-4")
+    assert _versions(engine, v4)[0] == 2
+
+
+def test_a_run_planned_under_one_spec_is_not_committed_under_another(kafka_config, engine, db_url, unique_name):
+    v1 = orders_spec(unique_name, unique_name, columns=_columns(currency=None))
+    demo_data.create_topic(kafka_config, unique_name, 1)
+    demo_data.produce(kafka_config, unique_name, 1, demo_data.order_events(10, 2), malformed=())
+    plan = plan_run(engine, kafka_config, v1, RunRequest.from_params({}), unique_name)
+    with psycopg2.connect(libpq_url(db_url)) as pg:
+        create_stage(pg, v1, plan.run_id)
+    with engine.begin() as conn:
+        conn.execute(queries.MARK_STAGED, {"run_id": plan.run_id, "stage_rows": 0})
+    v2 = orders_spec(unique_name, unique_name)  # the spec file changed between stage and commit
+    plan_run(engine, kafka_config, v2, RunRequest.from_params({"dry_run": True}), f"{unique_name}-dry")
+
+    with pytest.raises(SchemaChangeError, match=r"planned under spec v1 but .* is now v2; nothing was committed"):
+        commit_run(engine, v2, plan.run_id)
