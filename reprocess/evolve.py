@@ -17,6 +17,7 @@ from typing import Any, Final
 from psycopg2 import sql
 from sqlalchemy import Connection, text
 
+from reprocess.db import pg_cursor
 from reprocess.errors import SchemaChangeError
 from reprocess.ranges import OffsetRange
 from reprocess.spec import ColumnSpec, ColumnType, PipelineSpec
@@ -111,7 +112,7 @@ def migrate_target(conn: Connection, spec: PipelineSpec) -> int:
     """
     version = register_version(conn, spec)
     table = target_identifier(spec)
-    with conn.connection.cursor() as cur:
+    with pg_cursor(conn) as cur:
         name = table.as_string(cur)
         columns = {n: t for n, t in conn.execute(_LIVE_COLUMNS, {"table": name})}
         if not columns:
@@ -145,7 +146,7 @@ def stale_rows(conn: Connection, spec: PipelineSpec, version: int, where: Any = 
     a partition's window for reconciliation.
     """
     query = sql.SQL("SELECT _spec_version, count(*) FROM {} WHERE _spec_version IS DISTINCT FROM {}{} GROUP BY 1")
-    with conn.connection.cursor() as cur:
+    with pg_cursor(conn) as cur:
         cur.execute(
             query.format(
                 target_identifier(spec),
