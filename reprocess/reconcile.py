@@ -28,8 +28,8 @@ from sqlalchemy import Engine, text
 
 from reprocess.db import pg_cursor
 from reprocess.errors import ReconciliationGap
-from reprocess.ordering import OrderingMode
 from reprocess.evolve import stale_in_range
+from reprocess.ordering import OrderingMode
 from reprocess.plan import offsets_for_time, take_snapshot
 from reprocess.ranges import OffsetRange, backfill_conf, healing_range, uncovered
 from reprocess.reader import read_range
