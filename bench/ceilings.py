@@ -42,7 +42,8 @@ def ceiling_a_pg_merge(bench: Bench, ds: Dataset) -> Result:
             )
             cur.copy_expert(copy.as_string(cur), io.BytesIO(payload), size=1 << 20)
             copied = time.monotonic()
-            cur.execute(merge_sql(spec, stage), {"run_id": run_id})
+            # spec_version: the lineage stamp the product's commit binds (any value; the target is empty)
+            cur.execute(merge_sql(spec, stage), {"run_id": run_id, "spec_version": 1})
             upserted = cur.rowcount
             cur.execute(sql.SQL("DROP TABLE {}").format(stage))
         done = time.monotonic()
