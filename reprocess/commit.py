@@ -2,23 +2,22 @@
 
 Read top to bottom, :func:`commit_run` is the protocol: lock, check state, fence, merge,
 dead letters, ledger, run state, drop the stage. Either all of it is visible or none of it.
+A chunked run's batches each go through the same protocol (:func:`commit_staged_batch`); the
+run's own commit then only checks that every batch committed and sums them. Run rows and
+state transitions are written through :mod:`reprocess.store`.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
 from sqlalchemy import Connection, Engine
 
-from reprocess import queries
-from reprocess.batches import commit_parent
+from reprocess import queries, store
 from reprocess.db import one_row, pg_cursor
 from reprocess.errors import FencedRunError, ReprocessError, SchemaChangeError
-from reprocess.evolve import migrate_target
-from reprocess.plan import load_plan
 from reprocess.ranges import OffsetRange, TopicPartition
 from reprocess.runs import RunKind, RunState
 from reprocess.spec import PipelineSpec
@@ -38,23 +37,6 @@ class CommitResult:
     dead_letters: int
 
 
-def ensure_pipeline(engine: Engine, spec: PipelineSpec) -> int:
-    """Register the spec (and its version) and create or evolve its target table; returns the version.
-
-    Raises
-    ------
-    SchemaChangeError
-        The live table cannot take the spec in place (evolve.migrate_target); nothing changed.
-    """
-    with engine.begin() as conn:
-        conn.execute(queries.PIPELINE_LOCK, {"pipeline": spec.name})
-        conn.execute(
-            queries.UPSERT_PIPELINE,
-            {"name": spec.name, "target": spec.qualified_target, "spec": json.dumps(spec.as_dict())},
-        )
-        return migrate_target(conn, spec)
-
-
 def commit_run(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResult:
     """Merge a staged run into the target and advance the ledger, atomically and once.
 
@@ -68,7 +50,7 @@ def commit_run(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResult:
     with engine.begin() as conn:
         # 1. One committer per pipeline; the run row is locked against a second commit of it.
         conn.execute(queries.PIPELINE_LOCK, {"pipeline": spec.name})
-        run = conn.execute(queries.LOCK_RUN, {"run_id": run_id}).one_or_none()
+        run = store.lock_run(conn, run_id)
         if run is None:
             raise ReprocessError(f"{spec.name}: run {run_id} does not exist; plan it first")
         if run.state == RunState.COMMITTED:
@@ -76,12 +58,13 @@ def commit_run(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResult:
             return _committed_result(conn, run_id)
         if run.state != RunState.STAGED:
             raise ReprocessError(f"{spec.name}: run {run_id} is {run.state}, not staged; run the Spark stage first")
-        # A chunked run committed batch by batch; its own commit only checks and sums them.
-        totals = commit_parent(conn, run_id)
+        # A chunked run committed batch by batch (each through this protocol, see
+        # commit_staged_batch); its own commit only checks and sums them.
+        totals = _sum_committed_batches(conn, run_id)
         if totals is not None:
             log.info("commit run_id=%s pipeline=%s all batches committed %s", run_id, spec.name, totals)
             return CommitResult(run_id, False, **totals)
-        plan = load_plan(conn, run_id)
+        plan = store.load_plan(conn, run_id)
 
         starts = _accounted_starts(conn, run_id, plan.ranges)
 
@@ -124,11 +107,11 @@ def commit_run(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResult:
                       "start": r.start, "end": r.end}  # fmt: skip
             conn.execute(queries.ADVANCE_LEDGER, {**params, "start": starts[r.tp]})
             conn.execute(queries.INSERT_COMMITTED_RANGE, params)
-        conn.execute(
-            queries.MARK_COMMITTED,
-            {"run_id": run_id, "records_read": records, "rows_staged": staged, "rows_upserted": upserted,
-             "dead_letters": dead},
-        )  # fmt: skip
+        store.mark_committed(
+            conn,
+            run_id,
+            {"records_read": records, "rows_staged": staged, "rows_upserted": upserted, "dead_letters": dead},
+        )
 
         # 6. The stage has served its purpose.
         if has_stage:
@@ -140,15 +123,53 @@ def commit_run(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResult:
     return CommitResult(run_id, False, records, staged, upserted, dead)
 
 
+def commit_staged_batch(engine: Engine, spec: PipelineSpec, batch_run_id: str, stage_rows: int) -> CommitResult:
+    """One batch of a chunked run: record what the Spark job staged, then the protocol above."""
+    with engine.begin() as conn:
+        store.mark_staged(conn, batch_run_id, stage_rows)
+    return commit_run(engine, spec, batch_run_id)
+
+
+def commit_empty_run(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResult:
+    """A plan with nothing to read commits at once: its empty ranges are recorded, no Spark runs."""
+    with engine.begin() as conn:
+        store.mark_staged(conn, run_id, None)
+    return commit_run(engine, spec, run_id)
+
+
+def _sum_committed_batches(conn: Connection, run_id: str) -> dict[str, int] | None:
+    """Mark a chunked run committed once every batch is; None when the run has no batches.
+
+    Runs inside commit_run's transaction, which holds the run's lock.
+
+    Raises
+    ------
+    ReprocessError
+        Naming the first batch that is not committed.
+    """
+    children = store.batch_runs(conn, run_id)
+    if not children:
+        return None
+    pending = [c for c in children if c.state != RunState.COMMITTED]
+    if pending:
+        raise ReprocessError(
+            f"run {run_id}: batch {pending[0].batch_index + 1} of {len(children)} is {pending[0].state}, "
+            "not committed; re-run the Spark task to resume from it"
+        )
+    totals = {
+        name: sum(getattr(c, name) or 0 for c in children)
+        for name in ("records_read", "rows_staged", "rows_upserted", "dead_letters")
+    }
+    store.mark_parent_committed(conn, run_id, len(children), totals)
+    return totals
+
+
 def _accounted_starts(conn: Connection, run_id: str, ranges: Iterable[OffsetRange]) -> dict[TopicPartition, int]:
     """Per partition, the lowest offset the run accounts for: its range start, or the start of
     the lost range (allow_data_loss) that ends there. The ledger may move across a recorded loss,
     never across an unrecorded one, so the next incremental run does not trip over it again.
     """
-    lost = {
-        (x["topic"], x["partition"], x["end"]): x["start"]
-        for (x,) in conn.execute(queries.RUN_LOST_RANGES, {"run_id": run_id})
-    }
+    lost = {(x["topic"], x["partition"], x["end"]): x["start"] for x in store.accepted_lost_ranges(conn, run_id)}
     return {r.tp: lost.get((r.topic, r.partition, r.start), r.start) for r in ranges}
 
 
@@ -193,7 +214,7 @@ def _check_spec_version(conn: Connection, spec: PipelineSpec, run_id: str) -> in
 
 
 def _committed_result(conn: Connection, run_id: str) -> CommitResult:
-    row = conn.execute(queries.RUN_COUNTS, {"run_id": run_id}).one()
+    row = store.committed_counts(conn, run_id)
     return CommitResult(
         run_id, True, row.records_read or 0, row.rows_staged or 0, row.rows_upserted or 0, row.dead_letters or 0
     )

@@ -198,8 +198,9 @@ def build_run_dag(spec: PipelineSpec, kind: RunKind) -> DAG:
 
         @task(task_id="plan_offsets", doc_md="Snapshot offsets into Postgres and store the planned ranges.")
         def plan_offsets(params: dict[str, Any] | None = None, run_id: str | None = None) -> dict[str, Any]:
-            from reprocess.plan import plan_run, vars_of
+            from reprocess.plan import plan_run
             from reprocess.ranges import ranges_to_rows
+            from reprocess.store import lost_dict
 
             request = RunRequest.from_params(params or {}, kind) if is_backfill else RunRequest.incremental()
             run_key = f"{dag.dag_id}/{run_id}"
@@ -208,11 +209,13 @@ def build_run_dag(spec: PipelineSpec, kind: RunKind) -> DAG:
                 engine, _kafka_config(), spec, request, run_key, dag_id=dag.dag_id, dag_run_id=run_id, params=params
             )
             if plan.is_empty and not request.dry_run:
-                _commit_empty(engine, spec, run_key)
+                from reprocess.commit import commit_empty_run
+
+                commit_empty_run(engine, spec, run_key)
             return {
                 "run_id": run_key,
                 "ranges": ranges_to_rows(plan.ranges),
-                "lost": [vars_of(x) for x in plan.lost],
+                "lost": [lost_dict(x) for x in plan.lost],
                 "dry_run": request.dry_run,
                 "empty": plan.is_empty,
                 "batch_size": request.batch_size or spec.batch_size,
@@ -283,16 +286,6 @@ def build_run_dag(spec: PipelineSpec, kind: RunKind) -> DAG:
         committed = commit_transaction(planned)
         gate >> spark >> committed >> mirror(planned) >> report(planned)
     return dag
-
-
-def _commit_empty(engine: Any, spec: PipelineSpec, run_key: str) -> None:
-    """A plan with nothing to read commits at once (records its empty ranges, no Spark)."""
-    from reprocess import queries
-    from reprocess.commit import commit_run
-
-    with engine.begin() as conn:
-        conn.execute(queries.MARK_STAGED, {"run_id": run_key, "stage_rows": None})
-    commit_run(engine, spec, run_key)
 
 
 def _epoch() -> Any:

@@ -13,11 +13,10 @@ from typing import TYPE_CHECKING, Any, Final
 import psycopg2
 from psycopg2 import sql
 
-from reprocess import queries
+from reprocess import store
 from reprocess.batches import run_in_batches
-from reprocess.commit import commit_run
+from reprocess.commit import commit_staged_batch
 from reprocess.db import libpq_url, make_engine, one_row
-from reprocess.plan import load_plan
 from reprocess.reader import KafkaRangeDataSource, reader_options
 from reprocess.runs import RunPlan, RunState
 from reprocess.spec import PipelineSpec
@@ -52,13 +51,13 @@ def read_and_stage(
     """
     engine = make_engine(db_url)
     with engine.begin() as conn:
-        state = conn.execute(queries.RUN_STATE, {"run_id": run_id}).scalar()
+        state = store.run_state(conn, run_id)
         if state is None:
             raise RuntimeError(f"{spec.name}: run {run_id} has no plan; run plan_offsets first")
         if state == RunState.COMMITTED:
             log.info("stage run_id=%s pipeline=%s already committed: nothing to do", run_id, spec.name)
             return False
-        plan = load_plan(conn, run_id)
+        plan = store.load_plan(conn, run_id)
     size = batch_size or spec.batch_size
     started = time.monotonic()
     if any(r.width > size for r in plan.ranges):
@@ -66,9 +65,7 @@ def read_and_stage(
         def stage_and_commit(batch: RunPlan, k: int, n: int) -> None:
             t0 = time.monotonic()
             rows = _stage(spark, spec, batch, db_url, kafka)
-            with engine.begin() as conn:
-                conn.execute(queries.MARK_STAGED, {"run_id": batch.run_id, "stage_rows": rows})
-            result = commit_run(engine, spec, batch.run_id)
+            result = commit_staged_batch(engine, spec, batch.run_id, rows)
             seconds = time.monotonic() - t0
             log.info(
                 "batch run_id=%s pipeline=%s %d of %d records=%d upserted=%d dead_letters=%d rows_per_s=%.0f",
@@ -81,7 +78,7 @@ def read_and_stage(
     else:
         rows = _stage(spark, spec, plan, db_url, kafka)
     with engine.begin() as conn:
-        conn.execute(queries.MARK_STAGED, {"run_id": run_id, "stage_rows": rows})
+        store.mark_staged(conn, run_id, rows)
     log.info(
         "stage run_id=%s pipeline=%s ranges=%d seconds=%.1f",
         run_id, spec.name, len(plan.ranges), time.monotonic() - started,

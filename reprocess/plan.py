@@ -12,10 +12,10 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine
 
-from reprocess import queries
+from reprocess import queries, store
 from reprocess.errors import DataLossError, OffsetLookupError, SpecError
 from reprocess.ranges import OffsetRange, PartitionSnapshot, TopicPartition, parse_offsets_json
-from reprocess.runs import EndMode, LostRange, RunKind, RunPlan, RunRequest, StartMode, parse_timestamp
+from reprocess.runs import EndMode, LostRange, RunPlan, RunRequest, RunState, StartMode, parse_timestamp
 from reprocess.spec import PipelineSpec
 
 log = logging.getLogger(__name__)
@@ -288,18 +288,16 @@ def plan_run(
     dag_run_id: str | None = None,
     params: Mapping[str, Any] | None = None,
 ) -> RunPlan:
-    """Snapshot, resolve and store a run's plan. A run that already committed keeps its plan.
+    """Snapshot, resolve and store a run's plan. A run that already staged or committed keeps its plan.
 
     ``params`` (the trigger form's values) are stored verbatim beside the parsed request.
     """
-    from reprocess.commit import ensure_pipeline
-
-    version = ensure_pipeline(engine, spec)
+    version = store.ensure_pipeline(engine, spec)
     with engine.begin() as conn:
-        existing = conn.execute(queries.RUN_STATE, {"run_id": run_id}).scalar()
-        if existing in ("staged", "committed"):
+        existing = store.run_state(conn, run_id)
+        if existing in store.FINAL_PLAN_STATES:
             log.info("plan run_id=%s pipeline=%s already %s: keeping its plan", run_id, spec.name, existing)
-            return load_plan(conn, run_id)
+            return store.load_plan(conn, run_id)
     topics = request.topics or spec.topics
     snapshots = take_snapshot(kafka, spec, topics)
     time_offsets: dict[str, dict[TopicPartition, int]] = {}
@@ -324,8 +322,13 @@ def plan_run(
         except (SpecError, DataLossError) as exc:
             ranges, lost, error = [], [], exc
         stored = {"params": dict(params) if params is not None else None, "parsed": request.as_dict()}
-        _store(conn, spec, request, stored, run_id, snapshots, ranges, lost, dag_id, dag_run_id, error)
-        conn.execute(queries.SET_RUN_SPEC_VERSION, {"run_id": run_id, "version": version})
+        state = RunState.FAILED if error else (RunState.DRY_RUN if request.dry_run else RunState.PLANNED)
+        kept = store.save_plan(
+            conn, spec, request.kind, stored, run_id, state=state, snapshots=snapshots, ranges=ranges, lost=lost,
+            dag_id=dag_id, dag_run_id=dag_run_id, error=str(error) if error else None, spec_version=version,
+        )  # fmt: skip
+    if kept is not None:  # another attempt staged this run meanwhile: its plan stands
+        return kept
     if error is not None:
         raise error
     for w in warnings:
@@ -378,64 +381,4 @@ def _check_partition_counts(
     )
 
 
-def _store(
-    conn: Connection,
-    spec: PipelineSpec,
-    request: RunRequest,
-    stored_request: dict[str, Any],
-    run_id: str,
-    snapshots: list[PartitionSnapshot],
-    ranges: list[OffsetRange],
-    lost: list[LostRange],
-    dag_id: str | None,
-    dag_run_id: str | None,
-    error: Exception | None,
-) -> None:
-    import json
-
-    conn.execute(queries.DELETE_PLAN_RANGES, {"run_id": run_id})
-    conn.execute(queries.DELETE_PLAN_SNAPSHOTS, {"run_id": run_id})
-    state = "failed" if error else ("dry_run" if request.dry_run else "planned")
-    conn.execute(
-        queries.UPSERT_PLANNED_RUN,
-        {
-            "run_id": run_id,
-            "pipeline": spec.name,
-            "kind": request.kind.value,
-            "state": state,
-            "request": json.dumps(stored_request, default=str),
-            "lost": json.dumps([vars_of(lr) for lr in lost]),
-            "dag_id": dag_id,
-            "dag_run_id": dag_run_id,
-            "error": str(error) if error else None,
-        },
-    )
-    if snapshots:
-        conn.execute(
-            queries.INSERT_SNAPSHOT,
-            [{"run_id": run_id, "topic": s.topic, "partition": s.partition, "log_start": s.log_start,
-              "log_end": s.log_end, "group_committed": s.group_committed} for s in snapshots],
-        )  # fmt: skip
-    if ranges:
-        conn.execute(
-            queries.INSERT_RUN_RANGE,
-            [{"run_id": run_id, "topic": r.topic, "partition": r.partition, "start": r.start, "end": r.end}
-             for r in ranges],
-        )  # fmt: skip
-
-
-def vars_of(lost: LostRange) -> dict[str, Any]:
-    return {"topic": lost.topic, "partition": lost.partition, "start": lost.start, "end": lost.end}
-
-
-def load_plan(conn: Connection, run_id: str) -> RunPlan:
-    row = conn.execute(queries.RUN_HEADER, {"run_id": run_id}).one()
-    ranges = tuple(
-        OffsetRange(r.topic, r.partition, r.start_offset, r.end_offset)
-        for r in conn.execute(queries.RUN_RANGES, {"run_id": run_id})
-    )
-    lost = tuple(LostRange(**x) for x in (row.lost_ranges or []))
-    return RunPlan(run_id, row.pipeline, RunKind(row.kind), ranges, lost, (), {r.tp: r.width for r in ranges})
-
-
-__all__ = ["load_plan", "offsets_for_time", "plan_run", "resolve", "take_snapshot"]
+__all__ = ["offsets_for_time", "plan_run", "resolve", "take_snapshot"]

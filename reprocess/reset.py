@@ -165,8 +165,8 @@ def execute_reset(
     ledger as it is then), so a run that committed since the dry run is not undone blindly.
     An incremental run planned before the reset is fenced by its compare-and-set.
     """
-    from reprocess.commit import ensure_pipeline
     from reprocess.mirror import mirror_group_offsets
+    from reprocess.store import ensure_pipeline
 
     if not reason.strip():
         raise SpecError("a reset needs a reason (--reason): it is recorded in reprocess.ledger_resets")

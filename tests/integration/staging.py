@@ -7,7 +7,6 @@ A test states the records a run read, already parsed (the Spark job's output sha
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -19,10 +18,11 @@ import psycopg2
 import pyarrow as pa
 from sqlalchemy import Engine
 
-from reprocess import queries
-from reprocess.commit import CommitResult, commit_run, ensure_pipeline
+from reprocess import store
+from reprocess.commit import CommitResult, commit_run
 from reprocess.db import libpq_url
 from reprocess.ranges import OffsetRange
+from reprocess.runs import RunKind, RunState
 from reprocess.spec import ColumnType, PipelineSpec
 from reprocess.stage import STAGE_SCHEMA, StageCopier, create_stage
 from reprocess.transform import DEAD, ROW, stage_columns
@@ -109,23 +109,14 @@ def write_stage(db_url: str, spec: PipelineSpec, run_id: str, records: Sequence[
 
 def plan_ranges(engine: Engine, spec: PipelineSpec, run_id: str, kind: str, ranges: Iterable[OffsetRange]) -> None:
     """Store a planned run with these ranges (what plan_run stores after a Kafka snapshot)."""
-    ensure_pipeline(engine, spec)
+    store.ensure_pipeline(engine, spec)
     with engine.begin() as conn:
-        conn.execute(
-            queries.UPSERT_PLANNED_RUN,
-            {"run_id": run_id, "pipeline": spec.name, "kind": kind, "state": "planned", "request": json.dumps({}),
-             "lost": "[]", "dag_id": None, "dag_run_id": None, "error": None},
-        )  # fmt: skip
-        conn.execute(
-            queries.INSERT_RUN_RANGE,
-            [{"run_id": run_id, "topic": r.topic, "partition": r.partition, "start": r.start, "end": r.end}
-             for r in ranges],
-        )  # fmt: skip
+        store.save_plan(conn, spec, RunKind(kind), {}, run_id, state=RunState.PLANNED, ranges=list(ranges))
 
 
 def mark_staged(engine: Engine, run_id: str, rows: int) -> None:
     with engine.begin() as conn:
-        conn.execute(queries.MARK_STAGED, {"run_id": run_id, "stage_rows": rows})
+        store.mark_staged(conn, run_id, rows)
 
 
 def stage_and_commit(
