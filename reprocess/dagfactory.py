@@ -15,7 +15,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk import DAG, Connection, ExceptionRetryPolicy, Param, RetryAction, RetryRule, task
 
 from reprocess.apps import READ_STAGE, app_path
-from reprocess.errors import DataLossError, FencedRunError, ReconciliationGap, SpecError
+from reprocess.errors import DataLossError, FencedRunError, ReconciliationGap, ReprocessError, SpecError
 from reprocess.runs import RunKind, RunRequest
 from reprocess.sparkconf import spark_conf
 from reprocess.spec import PipelineSpec
@@ -296,7 +296,10 @@ def _epoch() -> Any:
 
 def _heal_doc(spec: PipelineSpec) -> str:
     if spec.auto_heal:
-        return "(triggered automatically: `auto_heal: true`)"
+        return (
+            "(triggered automatically, `auto_heal: true`, with the conf stored on this run's gap rows; a run that "
+            "fails for another reason, e.g. a broker timeout, records no gap and triggers nothing)"
+        )
     return "(set `reconcile.auto_heal: true` in the spec to trigger it)"
 
 
@@ -330,25 +333,63 @@ Past days: `airflow backfill create --dag-id {spec.dag_id("reconcile")} --from-d
     with dag:
 
         @task(task_id="reconcile", doc_md="Compare Kafka, the ledger and the target for the window.")
-        def reconcile(data_interval_start: Any = None, data_interval_end: Any = None, ti: Any = None) -> list[str]:
+        def reconcile(
+            data_interval_start: Any = None, data_interval_end: Any = None, run_id: str | None = None, ti: Any = None
+        ) -> list[str]:
+            import uuid
+
             from reprocess.reconcile import reconcile_window
 
-            try:
-                verdicts = reconcile_window(_engine(), _kafka_config(), spec, data_interval_start, data_interval_end)
-            except ReconciliationGap as gap:
-                ti.xcom_push(key="heal_conf", value=gap.heal_conf)
-                raise
+            # One id per attempt, published before any work: the heal reads only what THIS attempt
+            # recorded, never a gap row left by an earlier check of the same window or run.
+            check_id = f"{dag.dag_id}/{run_id}/{uuid.uuid4().hex[:12]}"
+            ti.xcom_push(key="check_id", value=check_id)
+            verdicts = reconcile_window(
+                _engine(), _kafka_config(), spec, data_interval_start, data_interval_end, check_id
+            )
             return [f"{v.range}: {v.detail()}" for v in verdicts]
 
         checked = reconcile()
         if spec.auto_heal:
-            checked >> TriggerDagRunOperator(
+
+            @task(
+                task_id="recorded_gap",
+                trigger_rule="all_failed",
+                doc_md="The backfill conf stored on this run's gap rows; skips the heal when none was recorded.",
+            )
+            def recorded_gap(data_interval_start: Any = None, ti: Any = None) -> dict[str, Any]:
+                from airflow.sdk.exceptions import AirflowSkipException
+
+                from reprocess.reconcile import recorded_heal_conf
+
+                check_id = ti.xcom_pull(task_ids="reconcile", key="check_id")
+                conf = recorded_heal_conf(_engine(), spec, data_interval_start, check_id) if check_id else None
+                if conf is None:
+                    raise AirflowSkipException("reconcile failed without recording a gap: nothing to heal")
+                log.info("healing the recorded gap with %s", conf)
+                return conf
+
+            heal = TriggerDagRunOperator(
                 task_id="heal_with_backfill",
                 trigger_dag_id=spec.dag_id("backfill"),
                 # Templated: rendered to the dict itself (render_template_as_native_obj).
-                conf="{{ ti.xcom_pull(task_ids='reconcile', key='heal_conf') }}",  # type: ignore[arg-type]
-                trigger_rule="all_failed",
+                conf="{{ ti.xcom_pull(task_ids='recorded_gap') }}",  # type: ignore[arg-type]
             )
+
+            @task(
+                task_id="check_failed",
+                trigger_rule="one_failed",
+                retries=0,
+                doc_md="Keeps the run failed after a failed check: the heal runs after it, so it is not a leaf.",
+            )
+            def check_failed() -> None:
+                raise ReprocessError(
+                    f"{spec.name}: the reconcile task failed (its log and reprocess.reconciliations say why); "
+                    "a gap it recorded, if any, was handed to the backfill DAG by heal_with_backfill"
+                )
+
+            checked >> recorded_gap() >> heal
+            [checked, heal] >> check_failed()
     return dag
 
 

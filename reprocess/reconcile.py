@@ -27,7 +27,7 @@ from psycopg2 import sql
 from sqlalchemy import Engine, text
 
 from reprocess.db import pg_cursor
-from reprocess.errors import ReconciliationGap
+from reprocess.errors import ReconciliationGap, ReprocessError
 from reprocess.evolve import stale_in_range
 from reprocess.ordering import OrderingMode
 from reprocess.plan import offsets_for_time, take_snapshot
@@ -49,10 +49,16 @@ _DEAD = text(
 )
 _UPSERT = text(
     "INSERT INTO reprocess.reconciliations (pipeline, window_start, window_end, topic, partition, kafka_start, "
-    "kafka_end, committed_end, verdict, detail) VALUES (:pipeline, :ws, :we, :topic, :partition, :ks, :ke, :ce, "
-    ":verdict, :detail) ON CONFLICT (pipeline, window_start, topic, partition) DO UPDATE SET "
+    "kafka_end, committed_end, verdict, detail, check_id, heal_conf) VALUES (:pipeline, :ws, :we, :topic, :partition, "
+    ":ks, :ke, :ce, :verdict, :detail, :check_id, CAST(:heal_conf AS jsonb)) "
+    "ON CONFLICT (pipeline, window_start, topic, partition) DO UPDATE SET "
     "window_end = EXCLUDED.window_end, kafka_start = EXCLUDED.kafka_start, kafka_end = EXCLUDED.kafka_end, "
-    "committed_end = EXCLUDED.committed_end, verdict = EXCLUDED.verdict, detail = EXCLUDED.detail, checked_at = now()"
+    "committed_end = EXCLUDED.committed_end, verdict = EXCLUDED.verdict, detail = EXCLUDED.detail, "
+    "check_id = EXCLUDED.check_id, heal_conf = EXCLUDED.heal_conf, checked_at = now()"
+)
+_RECORDED_HEAL = text(
+    "SELECT DISTINCT heal_conf FROM reprocess.reconciliations WHERE pipeline = :pipeline AND window_start = :ws "
+    "AND check_id = :check_id AND verdict = 'gap'"
 )
 
 
@@ -63,6 +69,7 @@ class PartitionVerdict:
     missing_keys: int  # keys whose newest window record is neither in the target nor superseded
     records: int
     dead_letters: int
+    committed: list[tuple[int, int]]  # the ledger's committed ranges overlapping the window
     stale: str = ""  # rows of the window derived by an older spec version (evolve.stale_in_range)
 
     @property
@@ -142,9 +149,17 @@ def _missing_keys(
 
 
 def reconcile_window(
-    engine: Engine, kafka: Mapping[str, Any], spec: PipelineSpec, window_start: datetime, window_end: datetime
+    engine: Engine,
+    kafka: Mapping[str, Any],
+    spec: PipelineSpec,
+    window_start: datetime,
+    window_end: datetime,
+    check_id: str,
 ) -> list[PartitionVerdict]:
     """Check every partition of the spec's topics for ``[window_start, window_end)``; store verdicts.
+
+    The verdicts are stored (tagged ``check_id``) only once the whole window is checked, with the
+    healing backfill conf on the gap rows: :func:`recorded_heal_conf` is the one source of auto-heal.
 
     Raises
     ------
@@ -163,22 +178,26 @@ def reconcile_window(
             committed = [(a, b) for a, b in conn.execute(_COMMITTED, params)]
             dead = {o for (o,) in conn.execute(_DEAD, params)}
             missing, records = _missing_keys(engine, spec, kafka, r, dead) if r.width else (0, 0)
-            verdict = PartitionVerdict(
-                r, uncovered(r.start, r.end, committed), missing, records, len(dead), stale_in_range(conn, spec, r)
-            )
-            verdicts.append(verdict)
+            verdicts.append(
+                PartitionVerdict(
+                    r, uncovered(r.start, r.end, committed), missing, records, len(dead), committed,
+                    stale_in_range(conn, spec, r),
+                )
+            )  # fmt: skip
+        bad = [v for v in verdicts if not v.ok]
+        conf = heal_conf(bad) if bad else None
+        for v in verdicts:
             conn.execute(
                 _UPSERT,
-                {"pipeline": spec.name, "ws": window_start, "we": window_end, "topic": s.topic,
-                 "partition": s.partition, "ks": r.start, "ke": r.end,
-                 "ce": max((b for _, b in committed), default=None), "verdict": "ok" if verdict.ok else "gap",
-                 "detail": verdict.detail()},
+                {"pipeline": spec.name, "ws": window_start, "we": window_end, "topic": v.range.topic,
+                 "partition": v.range.partition, "ks": v.range.start, "ke": v.range.end,
+                 "ce": max((b for _, b in v.committed), default=None), "verdict": "ok" if v.ok else "gap",
+                 "detail": v.detail(), "check_id": check_id, "heal_conf": None if v.ok else json.dumps(conf)},
             )  # fmt: skip
             log.info("reconcile pipeline=%s topic=%s partition=%d offsets=[%d,%d) verdict=%s %s", spec.name,
-                     s.topic, s.partition, r.start, r.end, "ok" if verdict.ok else "gap", verdict.detail())  # fmt: skip
-    bad = [v for v in verdicts if not v.ok]
-    if bad:
-        conf = heal_conf(bad)
+                     v.range.topic, v.range.partition, v.range.start, v.range.end, "ok" if v.ok else "gap",
+                     v.detail())  # fmt: skip
+    if conf is not None:
         raise ReconciliationGap(
             f"{spec.name} window [{window_start.isoformat()}, {window_end.isoformat()}): "
             + "; ".join(f"{v.range.topic}[{v.range.partition}] {v.detail()}" for v in bad)
@@ -189,5 +208,19 @@ def reconcile_window(
 
 
 def heal_conf(bad: list[PartitionVerdict]) -> dict[str, Any]:
-    """The backfill trigger conf that replays the gaps (the window's whole range when keys are missing)."""
-    return backfill_conf(healing_range(v.range, v.uncovered) for v in bad)
+    """The backfill trigger conf that replays the gaps: the uncovered span, or the window's whole
+    range when rows are missing or stale (their records may lie anywhere in it)."""
+    return backfill_conf(v.range if v.missing_keys or v.stale else healing_range(v.range, v.uncovered) for v in bad)
+
+
+def recorded_heal_conf(
+    engine: Engine, spec: PipelineSpec, window_start: datetime, check_id: str
+) -> dict[str, Any] | None:
+    """The backfill conf stored on the gap rows that check ``check_id`` recorded, or None when it
+    recorded no gap (it found none, or it failed before its verdicts: then there is nothing to heal).
+    """
+    with engine.connect() as conn:
+        confs = conn.execute(_RECORDED_HEAL, {"pipeline": spec.name, "ws": window_start, "check_id": check_id}).all()
+    if len(confs) > 1:
+        raise ReprocessError(f"{spec.name}: check {check_id} stored {len(confs)} different heal confs; expected one")
+    return confs[0][0] if confs else None

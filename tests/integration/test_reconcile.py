@@ -1,0 +1,126 @@
+"""Reconciliation through Airflow on real parts: what it records, and what auto-heal may trigger.
+
+Expected values come from the produced messages and the broker's offsets, never from the
+product's own planning.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+
+from reprocess import demo_data
+from tests.integration.helpers import orders_spec, run_dag
+
+pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("spark"), pytest.mark.integration("airflow")]
+
+# A manual run at 2026-11-02 checks the last complete interval, [2026-11-01, 2026-11-02): the demo's day.
+DAY = datetime(2026, 11, 2, tzinfo=UTC)
+WINDOW_START = datetime(2026, 11, 1, tzinfo=UTC)
+
+
+def _reconcile(spec: Any, retries: int | None = None) -> Any:
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=os.environ["AIRFLOW__CORE__DAGS_FOLDER"])
+    assert bag.import_errors == {}, bag.import_errors
+    dag = bag.dags[spec.dag_id("reconcile")]
+    if retries is not None:  # a failure test need not wait out the retry delays
+        dag.get_task("reconcile").retries = retries
+    return dag.test(logical_date=DAY)
+
+
+def _triggered_backfills(spec: Any) -> list[dict[str, Any]]:
+    """The conf of every run of the pipeline's backfill DAG that something triggered (oldest first)."""
+    from airflow.models import DagRun
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        runs = session.scalars(select(DagRun).where(DagRun.dag_id == spec.dag_id("backfill")).order_by(DagRun.id)).all()
+        return [dict(r.conf or {}) for r in runs]
+
+
+def _task_states(dag_run: Any) -> dict[str, str]:
+    return {ti.task_id: str(ti.state) for ti in dag_run.get_task_instances()}
+
+
+def test_auto_heal_triggers_the_stored_conf_for_a_gap_and_nothing_when_the_check_itself_fails(
+    kafka_config, engine, unique_name, monkeypatch
+):
+    spec = orders_spec(unique_name, unique_name, reconcile={"cron": "0 0 * * *", "auto_heal": True})
+    demo_data.create_topic(kafka_config, unique_name, 2)
+    produced = demo_data.produce(kafka_config, unique_name, 2, demo_data.order_events(60, 3, seed=41), malformed=())
+    log_end_1 = max(o for p, o, *_ in produced.messages if p == 1) + 1
+    assert run_dag(spec, "backfill").state == "success"
+    before = _triggered_backfills(spec)
+
+    # 1. A real gap: partition 1's committed range vanishes from the ledger.
+    with engine.begin() as conn:
+        conn.execute(
+            text("DELETE FROM reprocess.committed_ranges WHERE pipeline = :p AND partition = 1"), {"p": spec.name}
+        )
+    gap_run = _reconcile(spec)
+    assert gap_run.state == "failed"
+    assert _task_states(gap_run) == {
+        "reconcile": "failed",
+        "recorded_gap": "success",
+        "heal_with_backfill": "success",
+        "check_failed": "failed",
+    }
+    with engine.connect() as conn:
+        stored = conn.execute(
+            text(
+                "SELECT partition, verdict, check_id, heal_conf FROM reprocess.reconciliations "
+                "WHERE pipeline = :p ORDER BY partition"
+            ),
+            {"p": spec.name},
+        ).all()
+    expected_conf = {  # the whole of partition 1, from the broker's offsets
+        "start_mode": "offsets",
+        "start_value": json.dumps({unique_name: {"1": 0}}),
+        "end_mode": "offsets",
+        "end_value": json.dumps({unique_name: {"1": log_end_1}}),
+    }
+    check_id = stored[0].check_id
+    assert check_id.startswith(f"{spec.dag_id('reconcile')}/{gap_run.run_id}/")
+    assert [(r.partition, r.verdict, r.check_id) for r in stored] == [(0, "ok", check_id), (1, "gap", check_id)]
+    assert stored[0].heal_conf is None
+    assert {k: _canonical(v) for k, v in stored[1].heal_conf.items()} == {
+        k: _canonical(v) for k, v in expected_conf.items()
+    }
+    triggered = _triggered_backfills(spec)[len(before) :]
+    assert triggered == [stored[1].heal_conf]  # exactly the stored conf, once
+
+    # 2. The same unhealed gap is still recorded, but this check fails on the broker: no backfill.
+    unreachable = {"bootstrap.servers": "127.0.0.1:9", "socket.connection.setup.timeout.ms": 2000}
+    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_DEFAULT", json.dumps({"conn_type": "kafka", "extra": unreachable}))
+    broken_run = _reconcile(spec, retries=0)
+    assert broken_run.state == "failed"
+    assert _task_states(broken_run) == {
+        "reconcile": "failed",
+        "recorded_gap": "skipped",
+        "heal_with_backfill": "skipped",
+        "check_failed": "failed",
+    }
+    assert _triggered_backfills(spec)[len(before) :] == triggered  # nothing new
+    with engine.connect() as conn:  # the earlier gap rows are still there: the heal ignored them
+        assert (
+            conn.execute(
+                text("SELECT check_id FROM reprocess.reconciliations WHERE pipeline = :p AND verdict = 'gap'"),
+                {"p": spec.name},
+            ).scalar_one()
+            == check_id
+        )
+
+
+def _canonical(value: str) -> Any:
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError:
+        return value
