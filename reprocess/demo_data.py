@@ -1,8 +1,7 @@
 """Realistic demo/test data: order events with several updates per order, malformed
-messages and transactional batches (so offsets have marker gaps), plus the oracle.
+messages and transactional batches (so offsets have marker gaps).
 
-The oracle (:func:`expected_rows`) computes the target independently of the product: the
-last valid event per key in Kafka order, per partition.
+The oracle that says what the target must hold lives in ``tests/oracle.py``, outside the product.
 """
 
 from __future__ import annotations
@@ -111,21 +110,6 @@ def payment_events(payments: int, seed: int = 3) -> list[tuple[str, dict[str, An
     return events
 
 
-def expected_by_version(produced: Produced, key_field: str) -> dict[str, tuple[int, int, int]]:
-    """key → (version, partition, offset) of the highest version per key, ties by offset."""
-    best: dict[str, tuple[int, int, int]] = {}
-    for partition, offset, _key, value in sorted(produced.messages):
-        try:
-            ev = json.loads(value)
-            version = int(ev["version"])
-            key = ev[key_field]
-        except (ValueError, KeyError, TypeError, UnicodeDecodeError):
-            continue
-        if key not in best or (version, offset) >= (best[key][0], best[key][2]):
-            best[key] = (version, partition, offset)
-    return best
-
-
 def produce(
     kafka: Mapping[str, Any],
     topic: str,
@@ -204,35 +188,3 @@ def produce(
         raise RuntimeError(f"{len(errors)} messages failed delivery, first: {errors[0]}")
     produced.messages.sort()
     return produced
-
-
-def is_valid_order(value: bytes) -> dict[str, Any] | None:
-    """The oracle's own validation of the orders spec (independent of Spark)."""
-    try:
-        ev = json.loads(value.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        return None
-    if not isinstance(ev, dict):
-        return None
-    if any(ev.get(k) in (None, "") for k in ("order_id", "customer_id", "status", "updated_at")):
-        return None
-    try:
-        Decimal(str(ev["amount"])) if ev.get("amount") is not None else None
-        datetime.fromisoformat(ev["updated_at"].replace("Z", "+00:00"))
-    except (ArithmeticError, ValueError):
-        return None
-    return ev
-
-
-def expected_rows(produced: Produced) -> dict[str, tuple[str, str, int, int]]:
-    """key → (status, amount, partition, offset) of the newest valid event per key."""
-    out: dict[str, tuple[str, str, int, int]] = {}
-    for partition, offset, _key, value in sorted(produced.messages):
-        ev = is_valid_order(value)
-        if ev is not None:
-            out[ev["order_id"]] = (ev["status"], str(Decimal(ev["amount"])), partition, offset)
-    return out
-
-
-def invalid_count(produced: Produced) -> int:
-    return sum(1 for *_, v in produced.messages if is_valid_order(v) is None)

@@ -11,6 +11,7 @@ import yaml
 from sqlalchemy import Engine, text
 
 from reprocess.spec import PipelineSpec
+from tests import oracle
 
 ORDERS_SPEC = Path(__file__).resolve().parents[2] / "pipelines" / "orders.yaml"
 PAYMENTS_SPEC = ORDERS_SPEC.with_name("payments.yaml")
@@ -29,7 +30,7 @@ def orders_spec(name: str, topic: str, base: Path = ORDERS_SPEC, **overrides: An
 
 
 def target_rows(engine: Engine, spec: PipelineSpec) -> dict[str, tuple[str, str, int, int]]:
-    """key → (status, amount, partition, offset), comparable with demo_data.expected_rows."""
+    """key → (status, amount, partition, offset), comparable with oracle.expected_rows."""
     with engine.connect() as conn:
         result = conn.execute(
             text(f"SELECT order_id, status, amount, _kafka_partition, _kafka_offset FROM {spec.qualified_target}")
@@ -112,12 +113,10 @@ def run_spark_stage(spec: PipelineSpec, run_id: str, *, timeout: float = 300, **
 
 
 def oracle_rows(produced: Any) -> dict[str, tuple[str, str, int, int]]:
-    """demo_data.expected_rows in the form target_rows returns (amounts normalised)."""
+    """oracle.expected_rows in the form target_rows returns (amounts normalised)."""
     from decimal import Decimal
 
-    from reprocess import demo_data
-
-    return {k: (s, str(Decimal(a).normalize()), p, o) for k, (s, a, p, o) in demo_data.expected_rows(produced).items()}
+    return {k: (s, str(Decimal(a).normalize()), p, o) for k, (s, a, p, o) in oracle.expected_rows(produced).items()}
 
 
 def stage_count(engine: Engine, spec: PipelineSpec, run_id: str) -> int | None:
@@ -153,12 +152,10 @@ def assert_matches_oracle(
     """No lost row, no doubled row: target, dead letters, ledger and committed ranges vs the oracle.
 
     ``ends`` are the true log ends per partition (from the produced messages' offsets, not the
-    broker's answer); ``invalid`` overrides demo_data.invalid_count when the spec rejects more.
+    broker's answer); ``invalid`` overrides oracle.invalid_count when the spec rejects more.
     """
-    from reprocess import demo_data
-
     assert target_rows(engine, spec) == oracle_rows(produced)
-    assert dead_letter_count(engine, spec) == (demo_data.invalid_count(produced) if invalid is None else invalid)
+    assert dead_letter_count(engine, spec) == (oracle.invalid_count(produced) if invalid is None else invalid)
     assert ledger(engine, spec) == ends
     # Committed ranges tile each partition's log exactly once: no gap (lost) and no overlap (doubled).
     for partition, pieces in committed_ranges(engine, spec).items():

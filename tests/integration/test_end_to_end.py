@@ -9,29 +9,37 @@ import pytest
 
 from reprocess import demo_data
 from reprocess.commit import commit_run
+from tests import oracle
 from tests.integration.helpers import dead_letter_count, ledger, orders_spec, run_dag, runs, target_rows
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("spark"), pytest.mark.integration("airflow")]
 
 
 def _expected(produced: demo_data.Produced) -> dict[str, tuple[str, str, int, int]]:
-    return {k: (s, str(Decimal(a).normalize()), p, o) for k, (s, a, p, o) in demo_data.expected_rows(produced).items()}
+    return {k: (s, str(Decimal(a).normalize()), p, o) for k, (s, a, p, o) in oracle.expected_rows(produced).items()}
 
 
 def test_backfill_equals_oracle_and_replay_changes_nothing(kafka_config, engine, unique_name):
     spec = orders_spec(unique_name, unique_name)
     demo_data.create_topic(kafka_config, unique_name, 4)
+    # Empty strings: a present, empty required text field is a value; an empty amount is not a number.
+    base = {"status": "paid", "amount": "3.50", "currency": "EUR", "items": 1, "updated_at": "2026-11-01T00:00:00Z"}
+    empties = [
+        ("o-empty-customer", {**base, "order_id": "o-empty-customer", "customer_id": ""}),
+        ("o-empty-amount", {**base, "order_id": "o-empty-amount", "customer_id": "c1", "amount": ""}),
+    ]
     produced = demo_data.produce(
-        kafka_config, unique_name, 4, demo_data.order_events(400, 5, seed=11), transactional_every=300
+        kafka_config, unique_name, 4, demo_data.order_events(400, 5, seed=11) + empties, transactional_every=300
     )
     log_ends = {p: max(o for q, o, *_ in produced.messages if q == p) + 1 for p in range(4)}
+    assert "o-empty-customer" in _expected(produced) and "o-empty-amount" not in _expected(produced)
 
     first = run_dag(spec, "backfill")
     assert first.state == "success"
     # (a) the target equals the oracle: newest valid event per key, with its Kafka lineage.
     assert target_rows(engine, spec) == _expected(produced)
     # (d) malformed messages became dead letters and did not stop the run.
-    assert dead_letter_count(engine, spec) == demo_data.invalid_count(produced) == len(demo_data.MALFORMED)
+    assert dead_letter_count(engine, spec) == oracle.invalid_count(produced) == len(demo_data.MALFORMED) + 1
     # The ledger equals the planned ends, which are the log ends (markers included).
     assert ledger(engine, spec) == log_ends
     (run1,) = runs(engine, spec)
@@ -41,19 +49,34 @@ def test_backfill_equals_oracle_and_replay_changes_nothing(kafka_config, engine,
     # The ledger was mirrored to the Kafka consumer group after the commit.
     assert _group_offsets(kafka_config, spec) == log_ends
 
-    # Committing the same run twice is a no-op.
+    # The first load inserted one row per key of the oracle.
+    assert run1.rows_upserted == len(_expected(produced))
+
+    # Committing the same run twice is a no-op: no target row is rewritten (same xmin), nothing moves.
+    versions = _row_versions(engine, spec)
     again = commit_run(engine, spec, run1.run_id)
-    assert again.already_committed and again.rows_upserted == run1.rows_upserted
+    assert again.already_committed
+    assert _row_versions(engine, spec) == versions
+    assert ledger(engine, spec) == log_ends
+    assert dead_letter_count(engine, spec) == len(demo_data.MALFORMED) + 1
 
     # (b) replaying the same backfill changes nothing.
     before = target_rows(engine, spec)
     second = run_dag(spec, "backfill")
     assert second.state == "success"
     assert target_rows(engine, spec) == before
-    assert dead_letter_count(engine, spec) == len(demo_data.MALFORMED)
+    assert dead_letter_count(engine, spec) == len(demo_data.MALFORMED) + 1
     assert ledger(engine, spec) == log_ends
     run2 = runs(engine, spec)[-1]
     assert run2.state == "committed" and run2.rows_upserted == 0
+
+
+def _row_versions(engine, spec) -> dict[str, str]:
+    """key → the row version's transaction id (xmin): any rewrite of a row changes it."""
+    from sqlalchemy import text
+
+    with engine.connect() as conn:
+        return dict(conn.execute(text(f"SELECT order_id, xmin::text FROM {spec.qualified_target}")).all())
 
 
 def _group_offsets(kafka_config, spec) -> dict[int, int]:
@@ -136,7 +159,7 @@ def test_version_ordering_keeps_the_highest_version_when_an_older_one_arrives_la
         rows = conn.execute(
             text(f"SELECT payment_id, version, _kafka_partition, _kafka_offset FROM {spec.qualified_target}")
         ).all()
-    assert {r[0]: (r[1], r[2], r[3]) for r in rows} == demo_data.expected_by_version(produced, "payment_id")
+    assert {r[0]: (r[1], r[2], r[3]) for r in rows} == oracle.expected_by_version(produced, "payment_id")
     # The data really has late, older versions: offset order alone would have kept those.
     last_written = {ev["payment_id"]: ev["version"] for ev in (json.loads(v) for *_, v in sorted(produced.messages))}
     assert any(last_written[r[0]] < r[1] for r in rows)

@@ -3,7 +3,7 @@
 Every test kills or breaks a real component (Spark, a Postgres backend, the Postgres server,
 a concurrent run, the broker's topic layout), retries the way an operator or Airflow would,
 and ends by comparing Postgres with an oracle computed from the produced messages alone
-(``demo_data.expected_rows`` / ``invalid_count``): no lost row, no doubled row, dead letters
+(``oracle.expected_rows`` / ``invalid_count``): no lost row, no doubled row, dead letters
 equal to the invalid messages, ledger equal to the committed ends, committed ranges tiling
 each partition exactly once.
 
@@ -42,6 +42,7 @@ from reprocess.errors import FencedRunError, OrderingError, ReprocessError
 from reprocess.plan import plan_run
 from reprocess.runs import RunKind, RunRequest
 from reprocess.stage import STAGE_SCHEMA
+from tests import oracle
 from tests.integration.helpers import (
     REPO_ROOT,
     assert_matches_oracle,
@@ -142,7 +143,7 @@ def test_spark_killed_mid_stage_then_retried_loses_and_doubles_nothing(kafka_con
         pg.close()
 
     expected = oracle_rows(produced)
-    invalid = demo_data.invalid_count(produced)
+    invalid = oracle.invalid_count(produced)
     assert 0 < partial < len(expected) + invalid  # the kill left a partial stage behind
     (run,) = runs(engine, spec)
     assert run.state == "planned"  # the killed job never marked it staged ...
@@ -446,7 +447,7 @@ def test_every_kind_of_bad_message_becomes_a_dead_letter_with_raw_bytes_and_a_re
         {"order_id": "o-oversized", "customer_id": "c1", "status": "paid", "amount": "1.00",
          "updated_at": "2026-11-01T00:00:00Z", "note": "x" * 3000}
     ).encode()  # fmt: skip
-    assert demo_data.is_valid_order(oversized) is not None and len(oversized) > max_bytes
+    assert oracle.is_valid_order(oversized) is not None and len(oversized) > max_bytes
     demo_data.create_topic(kafka_config, unique_name, 2)
     produced = demo_data.produce(
         kafka_config, unique_name, 2, demo_data.order_events(200, 3, seed=26),
@@ -458,7 +459,7 @@ def test_every_kind_of_bad_message_becomes_a_dead_letter_with_raw_bytes_and_a_re
 
     # The oracle's validation knows nothing of max_record_bytes: drop the oversized message from it.
     within_limit = demo_data.Produced([m for m in produced.messages if len(m[3]) <= max_bytes])
-    invalid = demo_data.invalid_count(produced) + 1
+    invalid = oracle.invalid_count(produced) + 1
     assert_matches_oracle(engine, spec, within_limit, log_ends(produced), invalid=invalid)
 
     with engine.connect() as conn:

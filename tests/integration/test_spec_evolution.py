@@ -1,6 +1,6 @@
 """Spec versions on every row, a nullable column added in place, and changes that need a rebuild.
 
-The expected rows come from the produced messages (demo_data's oracle), never from the code under test.
+The expected rows come from the produced messages (tests/oracle.py), never from the code under test.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from reprocess.reconcile import reconcile_window
 from reprocess.runs import RunRequest
 from reprocess.stage import create_stage
 from reprocess.summary import run_summary
+from tests import oracle
 from tests.integration.helpers import ORDERS_SPEC, orders_spec, run_dag, run_spark_stage
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("spark")]
@@ -64,7 +65,7 @@ def test_added_column_is_altered_in_place_and_older_rows_are_reported_until_rebu
     demo_data.create_topic(kafka_config, unique_name, 2)
     produced = demo_data.produce(kafka_config, unique_name, 2, demo_data.order_events(80, 3), malformed=(),
                                  base_time=BASE)  # fmt: skip
-    keys = len(demo_data.expected_rows(produced))
+    keys = len(oracle.expected_rows(produced))
     plan = plan_run(engine, kafka_config, v1, RunRequest.from_params({}), f"{unique_name}-1")
     run_spark_stage(v1, plan.run_id)
     commit_run(engine, v1, plan.run_id)
