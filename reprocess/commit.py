@@ -17,12 +17,18 @@ from sqlalchemy import Connection, Engine
 
 from reprocess import queries, store
 from reprocess.db import one_row, pg_cursor
-from reprocess.errors import FencedRunError, ReprocessError, SchemaChangeError
+from reprocess.errors import FencedRunError, ReprocessError, SchemaChangeError, StageRefusedError
 from reprocess.ranges import OffsetRange, TopicPartition
 from reprocess.runs import RunKind, RunState
-from reprocess.spec import PipelineSpec
+from reprocess.spec import PipelineSpec, TombstoneMode
 from reprocess.stage import drop_stage, stage_identifier
-from reprocess.target import dead_letters_sql, merge_sql, stage_counts_sql
+from reprocess.target import (
+    apply_tombstones_sql,
+    dead_letters_sql,
+    drop_superseded_markers_sql,
+    merge_sql,
+    stage_counts_sql,
+)
 
 log = logging.getLogger(__name__)
 
@@ -34,19 +40,37 @@ class CommitResult:
     records_read: int
     rows_staged: int
     rows_upserted: int
-    dead_letters: int
+    dead_letters: int  # dead letters found in this run's records
+    dead_letters_new: int  # of those, stored now (a replay finds the ones an earlier run stored)
+    rows_deleted: int  # rows deleted by tombstones (spec ``tombstones: delete``)
 
 
 def commit_run(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResult:
     """Merge a staged run into the target and advance the ledger, atomically and once.
 
+    A run whose stage can never commit (fenced, dead letters over the threshold, rows lost) is
+    marked ``failed`` with the reason, in a transaction of its own after the rollback, so its
+    note says why and the next planning drops its stage (stage.drop_leftover_stages).
+
     Raises
     ------
     FencedRunError
         An incremental run whose planned starts no longer match the ledger.
+    StageRefusedError
+        Its dead letters exceed the pipeline's threshold, or its stage lost rows.
     ReprocessError
-        The run is not staged, or its dead letters exceed the pipeline's threshold.
+        The run is not staged.
     """
+    try:
+        return _commit_once(engine, spec, run_id)
+    except (FencedRunError, StageRefusedError) as refused:
+        with engine.begin() as conn:
+            store.mark_failed(conn, run_id, str(refused))
+        raise
+
+
+def _commit_once(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResult:
+    """DESIGN §2's steps 1-6 in one transaction."""
     with engine.begin() as conn:
         # 1. One committer per pipeline; the run row is locked against a second commit of it.
         conn.execute(queries.PIPELINE_LOCK, {"pipeline": spec.name})
@@ -79,27 +103,33 @@ def commit_run(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResult:
         has_stage = one_row(cur)[0] is not None
         if not has_stage and not plan.is_empty:
             raise ReprocessError(f"{spec.name}: run {run_id} is staged but its stage table is gone; re-run the stage")
-        records, staged, dead, upserted = 0, 0, 0, 0
+        records, staged, dead, upserted, dead_new, deleted = 0, 0, 0, 0, 0, 0
         if has_stage:
             cur.execute(stage_counts_sql(stage))
             records, staged, dead = (int(x) for x in one_row(cur))
             if run.stage_rows is not None and staged + dead != run.stage_rows:
-                raise ReprocessError(
+                raise StageRefusedError(
                     f"{spec.name}: run {run_id}'s stage holds {staged + dead} rows but the Spark job staged "
                     f"{run.stage_rows}; the stage was lost or altered (a Postgres crash-restart empties UNLOGGED "
                     "tables). Nothing was committed: re-run spark_read_stage."
                 )
             if records and dead / records > spec.max_dead_letter_ratio:
-                raise ReprocessError(
+                raise StageRefusedError(
                     f"{spec.name}: run {run_id} has {dead} dead letters in {records} records "
                     f"({dead / records:.1%} > max_dead_letter_ratio {spec.max_dead_letter_ratio:.1%}); nothing "
                     "was committed. Inspect the stage, fix the producer or the spec, or raise the threshold."
                 )
-            # 3. Merge: only rows newer than what the target holds replace it.
+            # 3. Merge: only rows newer than what the target holds (or its deletion marker) replace it;
+            #    tombstones newer than the row delete it and leave a marker, so replays never resurrect.
             cur.execute(merge_sql(spec, stage), {"run_id": run_id, "spec_version": spec_version})
             upserted = cur.rowcount
+            if spec.tombstones is TombstoneMode.DELETE:
+                cur.execute(apply_tombstones_sql(spec, stage), {"run_id": run_id})
+                deleted = int(one_row(cur)[0])
+                cur.execute(drop_superseded_markers_sql(spec, stage))
             # 4. Dead letters, in the same transaction as the good rows.
             cur.execute(dead_letters_sql(stage), {"pipeline": spec.name, "run_id": run_id})
+            dead_new = cur.rowcount
 
         # 5. Ledger, committed ranges, run state.
         for r in plan.ranges:
@@ -107,20 +137,18 @@ def commit_run(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResult:
                       "start": r.start, "end": r.end}  # fmt: skip
             conn.execute(queries.ADVANCE_LEDGER, {**params, "start": starts[r.tp]})
             conn.execute(queries.INSERT_COMMITTED_RANGE, params)
-        store.mark_committed(
-            conn,
-            run_id,
-            {"records_read": records, "rows_staged": staged, "rows_upserted": upserted, "dead_letters": dead},
-        )
+        counts = {"records_read": records, "rows_staged": staged, "rows_upserted": upserted, "dead_letters": dead,
+                  "dead_letters_new": dead_new, "rows_deleted": deleted}  # fmt: skip
+        store.mark_committed(conn, run_id, counts)
 
         # 6. The stage has served its purpose.
         if has_stage:
             drop_stage(conn.connection, spec, run_id)
     log.info(
-        "commit run_id=%s pipeline=%s records=%d staged=%d upserted=%d dead_letters=%d",
-        run_id, spec.name, records, staged, upserted, dead,
+        "commit run_id=%s pipeline=%s records=%d staged=%d upserted=%d deleted=%d dead_letters=%d (new %d)",
+        run_id, spec.name, records, staged, upserted, deleted, dead, dead_new,
     )  # fmt: skip
-    return CommitResult(run_id, False, records, staged, upserted, dead)
+    return CommitResult(run_id, False, **counts)
 
 
 def commit_staged_batch(engine: Engine, spec: PipelineSpec, batch_run_id: str, stage_rows: int) -> CommitResult:
@@ -156,10 +184,7 @@ def _sum_committed_batches(conn: Connection, run_id: str) -> dict[str, int] | No
             f"run {run_id}: batch {pending[0].batch_index + 1} of {len(children)} is {pending[0].state}, "
             "not committed; re-run the Spark task to resume from it"
         )
-    totals = {
-        name: sum(getattr(c, name) or 0 for c in children)
-        for name in ("records_read", "rows_staged", "rows_upserted", "dead_letters")
-    }
+    totals = {name: sum(getattr(c, name) or 0 for c in children) for name in store.RUN_COUNTS}
     store.mark_parent_committed(conn, run_id, len(children), totals)
     return totals
 
@@ -215,9 +240,7 @@ def _check_spec_version(conn: Connection, spec: PipelineSpec, run_id: str) -> in
 
 def _committed_result(conn: Connection, run_id: str) -> CommitResult:
     row = store.committed_counts(conn, run_id)
-    return CommitResult(
-        run_id, True, row.records_read or 0, row.rows_staged or 0, row.rows_upserted or 0, row.dead_letters or 0
-    )
+    return CommitResult(run_id, True, **{name: getattr(row, name) or 0 for name in store.RUN_COUNTS})
 
 
 def result_dict(result: CommitResult) -> dict[str, object]:

@@ -202,9 +202,17 @@ def build_run_dag(spec: PipelineSpec, kind: RunKind) -> DAG:
             from reprocess.ranges import ranges_to_rows
             from reprocess.store import lost_dict
 
-            request = RunRequest.from_params(params or {}, kind) if is_backfill else RunRequest.incremental()
             run_key = f"{dag.dag_id}/{run_id}"
             engine = _engine()
+            try:
+                request = RunRequest.from_params(params or {}, kind) if is_backfill else RunRequest.incremental()
+            except SpecError as exc:  # recorded, so the run note says why, not only the task log
+                from reprocess.store import record_failed_request
+
+                record_failed_request(
+                    engine, spec, kind, run_key, params, str(exc), dag_id=dag.dag_id, dag_run_id=run_id
+                )
+                raise
             plan = plan_run(
                 engine, _kafka_config(), spec, request, run_key, dag_id=dag.dag_id, dag_run_id=run_id, params=params
             )

@@ -25,6 +25,10 @@ class FencedRunError(ReprocessError):
     """Another run moved the ledger since this run was planned."""
 
 
+class StageRefusedError(ReprocessError):
+    """The commit refused a run's stage (dead letters over the threshold, rows lost); the run is failed."""
+
+
 class ReadError(ReprocessError):
     """The bounded read could not deliver exactly the planned range."""
 

@@ -20,7 +20,7 @@ from reprocess.db import libpq_url, make_engine, one_row
 from reprocess.reader import KafkaRangeDataSource, reader_options
 from reprocess.runs import RunPlan, RunState
 from reprocess.spec import PipelineSpec
-from reprocess.stage import COPIED_SCHEMA, STAGE_SCHEMA, StageCopier, create_stage, stage_identifier
+from reprocess.stage import COPIED_SCHEMA, STAGE_SCHEMA, StageCopier, create_stage, live_attempt, stage_identifier
 from reprocess.transform import stage_columns, to_stage
 
 if TYPE_CHECKING:
@@ -49,6 +49,18 @@ def read_and_stage(
     staged and committed one after the other (each atomically); a re-run resumes after the
     last committed batch. The ``commit_transaction`` task then only checks and sums them.
     """
+    with live_attempt(libpq_url(db_url), run_id):  # plan_run's stage cleanup never drops ours
+        return _read_and_stage(spark, spec, run_id, db_url, kafka, batch_size)
+
+
+def _read_and_stage(
+    spark: SparkSession,
+    spec: PipelineSpec,
+    run_id: str,
+    db_url: str,
+    kafka: Mapping[str, Any],
+    batch_size: int | None,
+) -> bool:
     engine = make_engine(db_url)
     with engine.begin() as conn:
         state = store.run_state(conn, run_id)

@@ -17,6 +17,7 @@ from reprocess.errors import DataLossError, OffsetLookupError, SpecError
 from reprocess.ranges import OffsetRange, PartitionSnapshot, TopicPartition, parse_offsets_json
 from reprocess.runs import EndMode, LostRange, RunPlan, RunRequest, RunState, StartMode, parse_timestamp
 from reprocess.spec import PipelineSpec
+from reprocess.stage import drop_leftover_stages
 
 log = logging.getLogger(__name__)
 
@@ -293,6 +294,7 @@ def plan_run(
     ``params`` (the trigger form's values) are stored verbatim beside the parsed request.
     """
     version = store.ensure_pipeline(engine, spec)
+    drop_leftover_stages(engine, spec)
     with engine.begin() as conn:
         existing = store.run_state(conn, run_id)
         if existing in store.FINAL_PLAN_STATES:

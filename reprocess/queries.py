@@ -100,14 +100,15 @@ INSERT_COMMITTED_RANGE: Final = text(
 
 MARK_COMMITTED: Final = text(
     "UPDATE reprocess.runs SET state = 'committed', committed_at = now(), records_read = :records_read, "
-    "rows_staged = :rows_staged, rows_upserted = :rows_upserted, dead_letters = :dead_letters, error = NULL "
-    "WHERE run_id = :run_id"
+    "rows_staged = :rows_staged, rows_upserted = :rows_upserted, dead_letters = :dead_letters, "
+    "dead_letters_new = :dead_letters_new, rows_deleted = :rows_deleted, error = NULL WHERE run_id = :run_id"
 )
 
 SET_SUMMARY: Final = text("UPDATE reprocess.runs SET summary = CAST(:summary AS jsonb) WHERE run_id = :run_id")
 
 RUN_COUNTS: Final = text(
-    "SELECT state, records_read, rows_staged, rows_upserted, dead_letters, lost_ranges, error, "
+    "SELECT state, records_read, rows_staged, rows_upserted, dead_letters, dead_letters_new, rows_deleted, "
+    "lost_ranges, error, "
     "extract(epoch FROM (coalesce(committed_at, now()) - created_at)) AS seconds "
     "FROM reprocess.runs WHERE run_id = :run_id"
 )

@@ -69,6 +69,13 @@ _SPARK_TYPES: Final = {
 }
 
 
+class TombstoneMode(enum.StrEnum):
+    """What a record with a null value (a Kafka tombstone) does."""
+
+    DEAD_LETTER = "dead_letter"  # kept as a dead letter ("empty value"), the key's row untouched
+    DELETE = "delete"  # deletes the key's row, as an ordered event (see reprocess/target.py)
+
+
 @dataclass(frozen=True, slots=True)
 class ColumnSpec:
     name: str
@@ -91,6 +98,7 @@ class PipelineSpec:
     target_schema: str
     target_table: str
     ordering: Ordering = field(default_factory=Ordering)
+    tombstones: TombstoneMode = TombstoneMode.DEAD_LETTER
     batch_size: int = 1_000_000
     max_record_bytes: int = 1_048_576
     max_dead_letter_ratio: float = 0.05
@@ -158,6 +166,7 @@ class PipelineSpec:
             "columns": {c.name: {"type": c.type.value, "path": c.path, "required": c.required} for c in self.columns},
             "target_table": self.qualified_target,
             "ordering": {"mode": self.ordering.mode.value, "column": self.ordering.column},
+            "tombstones": self.tombstones.value,
             "batch_size": self.batch_size,
             "max_record_bytes": self.max_record_bytes,
             "max_dead_letter_ratio": self.max_dead_letter_ratio,
@@ -191,7 +200,7 @@ class _SpecParser:
             raise SpecError(f"{self.source}: a pipeline spec must be a mapping, got {type(raw).__name__}")
         known = {
             "name", "description", "topics", "consumer_group", "key", "columns", "target_table",
-            "ordering", "batch_size", "max_record_bytes", "max_dead_letter_ratio", "schedule",
+            "ordering", "tombstones", "batch_size", "max_record_bytes", "max_dead_letter_ratio", "schedule",
             "reconcile", "owner", "tags", "format",
         }  # fmt: skip
         unknown = sorted(map(str, set(raw) - known))
@@ -239,6 +248,7 @@ class _SpecParser:
             target_schema=self.ident(schema or "public", "target_table"),
             target_table=self.ident(table, "target_table"),
             ordering=ordering,
+            tombstones=self.tombstones(raw.get("tombstones", "dead_letter"), ordering),
             batch_size=self.positive_int(raw, "batch_size", 1_000_000),
             max_record_bytes=self.positive_int(raw, "max_record_bytes", 1_048_576),
             max_dead_letter_ratio=float(ratio),
@@ -250,6 +260,23 @@ class _SpecParser:
             source_file=self.source,
             tags=self.tags(raw.get("tags")),
         )
+
+    def tombstones(self, raw: object, ordering: Ordering) -> TombstoneMode:
+        """A tombstone has no payload, so it carries no version: it can only be ordered by its
+        place in its partition's log. Under column ordering that place says nothing about the
+        versions on other partitions, so ``delete`` needs offset ordering."""
+        try:
+            mode = TombstoneMode(str(raw))
+        except ValueError:
+            raise self.fail("tombstones", f"{raw!r} is not 'dead_letter' or 'delete'") from None
+        if mode is TombstoneMode.DELETE and ordering.column is not None:
+            raise self.fail(
+                "tombstones",
+                f"'delete' needs ordering: offset; this pipeline orders by {ordering.column!r}, and a tombstone "
+                "(null value) has no version to compare, so an older version could resurrect the key or a newer "
+                "one be deleted. Order the pipeline by offset to delete on tombstones, or keep them as dead letters",
+            )
+        return mode
 
     def tags(self, raw: object) -> tuple[str, ...]:
         if raw is None:

@@ -11,10 +11,13 @@ import io
 import logging
 import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+import psycopg2
 from psycopg2 import sql
+from sqlalchemy import Engine, text
 
 from reprocess.spec import PipelineSpec
 from reprocess.transform import stage_columns
@@ -61,6 +64,72 @@ def create_stage(conn: PgConnection, spec: PipelineSpec, run_id: str) -> None:
 def drop_stage(conn: Any, spec: PipelineSpec, run_id: str) -> None:
     with conn.cursor() as cur:
         cur.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(stage_identifier(spec, run_id)))
+
+
+def _attempt_key(run_id: str) -> str:
+    """Batches (``<run>#<k>``) are staged by their parent run's attempt, so they share its key."""
+    return "reprocess-stage:" + run_id.split("#", 1)[0]
+
+
+@contextmanager
+def live_attempt(db_url: str, run_id: str) -> Iterator[None]:
+    """Held by a Spark attempt while it (re)creates and fills a run's stages and marks them staged.
+
+    A session advisory lock on its own connection: it ends with the attempt, even a killed one
+    (the server drops the session), so :func:`drop_leftover_stages` never drops a stage under a
+    live writer and always can after a dead one.
+    """
+    conn = psycopg2.connect(db_url)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT pg_advisory_lock(hashtext(%s))", (_attempt_key(run_id),))
+        yield
+    finally:
+        conn.close()
+
+
+def drop_leftover_stages(engine: Engine, spec: PipelineSpec) -> list[str]:
+    """Drop the stages the pipeline's failed and abandoned runs left; returns the run ids.
+
+    A run that is ``failed`` (a failed or fenced commit, a dead-letter ratio over the threshold,
+    a Spark job that died) or still ``planned`` (its attempt died before marking it staged) will
+    never commit its stage: a retry re-creates it from empty anyway. ``staged`` runs keep theirs
+    (their commit task may still come) and committed runs dropped theirs in the commit. A stage
+    a live attempt holds (:func:`live_attempt`) is skipped.
+    """
+    with engine.begin() as conn:
+        tables = set(conn.execute(_STAGE_TABLES, {"schema": STAGE_SCHEMA}).scalars())
+        if not tables:
+            return []
+        runs = [r for r in conn.execute(_LEFTOVER_RUNS, {"pipeline": spec.name}).scalars()]
+    dropped = []
+    for run_id in runs:
+        if spec.stage_table(run_id) not in tables:
+            continue
+        with engine.begin() as conn:
+            if not conn.execute(_TRY_ATTEMPT_LOCK, {"key": _attempt_key(run_id)}).scalar():
+                continue  # a live attempt is writing it
+            if conn.execute(_LEFTOVER_RUNS_ONE, {"run_id": run_id}).scalar() is None:
+                continue  # re-staged or committed meanwhile
+            drop_stage(conn.connection, spec, run_id)
+        dropped.append(run_id)
+    if dropped:
+        log.info("pipeline=%s dropped the stages of runs no attempt will commit: %s", spec.name, dropped)
+    return dropped
+
+
+_STAGE_TABLES: Final = text(
+    "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+    "WHERE n.nspname = :schema AND c.relkind = 'r'"
+)
+_LEFTOVER_RUNS: Final = text(
+    "SELECT run_id FROM reprocess.runs WHERE pipeline = :pipeline AND state IN ('planned', 'failed')"
+)
+_LEFTOVER_RUNS_ONE: Final = text(
+    "SELECT 1 FROM reprocess.runs WHERE run_id = :run_id AND state IN ('planned', 'failed')"
+)
+# Transaction-scoped: the cleanup holds it only while it drops, so an attempt starting then waits.
+_TRY_ATTEMPT_LOCK: Final = text("SELECT pg_try_advisory_xact_lock(hashtext(:key))")
 
 
 @dataclass(frozen=True, slots=True)

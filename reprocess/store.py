@@ -27,14 +27,20 @@ from typing import Any, Final
 from sqlalchemy import Connection, Engine, Row, text
 
 from reprocess import queries
+from reprocess.db import pg_cursor
 from reprocess.evolve import migrate_target
 from reprocess.ranges import OffsetRange, PartitionSnapshot
 from reprocess.runs import LostRange, RunKind, RunPlan, RunState
-from reprocess.spec import PipelineSpec
+from reprocess.spec import PipelineSpec, TombstoneMode
+from reprocess.target import create_markers_sql
 
 log = logging.getLogger(__name__)
 
 FINAL_PLAN_STATES: Final = frozenset({RunState.STAGED, RunState.COMMITTED})
+# A committed run's counts (columns of reprocess.runs, fields of commit.CommitResult).
+RUN_COUNTS: Final = (
+    "records_read", "rows_staged", "rows_upserted", "dead_letters", "dead_letters_new", "rows_deleted",
+)  # fmt: skip
 
 _CREATE_CHILD: Final = text(
     "INSERT INTO reprocess.runs (run_id, pipeline, kind, state, request, parent_run_id, batch_index, batch_count, "
@@ -42,13 +48,14 @@ _CREATE_CHILD: Final = text(
     "dag_run_id, now() FROM reprocess.runs WHERE run_id = :parent ON CONFLICT (run_id) DO NOTHING"
 )
 _CHILDREN: Final = text(
-    "SELECT run_id, state, batch_index, records_read, rows_staged, rows_upserted, dead_letters "
-    "FROM reprocess.runs WHERE parent_run_id = :parent ORDER BY batch_index"
+    "SELECT run_id, state, batch_index, records_read, rows_staged, rows_upserted, dead_letters, dead_letters_new, "
+    "rows_deleted FROM reprocess.runs WHERE parent_run_id = :parent ORDER BY batch_index"
 )
 _MARK_PARENT_COMMITTED: Final = text(
     "UPDATE reprocess.runs SET state = 'committed', committed_at = now(), records_read = :records_read, "
-    "rows_staged = :rows_staged, rows_upserted = :rows_upserted, dead_letters = :dead_letters, error = NULL, "
-    "batch_count = :n WHERE run_id = :run_id"
+    "rows_staged = :rows_staged, rows_upserted = :rows_upserted, dead_letters = :dead_letters, "
+    "dead_letters_new = :dead_letters_new, rows_deleted = :rows_deleted, error = NULL, batch_count = :n "
+    "WHERE run_id = :run_id"
 )
 
 
@@ -66,7 +73,11 @@ def ensure_pipeline(engine: Engine, spec: PipelineSpec) -> int:
             queries.UPSERT_PIPELINE,
             {"name": spec.name, "target": spec.qualified_target, "spec": json.dumps(spec.as_dict())},
         )
-        return migrate_target(conn, spec)
+        version = migrate_target(conn, spec)
+        if spec.tombstones is TombstoneMode.DELETE:
+            with pg_cursor(conn) as cur:
+                cur.execute(create_markers_sql(spec))
+        return version
 
 
 def run_state(conn: Connection, run_id: str) -> RunState | None:
@@ -160,6 +171,30 @@ def lock_run(conn: Connection, run_id: str) -> Row[Any] | None:
 def mark_staged(conn: Connection, run_id: str, stage_rows: int | None) -> None:
     """planned/failed/staged → staged with the row count the stage must hold at commit."""
     conn.execute(queries.MARK_STAGED, {"run_id": run_id, "stage_rows": stage_rows})
+
+
+def mark_failed(conn: Connection, run_id: str, error: str) -> None:
+    """Any state but committed → failed, with the reason the run note shows."""
+    conn.execute(queries.MARK_FAILED, {"run_id": run_id, "error": error})
+
+
+def record_failed_request(
+    engine: Engine,
+    spec: PipelineSpec,
+    kind: RunKind,
+    run_id: str,
+    params: Mapping[str, Any] | None,
+    error: str,
+    *,
+    dag_id: str | None = None,
+    dag_run_id: str | None = None,
+) -> None:
+    """A trigger request that did not parse is still a run: failed, with its params and the error."""
+    ensure_pipeline(engine, spec)
+    with engine.begin() as conn:
+        stored = {"params": dict(params) if params is not None else None, "parsed": None}
+        save_plan(conn, spec, kind, stored, run_id, state=RunState.FAILED, dag_id=dag_id, dag_run_id=dag_run_id,
+                  error=error)  # fmt: skip
 
 
 def mark_committed(conn: Connection, run_id: str, counts: Mapping[str, int]) -> None:

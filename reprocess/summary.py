@@ -46,7 +46,10 @@ def run_summary(
             "planned_ranges": ranges,
             "records_read": run.records_read or 0,
             "rows_upserted": run.rows_upserted or 0,
+            "rows_deleted": run.rows_deleted or 0,
+            # Found in this run's records vs stored now: a replay finds dead letters an earlier run stored.
             "dead_letters": run.dead_letters or 0,
+            "dead_letters_new": run.dead_letters_new or 0,
             "lost_ranges": run.lost_ranges or [],
             "committed_offsets": ledger,
             "wall_seconds": round(float(run.seconds), 1),
@@ -64,7 +67,9 @@ def format_summary(summary: dict[str, Any]) -> str:
         "",
         f"- records read: {summary['records_read']}",
         f"- rows upserted: {summary['rows_upserted']}",
-        f"- dead letters: {summary['dead_letters']}",
+        f"- rows deleted by tombstones: {summary.get('rows_deleted', 0)}",
+        f"- dead letters: {summary['dead_letters']} found in this run, {summary.get('dead_letters_new', 0)} "
+        "newly stored",
         f"- lost ranges: {summary['lost_ranges'] or 'none'}",
         *(
             [f"- spec v{summary['spec_version']}: {summary.get('stale_message') or 'every row derived by it'}"]
@@ -95,7 +100,8 @@ def format_note(summary: dict[str, Any] | None, state: str, error: str | None) -
     head = "DRY RUN (nothing read or written)" if summary.get("dry_run") else summary["state"]
     return (
         f"**{head}** · {summary['records_read']} records read · {summary['rows_upserted']} rows upserted · "
-        f"{summary['dead_letters']} dead letters · lost: {lost} · {summary['wall_seconds']} s"
+        f"{summary['dead_letters']} dead letters found ({summary.get('dead_letters_new', 0)} new) · "
+        f"lost: {lost} · {summary['wall_seconds']} s"
         + (f" · {summary['stale_message']}" if summary.get("stale_message") else "")
         + "\n\n"
         f"ranges: {ranges}" + (f"\n\nerror: {error}" if error else "")

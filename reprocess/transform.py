@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from reprocess.spec import PipelineSpec
+from reprocess.spec import ColumnSpec, PipelineSpec, TombstoneMode
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
 ROW: str = "row"
 DEAD: str = "dead"
+TOMBSTONE: str = "tombstone"  # a null value that deletes its key (spec ``tombstones: delete``)
 LINEAGE: tuple[str, ...] = ("_kafka_topic", "_kafka_partition", "_kafka_offset", "_kafka_timestamp")
 STAGE_EXTRA: tuple[str, ...] = ("_records", "_error", "_raw_key", "_raw_value")
 
@@ -53,8 +54,12 @@ def json_schema(spec: PipelineSpec) -> str:
     >>> json_schema(spec)
     'struct<`id`:string,`meta`:struct<`n`:string>,`_corrupt_record`:string>'
     """
+    return _schema_of(spec.columns)
+
+
+def _schema_of(columns: tuple[ColumnSpec, ...]) -> str:
     tree: dict[str, object] = {}
-    for c in spec.columns:
+    for c in columns:
         node = tree
         *parents, leaf = c.path.split(".")
         for part in parents:
@@ -83,9 +88,35 @@ def _extract_fields(spec: PipelineSpec) -> list[str]:
     return out
 
 
+def _key_name(i: int) -> str:
+    return f"_k_{i}"
+
+
+def _tombstone_key_fields(spec: PipelineSpec) -> list[str]:
+    """A tombstone's key columns, read from the Kafka KEY (its value is null): by each key
+    column's path when the key is a JSON object (Debezium, Kafka Connect), else, for a
+    one-column key, the key's text itself. A key that maps to no value makes a dead letter."""
+    single = len(spec.key_columns) == 1
+    out = []
+    for c in spec.key_columns:
+        ref = "_kj." + ".".join(f"`{p}`" for p in c.path.split("."))
+        fallback = "_kstr" if single else "NULL"
+        raw = f"CASE WHEN _kj IS NOT NULL AND _kj.`{CORRUPT}` IS NULL THEN {ref} ELSE {fallback} END"
+        out.append(raw if c.type.spark_type == "string" else f"try_cast({raw} AS {c.type.spark_type})")
+    return [f"{e} AS {_key_name(i)}" for i, e in enumerate(out)]
+
+
 def _error_expression(spec: PipelineSpec) -> str:
-    """A CASE that names the first problem of a record, or NULL for a good one."""
-    cases = [
+    """A CASE that names the first problem of a record, or NULL for a good one (or a tombstone)."""
+    cases = []
+    if spec.tombstones is TombstoneMode.DELETE:
+        unmapped = " OR ".join(f"{_key_name(i)} IS NULL" for i in range(len(spec.key_columns)))
+        cases += [
+            f"WHEN value IS NULL AND ({unmapped}) THEN concat('tombstone key does not map to the key columns: ', "
+            "left(_kstr, 80))",
+            "WHEN value IS NULL THEN NULL",
+        ]
+    cases += [
         "WHEN value IS NULL OR length(value) = 0 THEN 'empty value'",
         f"WHEN length(value) > {spec.max_record_bytes} THEN concat('oversized value: ', length(value), "
         f"' bytes > max_record_bytes {spec.max_record_bytes}')",
@@ -105,7 +136,8 @@ def _error_expression(spec: PipelineSpec) -> str:
 
 
 def to_stage(records: DataFrame, spec: PipelineSpec) -> DataFrame:
-    """Kafka records → stage rows: the newest good row per key plus every dead letter.
+    """Kafka records → stage rows: the newest good row per key plus every dead letter (and,
+    with ``tombstones: delete``, the newest tombstone per key: the merge orders it against the row).
 
     One scan and one aggregation: good records group by their key, dead letters by their
     own (topic, partition, offset), so they pass through the same ``groupBy`` untouched.
@@ -121,19 +153,37 @@ def to_stage(records: DataFrame, spec: PipelineSpec) -> DataFrame:
             f"map('mode', 'PERMISSIVE', 'columnNameOfCorruptRecord', '{CORRUPT}')) AS _j",
         )
         .selectExpr("*", *_extract_fields(spec))
-        .withColumn("_error", F.expr(_error_expression(spec)))
     )
+    deletes = spec.tombstones is TombstoneMode.DELETE
+    if deletes:
+        parsed = (
+            parsed.selectExpr("*", "CAST(key AS STRING) AS _kstr")
+            .selectExpr(
+                "*",
+                f"from_json(_kstr, {_sql_str(_schema_of(spec.key_columns))}, "
+                f"map('mode', 'PERMISSIVE', 'columnNameOfCorruptRecord', '{CORRUPT}')) AS _kj",
+            )
+            .selectExpr("*", *_tombstone_key_fields(spec))
+        )
+    parsed = parsed.withColumn("_error", F.expr(_error_expression(spec)))
     ok = F.col("_error").isNull()
+    tombstone = F.col("value").isNull() if deletes else F.lit(False)
+    key_index = {c.name: i for i, c in enumerate(spec.key_columns)}
 
-    def when_ok(col: Column) -> Column:
-        return F.when(ok, col)
+    def good_value(i: int, c: ColumnSpec) -> Column:
+        """A row's typed value; a tombstone carries its key columns only."""
+        if not deletes:
+            return F.when(ok, F.col(_typed_name(i)))
+        if c.name in key_index:
+            return F.when(ok & tombstone, F.col(_key_name(key_index[c.name]))).when(ok, F.col(_typed_name(i)))
+        return F.when(ok & ~tombstone, F.col(_typed_name(i)))
 
     def when_dead(col: Column) -> Column:
         return F.when(~ok, col)
 
     rows = parsed.select(
-        F.when(ok, F.lit(ROW)).otherwise(F.lit(DEAD)).alias("_kind"),
-        *(when_ok(F.col(_typed_name(i))).alias(c.name) for i, c in enumerate(spec.columns)),
+        F.when(ok & tombstone, F.lit(TOMBSTONE)).when(ok, F.lit(ROW)).otherwise(F.lit(DEAD)).alias("_kind"),
+        *(good_value(i, c).alias(c.name) for i, c in enumerate(spec.columns)),
         F.col("topic").alias("_kafka_topic"),
         F.col("partition").alias("_kafka_partition"),
         F.col("offset").alias("_kafka_offset"),

@@ -25,7 +25,7 @@ from reprocess.ranges import OffsetRange
 from reprocess.runs import RunKind, RunState
 from reprocess.spec import ColumnType, PipelineSpec
 from reprocess.stage import STAGE_SCHEMA, StageCopier, create_stage
-from reprocess.transform import DEAD, ROW, stage_columns
+from reprocess.transform import DEAD, ROW, TOMBSTONE, stage_columns
 
 DSN_ENV = "REPROCESS_TEST_STAGE_DSN"
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
@@ -43,13 +43,15 @@ _ARROW: dict[ColumnType, pa.DataType] = {
 
 @dataclass(frozen=True, slots=True)
 class Record:
-    """One Kafka record as the Spark job stages it: parsed ``values`` (None = a dead letter)."""
+    """One Kafka record as the Spark job stages it: parsed ``values`` (None = a dead letter);
+    a tombstone (``tombstones: delete``) has only its key columns in ``values``."""
 
     partition: int
     offset: int
     values: Mapping[str, Any] | None
     error: str = "malformed JSON or not a JSON object: x"
     topic: str | None = None  # the spec's first topic when None
+    tombstone: bool = False
 
 
 def _schema(spec: PipelineSpec) -> pa.Schema:
@@ -77,7 +79,7 @@ def _stage_row(spec: PipelineSpec, r: Record) -> dict[str, Any]:
         row.update({k: Decimal(v) if isinstance(v, str) and _is_numeric(spec, k) else v for k, v in r.values.items()})
     row.update(
         {
-            "_kind": ROW if good else DEAD,
+            "_kind": (TOMBSTONE if r.tombstone else ROW) if good else DEAD,
             "_kafka_topic": r.topic or spec.topics[0],
             "_kafka_partition": r.partition,
             "_kafka_offset": r.offset,

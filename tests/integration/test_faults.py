@@ -310,7 +310,7 @@ def test_postgres_crash_restart_empties_the_stage_and_commit_refuses_until_resta
     with pytest.raises(ReprocessError, match=f"stage holds 0 rows but the Spark job staged {staged}"):
         commit_run(engine, spec, plan.run_id)
     assert target_rows(engine, spec) == {} and ledger(engine, spec) == {} and dead_letter_count(engine, spec) == 0
-    assert _run_states(engine, spec) == ["staged"]
+    assert _run_states(engine, spec) == ["failed"]  # with the reason; re-staging makes it staged again
 
     run_spark_stage(spec, plan.run_id)
     commit_run(engine, spec, plan.run_id)
@@ -358,7 +358,7 @@ def test_two_racing_incremental_runs_commit_exactly_once_and_fence_the_other(kaf
     assert len(fenced) == 1 and len(won) == 1, results
     assert "fenced" in str(fenced[0])
     assert_matches_oracle(engine, spec, produced, log_ends(produced))
-    assert _run_states(engine, spec) == ["committed", "staged"]
+    assert _run_states(engine, spec) == ["committed", "failed"]
     with engine.connect() as conn:
         committed_by = conn.execute(
             text("SELECT DISTINCT run_id FROM reprocess.committed_ranges WHERE pipeline = :p"), {"p": spec.name}

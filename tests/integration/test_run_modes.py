@@ -8,7 +8,7 @@ import pytest
 from reprocess import demo_data, queries
 from reprocess.commit import commit_run
 from reprocess.db import libpq_url
-from reprocess.errors import FencedRunError, ReprocessError
+from reprocess.errors import FencedRunError, StageRefusedError
 from reprocess.plan import plan_run
 from reprocess.runs import RunRequest
 from reprocess.stage import create_stage
@@ -86,6 +86,18 @@ def test_semantically_bad_request_fails_planning_without_retries(kafka_config, e
     assert ti.state == "failed" and ti.try_number == 1  # SpecError: the retry policy fails at once
 
 
+def test_a_request_that_does_not_parse_is_recorded_as_a_failed_run_with_its_error(engine, unique_name):
+    """Airflow's form accepts it (types are fine), the request parser does not: the run row, and
+    therefore the run note, says why, not only the task log."""
+    spec = orders_spec(unique_name, unique_name)
+    dr = run_dag(spec, "backfill", {"start_mode": "offsets"})
+    assert dr.state == "failed"
+    (run,) = runs(engine, spec)
+    assert run.state == "failed" and "start_value is required when start_mode is offsets" in run.error
+    assert run.request["params"]["start_mode"] == "offsets" and run.request["parsed"] is None
+    assert "start_value is required" in _note(dr)
+
+
 def test_zombie_incremental_run_is_fenced_by_ledger_compare_and_set(kafka_config, engine, db_url, unique_name):
     spec = orders_spec(unique_name, unique_name)
     demo_data.create_topic(kafka_config, unique_name, 1)
@@ -101,7 +113,7 @@ def test_zombie_incremental_run_is_fenced_by_ledger_compare_and_set(kafka_config
     with pytest.raises(FencedRunError, match="fenced"):
         commit_run(engine, spec, plans[1].run_id)
     assert ledger(engine, spec) == log_ends(produced)  # the first run's end: the log end the broker reported
-    assert [r.state for r in runs(engine, spec)] == ["committed", "staged"]
+    assert [r.state for r in runs(engine, spec)] == ["committed", "failed"]  # its stage goes at the next plan
 
 
 def test_an_emptied_stage_never_commits_as_no_data(kafka_config, engine, db_url, unique_name):
@@ -115,6 +127,6 @@ def test_an_emptied_stage_never_commits_as_no_data(kafka_config, engine, db_url,
     with engine.begin() as conn:
         conn.execute(queries.MARK_STAGED, {"run_id": plan.run_id, "stage_rows": 11})
 
-    with pytest.raises(ReprocessError, match="stage holds 0 rows but the Spark job staged 11"):
+    with pytest.raises(StageRefusedError, match="stage holds 0 rows but the Spark job staged 11"):
         commit_run(engine, spec, plan.run_id)
-    assert ledger(engine, spec) == {} and runs(engine, spec)[0].state == "staged"
+    assert ledger(engine, spec) == {} and runs(engine, spec)[0].state == "failed"
