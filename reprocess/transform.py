@@ -113,7 +113,7 @@ def _error_expression(spec: PipelineSpec) -> str:
         unmapped = " OR ".join(f"{_key_name(i)} IS NULL" for i in range(len(spec.key_columns)))
         cases += [
             f"WHEN value IS NULL AND ({unmapped}) THEN concat('tombstone key does not map to the key columns: ', "
-            "left(_kstr, 80))",
+            "coalesce(left(_kstr, 80), '(no key)'))",
             "WHEN value IS NULL THEN NULL",
         ]
     cases += [

@@ -99,6 +99,13 @@ def test_column_ordering_names_its_column():
             "offset ordering cannot order one key's records across the topics",
             id="offset-ordering-several-topics",
         ),
+        pytest.param({"tombstones": "purge"}, "tombstones", "is not 'dead_letter' or 'delete'", id="tombstones-bad"),
+        pytest.param(
+            {"tombstones": "delete", "ordering": {"mode": "column", "column": "updated_at"}},
+            "tombstones",
+            "'delete' needs ordering: offset",
+            id="tombstones-delete-under-column-ordering",
+        ),
         pytest.param({"ordering": "newest"}, "ordering.mode", "is not 'offset' or 'column'", id="ordering-bad-mode"),
         pytest.param({"batch_size": 0}, "batch_size", "must be a positive integer", id="batch-size-zero"),
         pytest.param({"batch_size": -5}, "batch_size", "must be a positive integer", id="batch-size-negative"),
