@@ -88,6 +88,14 @@ def _extract_fields(spec: PipelineSpec) -> list[str]:
     return out
 
 
+def _from_json(text: str, schema: str, alias: str) -> str:
+    """``from_json`` that keeps text that is not a JSON object in the corrupt-record column."""
+    return (
+        f"from_json({text}, {_sql_str(schema)}, map('mode', 'PERMISSIVE', 'columnNameOfCorruptRecord', "
+        f"'{CORRUPT}')) AS {alias}"
+    )
+
+
 def _key_name(i: int) -> str:
     return f"_k_{i}"
 
@@ -147,22 +155,14 @@ def to_stage(records: DataFrame, spec: PipelineSpec) -> DataFrame:
 
     parsed = (
         records.selectExpr("*", "CAST(value AS STRING) AS _str")
-        .selectExpr(
-            "*",
-            f"from_json(_str, {_sql_str(json_schema(spec))}, "
-            f"map('mode', 'PERMISSIVE', 'columnNameOfCorruptRecord', '{CORRUPT}')) AS _j",
-        )
+        .selectExpr("*", _from_json("_str", json_schema(spec), "_j"))
         .selectExpr("*", *_extract_fields(spec))
     )
     deletes = spec.tombstones is TombstoneMode.DELETE
     if deletes:
         parsed = (
             parsed.selectExpr("*", "CAST(key AS STRING) AS _kstr")
-            .selectExpr(
-                "*",
-                f"from_json(_kstr, {_sql_str(_schema_of(spec.key_columns))}, "
-                f"map('mode', 'PERMISSIVE', 'columnNameOfCorruptRecord', '{CORRUPT}')) AS _kj",
-            )
+            .selectExpr("*", _from_json("_kstr", _schema_of(spec.key_columns), "_kj"))
             .selectExpr("*", *_tombstone_key_fields(spec))
         )
     parsed = parsed.withColumn("_error", F.expr(_error_expression(spec)))
