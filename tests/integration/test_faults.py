@@ -25,8 +25,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from typing import Any
@@ -35,6 +33,7 @@ import psycopg2
 import pytest
 from sqlalchemy import text
 
+from devstack import postgres
 from reprocess import demo_data
 from reprocess.commit import commit_run
 from reprocess.db import libpq_url
@@ -44,7 +43,6 @@ from reprocess.runs import RunKind, RunRequest
 from reprocess.stage import STAGE_SCHEMA
 from tests import oracle
 from tests.integration.helpers import (
-    REPO_ROOT,
     assert_matches_oracle,
     committed_ranges,
     dead_letter_count,
@@ -239,13 +237,6 @@ def test_commit_backend_terminated_mid_transaction_commits_nothing_then_retry_co
 
 
 # --------------------------------------------------------------------------- 3. Postgres restart
-def _services(*args: str) -> None:
-    out = subprocess.run(
-        [sys.executable, str(REPO_ROOT / "scripts" / "services.py"), *args], capture_output=True, text=True
-    )
-    assert out.returncode == 0, out.stdout + out.stderr
-
-
 def _forget_connections(engine: Any) -> None:
     """After a Postgres restart, drop pooled connections: ours and this process's Airflow ones
     (later tests run ``dag.test()`` here against the same server)."""
@@ -256,18 +247,6 @@ def _forget_connections(engine: Any) -> None:
         settings.Session().invalidate()  # no ROLLBACK on the dead connection, unlike remove()
         settings.Session.remove()
         settings.engine.dispose()
-
-
-def _crash_postgres() -> None:
-    """``pg_ctl stop -m immediate``: no shutdown checkpoint, so the next start runs crash recovery."""
-    import importlib.util
-
-    loaded = importlib.util.spec_from_file_location("services", REPO_ROOT / "scripts" / "services.py")
-    assert loaded is not None and loaded.loader is not None
-    services = importlib.util.module_from_spec(loaded)
-    loaded.loader.exec_module(services)
-    result = services.run_pg("pg_ctl", "-D", str(services.PG_DIR / "data"), "-m", "immediate", "-w", "stop")
-    assert result.returncode == 0, result.stdout + result.stderr
 
 
 def _staged_run(kafka_config: dict[str, Any], engine: Any, name: str, seed: int) -> tuple[Any, Any, Any, int | None]:
@@ -284,8 +263,8 @@ def test_postgres_clean_restart_between_stage_and_commit_keeps_the_stage(kafka_c
     """A clean (``-m fast``) stop writes a shutdown checkpoint: the UNLOGGED stage survives and commits."""
     spec, produced, plan, staged = _staged_run(kafka_config, engine, unique_name, seed=23)
 
-    _services("stop", "postgres")
-    _services("start", "postgres")
+    postgres.stop()
+    postgres.start()
     _forget_connections(engine)
 
     assert stage_count(engine, spec, plan.run_id) == staged
@@ -302,8 +281,8 @@ def test_postgres_crash_restart_empties_the_stage_and_commit_refuses_until_resta
     spec, produced, plan, staged = _staged_run(kafka_config, engine, unique_name, seed=24)
     assert staged and runs(engine, spec)[0].stage_rows == staged
 
-    _crash_postgres()
-    _services("start", "postgres")
+    postgres.stop(mode="immediate")  # no shutdown checkpoint: the next start runs crash recovery
+    postgres.start()
     _forget_connections(engine)
 
     assert stage_count(engine, spec, plan.run_id) == 0  # the table is there, its rows are not

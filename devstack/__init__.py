@@ -1,0 +1,10 @@
+"""The embedded services of the demo, the tests and CI (DESIGN §5), as an importable package.
+
+One module per service (``postgres``, ``broker``, ``connect``, ``airflow_ui``), each with
+start/stop/health that are idempotent; ``process`` holds what they share (state folder, ports,
+pid files, waiting for a port). ``scripts/`` are thin command-line wrappers around ``cli`` and
+``airflow_ui``; the tests import these modules instead of running scripts by path.
+
+Every port binds 127.0.0.1. State (data dirs, logs, pid files, the generated database
+password) lives in ``$REPROCESS_STATE_DIR`` (default ``.state/`` of the repository).
+"""

