@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 from urllib.parse import urlsplit
@@ -26,6 +29,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 FINGERPRINT_CONF: Final = "spark.reprocess.libraryFingerprint"
+CLIENT_MARKS: Final = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE")
 DEFAULT_PORT: Final = 15002  # Spark Connect's own default
 
 
@@ -91,3 +95,22 @@ def check_library(spark: SparkSession, url: str) -> None:
             f"{ours}: its Python workers would run the old code. Restart the server: `make services` restarts the "
             "embedded one when the library changed."
         )
+
+
+@contextmanager
+def client_env() -> Iterator[None]:
+    """Undo the marks a Connect session leaves in the process environment when it is done.
+
+    pyspark's client sets ``SPARK_CONNECT_MODE_ENABLED`` and never removes it; a spark-submit
+    started later by the same process (another task in ``dag.test``, a test) inherits it, and its
+    driver then asks for a Connect URL instead of starting Spark.
+    """
+    saved = {name: os.environ.get(name) for name in CLIENT_MARKS}
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value

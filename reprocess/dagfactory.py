@@ -1,4 +1,4 @@
-"""Airflow DAGs generated from pipeline specs: the only module of the library that imports Airflow.
+"""Airflow DAGs generated from pipeline specs (with ``sparktask``, the only modules that import Airflow).
 
 Each spec yields ``reprocess_<pipeline>_backfill`` (manual, Params-driven) and
 ``reprocess_<pipeline>_incremental`` (scheduled). Both run the same flow:
@@ -11,20 +11,17 @@ import logging
 from datetime import timedelta
 from typing import Any, Final, cast
 
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import DAG, Connection, ExceptionRetryPolicy, Param, RetryAction, RetryRule, task
 
-from reprocess.apps import READ_STAGE, app_path
 from reprocess.errors import DataLossError, FencedRunError, ReconciliationGap, ReprocessError, SpecError
 from reprocess.runs import RunKind, RunRequest
-from reprocess.sparkconf import spark_conf
+from reprocess.sparktask import SPARK_CONN_ID, SparkJobOperator
 from reprocess.spec import PipelineSpec
 
 log = logging.getLogger(__name__)
 
 DB_CONN_ID: Final = "reprocess_db"
 KAFKA_CONN_ID: Final = "kafka_default"
-SPARK_CONN_ID: Final = "spark_default"
 SPARK_POOL: Final = "spark"
 
 # Validation and fencing errors fail at once: retrying cannot change the answer.
@@ -241,25 +238,22 @@ def build_run_dag(spec: PipelineSpec, kind: RunKind) -> DAG:
                 return False
             return True
 
-        spark = SparkSubmitOperator(
+        spark = SparkJobOperator(
             task_id="spark_read_stage",
-            doc_md="spark-submit: bounded read of the planned ranges, parse, dedupe, COPY into the run's stage.",
-            application=str(app_path(READ_STAGE)),
+            doc_md="Bounded read of the planned ranges, parse, dedupe, COPY into the run's stage: a Spark Connect "
+            "client or spark-submit, as the spark_default connection's type says.",
+            job="reprocess.job:stage_job",
             conn_id=SPARK_CONN_ID,
             name=f"reprocess-{spec.name}",
             pool=SPARK_POOL,
-            application_args=[
-                "--spec",
-                spec.source_file,
-                "--run-id",
-                "{{ ti.xcom_pull(task_ids='plan_offsets')['run_id'] }}",
-                "--batch-size",
-                "{{ ti.xcom_pull(task_ids='plan_offsets')['batch_size'] }}",
-            ],
-            conf=spark_conf(),
-            env_vars={
-                "REPROCESS_DB_URL": "{{ conn." + DB_CONN_ID + ".get_uri() }}",
-                "REPROCESS_KAFKA_CONFIG": "{{ conn." + KAFKA_CONN_ID + ".extra }}",
+            args={
+                "spec": spec.source_file,
+                "run_id": "{{ ti.xcom_pull(task_ids='plan_offsets')['run_id'] }}",
+                "batch_size": "{{ ti.xcom_pull(task_ids='plan_offsets')['batch_size'] }}",
+            },
+            secrets={
+                "db_url": "{{ conn." + DB_CONN_ID + ".get_uri() }}",
+                "kafka_config": "{{ conn." + KAFKA_CONN_ID + ".extra }}",
             },
         )
 

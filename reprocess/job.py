@@ -1,14 +1,18 @@
 """The Spark side of a run: bounded read → parse/validate/dedupe → COPY into the run's stage.
 
-Runs on the Spark driver (``reprocess/apps/read_stage.py``). One Spark action: the write.
+Runs where the Spark session's client is: the Airflow task over Spark Connect, or the
+spark-submit driver (``reprocess/apps/run_job.py``); :func:`stage_job` is the entry both
+launchers call (``reprocess.sparktask``). One Spark action: the write.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Final
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import psycopg2
 from psycopg2 import sql
@@ -28,11 +32,19 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-DB_URL_ENV: Final = "REPROCESS_DB_URL"
-
 
 def register_sources(spark: SparkSession) -> None:
     spark.dataSource.register(KafkaRangeDataSource)
+
+
+def stage_job(
+    spark: SparkSession, *, spec: str, run_id: str, db_url: str, kafka_config: str, batch_size: str | None = None
+) -> bool:
+    """The stage job as the Spark task launches it (``reprocess.sparktask``): string arguments
+    from the task, ``db_url`` and ``kafka_config`` (librdkafka JSON) from its connections."""
+    register_sources(spark)
+    size = int(batch_size) if batch_size else None
+    return read_and_stage(spark, PipelineSpec.from_file(Path(spec)), run_id, db_url, json.loads(kafka_config), size)
 
 
 def read_and_stage(
@@ -111,7 +123,9 @@ def _stage(spark: SparkSession, spec: PipelineSpec, plan: RunPlan, db_url: str, 
     if not ranges:
         return 0
     records = spark.read.format("kafka-range").options(**reader_options(kafka, ranges, None)).load()
-    copier = StageCopier(f"{STAGE_SCHEMA}.{spec.stage_table(plan.run_id)}", tuple(stage_columns(spec)), DB_URL_ENV)
+    copier = StageCopier(
+        f"{STAGE_SCHEMA}.{spec.stage_table(plan.run_id)}", tuple(stage_columns(spec)), libpq_url(db_url)
+    )
     copied = sum(row.rows for row in to_stage(records, spec).mapInArrow(copier, COPIED_SCHEMA).collect())
     with psycopg2.connect(libpq_url(db_url)) as pg, pg.cursor() as cur:
         cur.execute(sql.SQL("SELECT count(*) FROM {}").format(stage_identifier(spec, plan.run_id)))

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import io
 import logging
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 import psycopg2
@@ -139,13 +138,15 @@ class StageCopier:
 
     A plain function over ``mapInArrow`` rather than a Python data source writer: the writer
     costs two extra Python planner processes per job (write plan, commit), ~2 s of a small run.
-    ``dsn_env`` names the environment variable holding the libpq URL, so the password never
-    appears in the query plan or the Spark UI.
+    ``dsn`` (the libpq URL) travels inside the pickled function: the executors may run in
+    another environment than the driver (a Spark Connect server's Python workers, a cluster),
+    so an environment variable set for the driver would not reach them. It is left out of the
+    repr, so it never appears in a plan's text or a log.
     """
 
     table: str
     columns: tuple[str, ...]
-    dsn_env: str
+    dsn: str = field(repr=False)
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import psycopg2
@@ -158,7 +159,7 @@ class StageCopier:
         )
         options = pacsv.WriteOptions(include_header=False)
         rows = 0
-        conn = psycopg2.connect(os.environ[self.dsn_env])
+        conn = psycopg2.connect(self.dsn)
         try:
             with conn, conn.cursor() as cur:
                 statement = copy.as_string(cur)

@@ -19,7 +19,9 @@ _pg="reprocess:${_pgpw}@127.0.0.1:${REPROCESS_PG_PORT}"
 export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN="postgresql+psycopg2://${_pg}/${REPROCESS_AIRFLOW_DB:-airflow}"
 export AIRFLOW_CONN_REPROCESS_DB="postgresql://${_pg}/${REPROCESS_APP_DB:-reprocess}"
 export AIRFLOW_CONN_KAFKA_DEFAULT="{\"conn_type\":\"kafka\",\"extra\":{\"bootstrap.servers\":\"127.0.0.1:${REPROCESS_KAFKA_PORT}\"}}"
-export AIRFLOW_CONN_SPARK_DEFAULT='{"conn_type":"spark","host":"local[2]"}'
+# The warm Spark Connect server of `make services` (devstack/connect.py). For spark-submit on
+# local[2] instead: AIRFLOW_CONN_SPARK_DEFAULT='{"conn_type":"spark","host":"local[2]"}'.
+export AIRFLOW_CONN_SPARK_DEFAULT="{\"conn_type\":\"spark_connect\",\"host\":\"127.0.0.1\",\"port\":${REPROCESS_CONNECT_PORT}}"
 
 # Spark: loopback only, the venv's Python on the executors, and the machine's Java 17.
 export SPARK_LOCAL_IP=127.0.0.1

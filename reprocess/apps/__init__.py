@@ -9,12 +9,16 @@ a ``kafka`` package).
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Callable
 from importlib.resources import files
 from pathlib import Path
+from typing import Any
 
 from reprocess.errors import ReprocessError
 
 READ_STAGE = "read_stage"
+RUN_JOB = "run_job"
 WARMUP = "warmup"
 
 
@@ -33,3 +37,31 @@ def app_path(name: str) -> Path:
             "Install the reprocess wheel into a folder (pip install), not as a zip archive."
         )
     return resource
+
+
+def resolve_job(job: str) -> Callable[..., Any]:
+    """The function a ``module:function`` job reference names (called as ``function(spark, **kwargs)``).
+
+    Examples
+    --------
+    >>> resolve_job("reprocess.apps:secret_env").__name__
+    'secret_env'
+    """
+    module, sep, name = job.partition(":")
+    function = getattr(importlib.import_module(module), name, None) if sep else None
+    if not callable(function):
+        raise ReprocessError(
+            f"job {job!r} does not name a function: use 'module:function', e.g. 'reprocess.job:stage_job'"
+        )
+    return function
+
+
+def secret_env(name: str) -> str:
+    """The environment variable a spark-submit driver reads the job's secret ``name`` from.
+
+    Examples
+    --------
+    >>> secret_env("db_url")
+    'REPROCESS_DB_URL'
+    """
+    return f"REPROCESS_{name.upper()}"

@@ -104,12 +104,54 @@ def start_spark_stage(
     )
 
 
-def run_spark_stage(spec: PipelineSpec, run_id: str, *, timeout: float = 300, **kwargs: Any) -> str:
-    """Stage a planned run with spark-submit and wait; a failed job fails the test with its output."""
+def stage_over_connect(
+    spec: PipelineSpec,
+    run_id: str,
+    *,
+    batch_size: int | None = None,
+    kafka: dict[str, Any] | None = None,
+    conf: dict[str, str] | None = None,
+) -> None:
+    """Stage a planned run as the DAG's Spark Connect launcher does: the job runs in this process,
+    its Spark work on the session's Connect server (``make services``, restarted for this code)."""
+    import json
+
+    from pyspark.sql import SparkSession
+
+    from devstack import connect
+    from reprocess.connect import check_library, client_env
+    from reprocess.job import stage_job
+
+    kafka = kafka if kafka is not None else json.loads(os.environ["AIRFLOW_CONN_KAFKA_DEFAULT"])["extra"]
+    with client_env():
+        spark = SparkSession.builder.remote(connect.url()).getOrCreate()
+        try:
+            check_library(spark, connect.url())
+            for name, value in (conf or {}).items():
+                spark.conf.set(name, value)
+            stage_job(
+                spark,
+                spec=str(spec.source_file),
+                run_id=run_id,
+                db_url=os.environ["AIRFLOW_CONN_REPROCESS_DB"],
+                kafka_config=json.dumps(kafka),
+                batch_size=str(batch_size) if batch_size else None,
+            )
+        finally:
+            spark.stop()
+
+
+def run_spark_stage(
+    spec: PipelineSpec, run_id: str, *, launcher: str = "connect", timeout: float = 300, **kwargs: Any
+) -> None:
+    """Stage a planned run and wait: over Spark Connect (the default, as the DAG runs on the embedded
+    default) or with ``launcher="submit"`` through spark-submit; a failed job fails the test."""
+    if launcher == "connect":
+        stage_over_connect(spec, run_id, **kwargs)
+        return
     job = start_spark_stage(spec, run_id, **kwargs)
     output, _ = job.communicate(timeout=timeout)
     assert job.returncode == 0, output[-4000:]
-    return output
 
 
 def oracle_rows(produced: Any) -> dict[str, tuple[str, str, int, int]]:

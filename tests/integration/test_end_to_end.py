@@ -19,7 +19,12 @@ def _expected(produced: demo_data.Produced) -> dict[str, tuple[str, str, int, in
     return {k: (s, str(Decimal(a).normalize()), p, o) for k, (s, a, p, o) in oracle.expected_rows(produced).items()}
 
 
-def test_backfill_equals_oracle_and_replay_changes_nothing(kafka_config, engine, unique_name):
+SPARK_SUBMIT_LOCAL = json.dumps({"conn_type": "spark", "host": "local[2]"})
+
+
+def test_backfill_equals_oracle_and_replay_changes_nothing(kafka_config, engine, unique_name, monkeypatch):
+    """The first run goes through the embedded default's Spark Connect server, the replay through
+    spark-submit (a ``spark`` connection): one job, two launchers, the same result."""
     spec = orders_spec(unique_name, unique_name)
     demo_data.create_topic(kafka_config, unique_name, 4)
     # Empty strings: a present, empty required text field is a value; an empty amount is not a number.
@@ -60,8 +65,9 @@ def test_backfill_equals_oracle_and_replay_changes_nothing(kafka_config, engine,
     assert ledger(engine, spec) == log_ends
     assert dead_letter_count(engine, spec) == len(demo_data.MALFORMED) + 1
 
-    # (b) replaying the same backfill changes nothing.
+    # (b) replaying the same backfill changes nothing, launched the other way.
     before = target_rows(engine, spec)
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", SPARK_SUBMIT_LOCAL)
     second = run_dag(spec, "backfill")
     assert second.state == "success"
     assert target_rows(engine, spec) == before

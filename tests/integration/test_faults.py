@@ -33,7 +33,7 @@ import psycopg2
 import pytest
 from sqlalchemy import text
 
-from devstack import postgres
+from devstack import connect, postgres
 from reprocess import demo_data
 from reprocess.commit import commit_run
 from reprocess.db import libpq_url
@@ -85,6 +85,40 @@ def _query(conn: Any, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any,
         return cur.fetchall()
 
 
+def _park_copies_after_the_first(pg: Any, table: str, name: str, job: Any = None) -> None:
+    """Arm the stage table (as soon as the job creates it) with a statement trigger: the first
+    COPY passes and commits, every later COPY parks in pg_sleep. Returns once the stage holds
+    the first task's rows and another COPY is in flight: the moment to kill something."""
+    seq, func = f"{STAGE_SCHEMA}.{name}_copies", f"{STAGE_SCHEMA}.{name}_park"
+    _wait_for(lambda: _query(pg, "SELECT to_regclass(%s)", (table,))[0][0], "the stage table", job=job)
+    with pg.cursor() as cur:
+        cur.execute(f"CREATE SEQUENCE {seq}")
+        cur.execute(
+            f"CREATE FUNCTION {func}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+            f"IF nextval('{seq}') > 1 THEN PERFORM pg_sleep(600); END IF; RETURN NULL; END $$"
+        )
+        cur.execute(f"CREATE TRIGGER park BEFORE INSERT ON {table} FOR EACH STATEMENT EXECUTE FUNCTION {func}()")
+
+    def write_in_flight() -> bool:
+        parked = _query(
+            pg, "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep' AND query LIKE 'COPY %%'"
+        )[0][0]
+        return parked > 0 and _query(pg, f"SELECT count(*) FROM {table}")[0][0] > 0
+
+    _wait_for(write_in_flight, "one committed COPY and one in flight", job=job)
+
+
+def _end_parked_copies(pg: Any, table: str) -> int:
+    """A killed executor's COPY backend sees its socket close and aborts; ours are parked in
+    pg_sleep (which does not read the socket), so they are ended the same way. Returns the rows
+    the stage kept."""
+    _query(
+        pg,
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE wait_event = 'PgSleep' AND query LIKE 'COPY %%'",
+    )
+    return int(_query(pg, f"SELECT count(*) FROM {table}")[0][0])
+
+
 def _run_states(engine, spec) -> list[str]:
     return sorted(r.state for r in runs(engine, spec))
 
@@ -105,38 +139,15 @@ def test_spark_killed_mid_stage_then_retried_loses_and_doubles_nothing(kafka_con
     )
     plan = plan_run(engine, kafka_config, spec, RunRequest.from_params({}), unique_name)
     table = f'{STAGE_SCHEMA}."{spec.stage_table(plan.run_id)}"'
-    seq, func = f"{STAGE_SCHEMA}.{unique_name}_copies", f"{STAGE_SCHEMA}.{unique_name}_park"
 
     # No adaptive coalescing: four write tasks, so some can commit while others are in flight.
     job = start_spark_stage(spec, plan.run_id, conf={"spark.sql.adaptive.enabled": "false"})
     pg = _pg(db_url)
     try:
-        _wait_for(lambda: _query(pg, "SELECT to_regclass(%s)", (table,))[0][0], "the stage table", job=job)
-        with pg.cursor() as cur:
-            cur.execute(f"CREATE SEQUENCE {seq}")
-            cur.execute(
-                f"CREATE FUNCTION {func}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
-                f"IF nextval('{seq}') > 1 THEN PERFORM pg_sleep(600); END IF; RETURN NULL; END $$"
-            )
-            cur.execute(f"CREATE TRIGGER park BEFORE INSERT ON {table} FOR EACH STATEMENT EXECUTE FUNCTION {func}()")
-
-        def write_in_flight() -> bool:
-            parked = _query(
-                pg, "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'PgSleep' AND query LIKE 'COPY %%'"
-            )[0][0]
-            return parked > 0 and _query(pg, f"SELECT count(*) FROM {table}")[0][0] > 0
-
-        _wait_for(write_in_flight, "one committed COPY and one in flight", job=job)
+        _park_copies_after_the_first(pg, table, unique_name, job)
         os.killpg(job.pid, signal.SIGKILL)
         job.wait()
-        # A killed executor's COPY backend sees its socket close and aborts; ours are parked in
-        # pg_sleep (which does not read the socket), so they are ended the same way.
-        _query(
-            pg,
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE wait_event = 'PgSleep' "
-            "AND query LIKE 'COPY %%'",
-        )
-        partial = _query(pg, f"SELECT count(*) FROM {table}")[0][0]
+        partial = _end_parked_copies(pg, table)
     finally:
         pg.close()
 
@@ -150,12 +161,65 @@ def test_spark_killed_mid_stage_then_retried_loses_and_doubles_nothing(kafka_con
     assert target_rows(engine, spec) == {} and ledger(engine, spec) == {}
 
     # The retry drops the partial stage first: one stage row per key plus one per dead letter.
-    run_spark_stage(spec, plan.run_id)
+    run_spark_stage(spec, plan.run_id, launcher="submit")
     staged = stage_count(engine, spec, plan.run_id)
     assert staged == len(expected) + invalid
     assert runs(engine, spec)[0].stage_rows == staged
     result = commit_run(engine, spec, plan.run_id)
     assert result.records_read == len(produced.messages)
+    assert_matches_oracle(engine, spec, produced, log_ends(produced))
+    assert _run_states(engine, spec) == ["committed"]
+
+
+def test_connect_server_killed_mid_stage_then_restarted_and_retried_loses_and_doubles_nothing(
+    kafka_config, engine, db_url, unique_name
+):
+    """SIGKILL of the Spark Connect server (JVM and Python workers) while the job's tasks COPY.
+
+    The job runs as the DAG's Connect launcher runs it (this process is the client); the kill
+    comes at the same known point as above (one COPY committed, another in flight), and the
+    server is started again at once, as ``make services`` would. The client's call fails (its
+    session and operation died with the server); the run is not staged, so nothing can be
+    committed; the retry on the restarted server drops the partial stage and matches the oracle.
+    """
+    spec = orders_spec(unique_name, unique_name)
+    demo_data.create_topic(kafka_config, unique_name, 2)
+    produced = demo_data.produce(
+        kafka_config, unique_name, 2, demo_data.order_events(1200, 4, seed=22), transactional_every=500
+    )
+    plan = plan_run(engine, kafka_config, spec, RunRequest.from_params({}), unique_name)
+    table = f'{STAGE_SCHEMA}."{spec.stage_table(plan.run_id)}"'
+
+    failure: list[BaseException] = []
+
+    def first_attempt() -> None:
+        try:
+            run_spark_stage(spec, plan.run_id, conf={"spark.sql.adaptive.enabled": "false"})
+        except BaseException as exc:  # the test inspects it below
+            failure.append(exc)
+
+    client = threading.Thread(target=first_attempt, daemon=True)
+    client.start()
+    pg = _pg(db_url)
+    try:
+        _park_copies_after_the_first(pg, table, unique_name)
+        connect.kill()
+        partial = _end_parked_copies(pg, table)
+    finally:
+        pg.close()
+        connect.start()
+    client.join(timeout=300)
+    assert not client.is_alive(), "the client did not give up after the server died"
+    assert failure, "the first attempt succeeded although its server was killed"
+
+    assert 0 < partial < len(oracle_rows(produced)) + demo_data.invalid_count(produced)
+    assert [r.state for r in runs(engine, spec)] == ["planned"]
+    with pytest.raises(ReprocessError, match="not staged"):
+        commit_run(engine, spec, plan.run_id)
+    assert target_rows(engine, spec) == {} and ledger(engine, spec) == {}
+
+    run_spark_stage(spec, plan.run_id)  # the retry, on the restarted server
+    commit_run(engine, spec, plan.run_id)
     assert_matches_oracle(engine, spec, produced, log_ends(produced))
     assert _run_states(engine, spec) == ["committed"]
 
