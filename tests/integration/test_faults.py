@@ -212,7 +212,7 @@ def test_connect_server_killed_mid_stage_then_restarted_and_retried_loses_and_do
     assert not client.is_alive(), "the client did not give up after the server died"
     assert failure, "the first attempt succeeded although its server was killed"
 
-    assert 0 < partial < len(oracle_rows(produced)) + demo_data.invalid_count(produced)
+    assert 0 < partial < len(oracle_rows(produced)) + oracle.invalid_count(produced)
     assert [r.state for r in runs(engine, spec)] == ["planned"]
     with pytest.raises(ReprocessError, match="not staged"):
         commit_run(engine, spec, plan.run_id)
