@@ -75,6 +75,8 @@ def command(fingerprint: str) -> list[str]:
         {
             "spark.connect.grpc.binding.address": "127.0.0.1",
             "spark.connect.grpc.binding.port": str(port()),
+            # Runs share one session (reprocess.connect.shared_session); keep it between hourly runs.
+            "spark.connect.session.manager.defaultSessionTimeout": "24h",
             FINGERPRINT_CONF: fingerprint,
         }
     )

@@ -162,6 +162,9 @@ class StageCopier:
         conn = psycopg2.connect(self.dsn)
         try:
             with conn, conn.cursor() as cur:
+                # The stage is UNLOGGED and checked by row count before any commit reads it, so
+                # its COPY needs no wait for a WAL flush (the target's merge keeps the server's).
+                cur.execute("SET LOCAL synchronous_commit TO off")
                 statement = copy.as_string(cur)
                 for batch in batches:
                     if batch.num_rows == 0:
