@@ -22,7 +22,7 @@ from bench.baseline import baseline_python_loop
 from bench.ceilings import ceiling_a_pg_merge, ceiling_b_kafka_raw, reader_alone
 from bench.context import RESULTS, Bench, Result, bench_db_url
 from bench.data import PARTITIONS, UPDATES_PER_KEY, Dataset, produce_dataset
-from bench.product import Launcher, SparkSubmit, product
+from bench.product import Launcher, SparkConnect, SparkSubmit, product
 
 log = logging.getLogger("bench")
 
@@ -30,8 +30,8 @@ BIG = 10_000_000
 
 
 def launchers() -> list[Launcher]:
-    """The launchers measured, the default one (the DAG's) first."""
-    return [SparkSubmit()]
+    """The launchers measured, the default one (``spark_default``'s type in ``make services``) first."""
+    return [SparkConnect(), SparkSubmit()]
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

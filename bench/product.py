@@ -9,6 +9,7 @@ in one Spark action, whose own time the job logs (``stage ... seconds=``).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import subprocess
@@ -71,6 +72,40 @@ class SparkSubmit:
                 code = proc.wait()
         if code != 0:
             raise RuntimeError(f"spark-submit failed ({code}); see {log_path}")
+        return StageRun(_action_seconds(log_path), log_path, peak.mb)
+
+
+@dataclass
+class SparkConnect:
+    """A Spark Connect client in this process against the warm server ``make services`` started,
+    attached to the server's shared session (``reprocess.connect.shared_session``) the way the
+    DAG's Spark task attaches to it; the job is the task's (``reprocess.job.stage_job``)."""
+
+    name: str = "spark-connect"
+
+    def stage(self, bench: Bench, spec: PipelineSpec, run_id: str, log_path: Path) -> StageRun:
+        from devstack import connect as server
+        from reprocess.connect import check_library, client_env, shared_session
+        from reprocess.db import libpq_url
+        from reprocess.job import stage_job
+
+        def server_pid() -> list[int]:
+            try:
+                return [int(server.pidfile().read_text())]
+            except (OSError, ValueError):
+                return []
+
+        handler = logging.FileHandler(log_path, mode="w")
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        logging.getLogger("reprocess").addHandler(handler)
+        try:
+            with PeakRss(server_pid) as peak, client_env(), shared_session(server.url()) as spark:
+                check_library(spark, server.url())
+                stage_job(spark, spec=str(spec.source_file), run_id=run_id, db_url=libpq_url(bench.db_url),
+                          kafka_config=json.dumps(bench.kafka), batch_size=str(spec.batch_size))  # fmt: skip
+        finally:
+            logging.getLogger("reprocess").removeHandler(handler)
+            handler.close()
         return StageRun(_action_seconds(log_path), log_path, peak.mb)
 
 
