@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 ENV := source scripts/env.sh &&
 
-.PHONY: install services stop demo test lint up down bench clean
+.PHONY: install services stop demo test lint up down cluster cluster-stop bench clean
 
 install:
 	@scripts/bootstrap.sh
@@ -12,7 +12,7 @@ services: install
 	@$(ENV) python scripts/services.py start
 
 stop:
-	@$(ENV) python scripts/services.py stop
+	@$(ENV) python scripts/spark_cluster.py stop && python scripts/services.py stop
 
 demo: services
 	@$(ENV) python -m reprocess.cli demo
@@ -26,6 +26,14 @@ up: services
 
 down:
 	@$(ENV) python scripts/airflow_ui.py down
+
+# A Spark standalone cluster on 127.0.0.1 (master REPROCESS_SPARK_MASTER_PORT, two workers of 1 core and
+# 1 GiB); prints the variables that point the DAGs' spark_default at it. Stopped by cluster-stop and stop.
+cluster: services
+	@$(ENV) python scripts/spark_cluster.py start
+
+cluster-stop:
+	@$(ENV) python scripts/spark_cluster.py stop
 
 # ruff over the tree, then the type checker over the library.
 lint: install

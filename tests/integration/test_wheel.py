@@ -1,10 +1,9 @@
 """The package as users install it: a built wheel in a scratch venv migrates and yields the DAGs.
 
-The wheel is built from a copy of the sources (a stale ``build/`` could smuggle deleted files
-into it) and installed with ``--no-deps`` into a fresh venv; the dependencies come from the
-project venv through a ``.pth`` (a path entry only: the project's editable install of
-``reprocess`` is not activated there). Everything then runs with the scratch venv's Python from
-a folder outside the repository, so nothing can be imported from the checkout.
+The wheel is built and installed into a fresh venv by :mod:`devstack.wheel` (dependencies from
+the project venv; the project's editable install is not active there). Everything then runs
+with that venv's Python from a folder outside the repository, so nothing can be imported from
+the checkout.
 """
 
 from __future__ import annotations
@@ -13,13 +12,12 @@ import json
 import os
 import shutil
 import subprocess
-import sys
-import sysconfig
 import zipfile
 from pathlib import Path
 
 import pytest
 
+import devstack.wheel
 from tests.integration.helpers import REPO_ROOT
 
 pytestmark = pytest.mark.integration("postgres")
@@ -29,7 +27,7 @@ PROBE = """
 import json, os, sys
 from pathlib import Path
 import reprocess
-from reprocess.apps import READ_STAGE, app_path
+from reprocess.apps import RUN_JOB, app_path, resolve_job
 from reprocess.db import make_engine, migrate
 from airflow.dag_processing.dagbag import DagBag
 
@@ -40,43 +38,11 @@ print(json.dumps({
     "package": reprocess.__file__,
     "applied": migrate(engine),
     "applied_again": migrate(engine),
-    "app": app_path(READ_STAGE).as_posix(),
-    "dag_app": task.application,
+    "app": app_path(RUN_JOB).as_posix(),
+    "job": sys.modules[resolve_job(task.job).__module__].__file__,
     "import_errors": {str(k): str(v) for k, v in bag.import_errors.items()},
 }))
 """
-
-
-def _build_wheel(tmp: Path) -> Path:
-    src = tmp / "src"
-    src.mkdir()
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy(REPO_ROOT / name, src / name)
-    shutil.copytree(REPO_ROOT / "reprocess", src / "reprocess", ignore=shutil.ignore_patterns("__pycache__"))
-    out = tmp / "dist"
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(src)],
-        check=True,
-    )
-    (wheel,) = out.glob("reprocess-*.whl")
-    return wheel
-
-
-def _scratch_venv(tmp: Path, wheel: Path) -> Path:
-    venv = tmp / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    python = venv / "bin" / "python"
-    subprocess.run(
-        [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", str(wheel)], check=True
-    )
-    site = Path(
-        subprocess.run(
-            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-            check=True, capture_output=True, text=True,
-        ).stdout.strip()
-    )  # fmt: skip
-    (site / "project_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    return python
 
 
 def _fresh_database(name: str) -> str:
@@ -93,13 +59,13 @@ def _fresh_database(name: str) -> str:
 
 
 def test_wheel_carries_migrations_and_entry_point_and_the_dag_file_runs_from_it(tmp_path):
-    wheel = _build_wheel(tmp_path)
+    wheel = devstack.wheel.build(tmp_path / "dist")
     members = zipfile.ZipFile(wheel).namelist()
     shipped = sorted(Path(m).name.removesuffix(".sql") for m in members if m.startswith("reprocess/sql/"))
     assert shipped == sorted(p.stem for p in (REPO_ROOT / "reprocess" / "sql").glob("[0-9][0-9][0-9]_*.sql"))
-    assert "reprocess/apps/read_stage.py" in members
+    assert "reprocess/apps/run_job.py" in members
 
-    python = _scratch_venv(tmp_path, wheel)
+    python = devstack.wheel.install_env(tmp_path / "venv", wheel)
     dags = tmp_path / "dags"
     shutil.copytree(REPO_ROOT / "dags", dags, ignore=shutil.ignore_patterns("__pycache__"))
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
@@ -115,7 +81,7 @@ def test_wheel_carries_migrations_and_entry_point_and_the_dag_file_runs_from_it(
     assert Path(found["package"]).is_relative_to(installed), found["package"]
     assert found["applied"] == shipped and found["applied_again"] == []
     assert found["import_errors"] == {}
-    assert found["dag_app"] == found["app"] and Path(found["app"]).is_relative_to(installed)
+    assert Path(found["app"]).is_relative_to(installed) and Path(found["job"]).is_relative_to(installed)
     # The entry point runs as spark-submit runs it: as a script, from the installed folder.
-    usage = subprocess.run([str(python), found["app"], "--help"], cwd=tmp_path, env=env, capture_output=True, text=True)
-    assert usage.returncode == 0 and "--run-id" in usage.stdout, usage.stderr
+    usage = subprocess.run([str(python), found["app"]], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert "usage: run_job.py module:function" in usage.stderr, usage.stderr

@@ -1,0 +1,56 @@
+"""The ``reprocess`` wheel of this checkout, and a Python environment that runs it.
+
+Used where the library must come from the package as users install it, not from the checkout:
+the wheel test, and the standalone cluster's executors. The wheel is built from a copy of the
+sources (a stale ``build/`` folder could smuggle deleted files into it). The environment is a
+venv with the wheel installed ``--no-deps``; its dependencies come from the project venv
+through a ``.pth`` that only adds a path, so the project's editable install of ``reprocess``
+is not active there and ``import reprocess`` finds the wheel's copy.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from pathlib import Path
+from typing import Final
+
+from devstack.process import REPO
+
+SOURCES: Final = ("pyproject.toml", "README.md", "reprocess")
+
+
+def build(out: Path) -> Path:
+    """Build the wheel into ``out`` (pip, isolated build env from pyproject's pinned backend)."""
+    with tempfile.TemporaryDirectory(prefix="reprocess-src-") as tmp:
+        src = Path(tmp)
+        for name in SOURCES:
+            if (REPO / name).is_dir():
+                shutil.copytree(REPO / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
+            else:
+                shutil.copy(REPO / name, src / name)
+        out.mkdir(parents=True, exist_ok=True)
+        for old in out.glob("reprocess-*.whl"):
+            old.unlink()
+        cmd = [sys.executable, "-m", "pip", "wheel", "-q", "--disable-pip-version-check", "--no-deps", "-w", str(out)]
+        subprocess.run([*cmd, str(src)], check=True)
+    (wheel,) = out.glob("reprocess-*.whl")
+    return wheel
+
+
+def install_env(venv: Path, wheel: Path) -> Path:
+    """A fresh venv at ``venv`` running ``wheel``; returns its Python."""
+    shutil.rmtree(venv, ignore_errors=True)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    pip = [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--disable-pip-version-check"]
+    subprocess.run([*pip, "--no-deps", str(wheel)], check=True)
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True, capture_output=True, text=True,
+    ).stdout.strip()  # fmt: skip
+    (Path(site) / "project_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    return python
