@@ -27,6 +27,7 @@ from reprocess.target import (
     dead_letters_sql,
     drop_superseded_markers_sql,
     merge_sql,
+    shadow_spec,
     stage_counts_sql,
 )
 
@@ -43,6 +44,8 @@ class CommitResult:
     dead_letters: int  # dead letters found in this run's records
     dead_letters_new: int  # of those, stored now (a replay finds the ones an earlier run stored)
     rows_deleted: int  # rows deleted by tombstones (spec ``tombstones: delete``)
+    rows_inserted: int = 0  # of rows_upserted: new keys
+    rows_rederived: int = 0  # of rows_upserted: the same record, derived differently (a spec change)
 
 
 def commit_run(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResult:
@@ -82,9 +85,12 @@ def _commit_once(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResul
             return _committed_result(conn, run_id)
         if run.state != RunState.STAGED:
             raise ReprocessError(f"{spec.name}: run {run_id} is {run.state}, not staged; run the Spark stage first")
+        # A rebuild's batches merge into its shadow table; its own commit is the swap (rebuild.swap_in).
+        rebuild = store.is_rebuild(conn, run_id)
+        target = shadow_spec(spec) if rebuild else spec
         # A chunked run committed batch by batch (each through this protocol, see
         # commit_staged_batch); its own commit only checks and sums them.
-        totals = _sum_committed_batches(conn, run_id)
+        totals = None if rebuild else sum_committed_batches(conn, run_id)
         if totals is not None:
             log.info("commit run_id=%s pipeline=%s all batches committed %s", run_id, spec.name, totals)
             return CommitResult(run_id, False, **totals)
@@ -95,7 +101,7 @@ def _commit_once(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResul
         # 2. Incremental runs: compare-and-set on the ledger fences concurrent or zombie runs.
         if RunKind(run.kind) is RunKind.INCREMENTAL:
             _check_fence(conn, spec, run_id, starts)
-        spec_version = _check_spec_version(conn, spec, run_id)
+        spec_version = _check_spec_version(conn, spec, run_id, live=not rebuild)
 
         stage = stage_identifier(spec, run_id)
         cur = pg_cursor(conn)
@@ -103,7 +109,7 @@ def _commit_once(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResul
         has_stage = one_row(cur)[0] is not None
         if not has_stage and not plan.is_empty:
             raise ReprocessError(f"{spec.name}: run {run_id} is staged but its stage table is gone; re-run the stage")
-        records, staged, dead, upserted, dead_new, deleted = 0, 0, 0, 0, 0, 0
+        records, staged, dead, upserted, dead_new, deleted, inserted, rederived = 0, 0, 0, 0, 0, 0, 0, 0
         if has_stage:
             cur.execute(stage_counts_sql(stage))
             records, staged, dead = (int(x) for x in one_row(cur))
@@ -119,26 +125,28 @@ def _commit_once(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResul
                     f"({dead / records:.1%} > max_dead_letter_ratio {spec.max_dead_letter_ratio:.1%}); nothing "
                     "was committed. Inspect the stage, fix the producer or the spec, or raise the threshold."
                 )
-            # 3. Merge: only rows newer than what the target holds (or its deletion marker) replace it;
-            #    tombstones newer than the row delete it and leave a marker, so replays never resurrect.
-            cur.execute(merge_sql(spec, stage), {"run_id": run_id, "spec_version": spec_version})
-            upserted = cur.rowcount
+            # 3. Merge: a newer record replaces the row (or its deletion marker); the same record
+            #    re-derives it when it derives differently; tombstones newer than the row delete it
+            #    and leave a marker, so replays never resurrect.
+            cur.execute(merge_sql(target, stage), {"run_id": run_id, "spec_version": spec_version})
+            upserted, inserted, rederived = (int(x) for x in one_row(cur))
             if spec.tombstones is TombstoneMode.DELETE:
-                cur.execute(apply_tombstones_sql(spec, stage), {"run_id": run_id})
+                cur.execute(apply_tombstones_sql(target, stage), {"run_id": run_id})
                 deleted = int(one_row(cur)[0])
-                cur.execute(drop_superseded_markers_sql(spec, stage))
+                cur.execute(drop_superseded_markers_sql(target, stage))
             # 4. Dead letters, in the same transaction as the good rows.
             cur.execute(dead_letters_sql(stage), {"pipeline": spec.name, "run_id": run_id})
             dead_new = cur.rowcount
 
-        # 5. Ledger, committed ranges, run state.
-        for r in plan.ranges:
+        # 5. Ledger, committed ranges (a rebuild moves them at its swap), run state.
+        for r in () if rebuild else plan.ranges:
             params = {"pipeline": spec.name, "run_id": run_id, "topic": r.topic, "partition": r.partition,
                       "start": r.start, "end": r.end}  # fmt: skip
             conn.execute(queries.ADVANCE_LEDGER, {**params, "start": starts[r.tp]})
             conn.execute(queries.INSERT_COMMITTED_RANGE, params)
         counts = {"records_read": records, "rows_staged": staged, "rows_upserted": upserted, "dead_letters": dead,
-                  "dead_letters_new": dead_new, "rows_deleted": deleted}  # fmt: skip
+                  "dead_letters_new": dead_new, "rows_deleted": deleted, "rows_inserted": inserted,
+                  "rows_rederived": rederived}  # fmt: skip
         store.mark_committed(conn, run_id, counts)
 
         # 6. The stage has served its purpose.
@@ -165,7 +173,7 @@ def commit_empty_run(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitR
     return commit_run(engine, spec, run_id)
 
 
-def _sum_committed_batches(conn: Connection, run_id: str) -> dict[str, int] | None:
+def sum_committed_batches(conn: Connection, run_id: str) -> dict[str, int] | None:
     """Mark a chunked run committed once every batch is; None when the run has no batches.
 
     Runs inside commit_run's transaction, which holds the run's lock.
@@ -215,7 +223,7 @@ def _check_fence(conn: Connection, spec: PipelineSpec, run_id: str, starts: dict
         )
 
 
-def _check_spec_version(conn: Connection, spec: PipelineSpec, run_id: str) -> int:
+def _check_spec_version(conn: Connection, spec: PipelineSpec, run_id: str, *, live: bool) -> int:
     """The spec version the run's rows are stamped with; refuses a commit under another spec or table.
 
     A run is planned (and staged by Spark) under one spec version; if the spec file changed
@@ -224,16 +232,16 @@ def _check_spec_version(conn: Connection, spec: PipelineSpec, run_id: str) -> in
     """
     row = conn.execute(queries.RUN_SPEC_VERSIONS, {"run_id": run_id, "fingerprint": spec.fingerprint}).one()
     planned = row.planned if row.planned is not None else row.spec
+    if live and row.live is not None and row.live != planned:
+        raise FencedRunError(
+            f"{spec.name}: run {run_id} was planned for spec v{planned} but {spec.qualified_target} is at "
+            f"v{row.live} (migrated or rebuilt since); nothing was committed. Trigger the run again."
+        )
     if row.spec is None or row.spec != planned:
         raise SchemaChangeError(
             f"{spec.name}: run {run_id} was planned under spec v{planned} but {spec.source_file} is now "
             f"{'an unregistered spec' if row.spec is None else f'v{row.spec}'}; nothing was committed. Trigger "
             "the run again: planning registers the new spec and migrates the table (or says why it cannot)."
-        )
-    if row.live is not None and row.live != planned:
-        raise FencedRunError(
-            f"{spec.name}: run {run_id} was planned for spec v{planned} but {spec.qualified_target} is at "
-            f"v{row.live} (migrated or rebuilt since); nothing was committed. Trigger the run again."
         )
     return int(planned)
 

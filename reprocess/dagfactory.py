@@ -139,6 +139,18 @@ def backfill_params(spec: PipelineSpec) -> dict[str, Param]:
             "ordering compares offsets only within one partition.",
             section="Safety",
         ),
+        "mode": Param(
+            "merge",
+            type="string",
+            enum=["merge", "rebuild"],
+            title="Mode",
+            description="merge: upsert the replayed records into the live table (newer records win; the same "
+            "record re-derives its row when the spec changed). rebuild: write a complete new table from the log "
+            "start into a shadow table (in batches, resumable), verify it against Kafka and swap it in atomically "
+            "with the ledger; the live table is served meanwhile and kept under a dated name. Use it for changes "
+            "that cannot be applied in place (a type change, a new key, a dropped column).",
+            section="Safety",
+        ),
         "dry_run": Param(
             False,
             type="boolean",
@@ -225,6 +237,7 @@ def build_run_dag(spec: PipelineSpec, kind: RunKind) -> DAG:
                 "empty": plan.is_empty,
                 "batch_size": request.batch_size or spec.batch_size,
                 "warnings": list(plan.warnings),
+                "rebuild": request.rebuild,
             }
 
         @task.short_circuit(task_id="has_work", ignore_downstream_trigger_rules=False)
@@ -260,7 +273,10 @@ def build_run_dag(spec: PipelineSpec, kind: RunKind) -> DAG:
         @task(task_id="commit_transaction", doc_md="One Postgres transaction: merge, dead letters, ledger.")
         def commit_transaction(plan: dict[str, Any]) -> dict[str, Any]:
             from reprocess.commit import commit_run, result_dict
+            from reprocess.rebuild import swap_in
 
+            if plan.get("rebuild"):
+                return result_dict(swap_in(_engine(), _kafka_config(), spec, plan["run_id"]))
             return result_dict(commit_run(_engine(), spec, plan["run_id"]))
 
         @task(

@@ -82,9 +82,11 @@ def _read_and_stage(
             log.info("stage run_id=%s pipeline=%s already committed: nothing to do", run_id, spec.name)
             return False
         plan = store.load_plan(conn, run_id)
+        rebuild = store.is_rebuild(conn, run_id)
     size = batch_size or spec.batch_size
     started = time.monotonic()
-    if any(r.width > size for r in plan.ranges):
+    # A rebuild always runs in batches: they fill its shadow table, and its own commit is the swap.
+    if rebuild or any(r.width > size for r in plan.ranges):
 
         def stage_and_commit(batch: RunPlan, k: int, n: int) -> None:
             t0 = time.monotonic()

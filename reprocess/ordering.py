@@ -144,6 +144,19 @@ class Ordering:
             sql.SQL(", ").join(sql.SQL("{}.{}").format(incoming, sql.Identifier(f)) for f in self.fields),
         )
 
+    def same_record_sql(self, existing: sql.Composable, incoming: sql.Composable) -> sql.Composed:
+        """``(existing lineage) = (incoming lineage)``: both rows derive from the same Kafka record.
+
+        Neither is newer, yet a replay of that record may derive a different row (the spec or
+        the transform changed): that is when the merge re-derives. The record is identified by
+        its (topic, partition, offset), not by the ordering column, which a fixed mapping may
+        itself change.
+        """
+        return sql.SQL("({}) = ({})").format(
+            sql.SQL(", ").join(sql.SQL("{}.{}").format(existing, sql.Identifier(f)) for f in LINEAGE_ORDER),
+            sql.SQL(", ").join(sql.SQL("{}.{}").format(incoming, sql.Identifier(f)) for f in LINEAGE_ORDER),
+        )
+
     def newest_first_sql(self) -> sql.Composed:
         """The ``ORDER BY`` tail after the key that makes ``DISTINCT ON (key)`` keep the newest."""
         return sql.SQL(", ").join(sql.SQL("{} DESC").format(sql.Identifier(f)) for f in self.fields)

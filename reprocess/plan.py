@@ -293,7 +293,8 @@ def plan_run(
 
     ``params`` (the trigger form's values) are stored verbatim beside the parsed request.
     """
-    version = store.ensure_pipeline(engine, spec)
+    request.check_rebuild(spec.topics)
+    version = store.ensure_pipeline(engine, spec, rebuild=request.rebuild)
     drop_leftover_stages(engine, spec)
     with engine.begin() as conn:
         existing = store.run_state(conn, run_id)
@@ -331,6 +332,11 @@ def plan_run(
         )  # fmt: skip
     if kept is not None:  # another attempt staged this run meanwhile: its plan stands
         return kept
+    if request.rebuild and error is None and not request.dry_run:
+        from reprocess.rebuild import prepare_shadow
+
+        with engine.begin() as conn:
+            prepare_shadow(conn, spec, run_id)
     if error is not None:
         raise error
     for w in warnings:

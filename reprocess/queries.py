@@ -101,14 +101,15 @@ INSERT_COMMITTED_RANGE: Final = text(
 MARK_COMMITTED: Final = text(
     "UPDATE reprocess.runs SET state = 'committed', committed_at = now(), records_read = :records_read, "
     "rows_staged = :rows_staged, rows_upserted = :rows_upserted, dead_letters = :dead_letters, "
-    "dead_letters_new = :dead_letters_new, rows_deleted = :rows_deleted, error = NULL WHERE run_id = :run_id"
+    "dead_letters_new = :dead_letters_new, rows_deleted = :rows_deleted, rows_inserted = :rows_inserted, "
+    "rows_rederived = :rows_rederived, error = NULL WHERE run_id = :run_id"
 )
 
 SET_SUMMARY: Final = text("UPDATE reprocess.runs SET summary = CAST(:summary AS jsonb) WHERE run_id = :run_id")
 
 RUN_COUNTS: Final = text(
     "SELECT state, records_read, rows_staged, rows_upserted, dead_letters, dead_letters_new, rows_deleted, "
-    "lost_ranges, error, "
+    "rows_inserted, rows_rederived, lost_ranges, error, "
     "extract(epoch FROM (coalesce(committed_at, now()) - created_at)) AS seconds "
     "FROM reprocess.runs WHERE run_id = :run_id"
 )
@@ -137,5 +138,12 @@ RUN_SPEC_VERSIONS: Final = text(
     "LEFT JOIN reprocess.spec_versions v ON v.pipeline = r.pipeline AND v.fingerprint = :fingerprint "
     "WHERE r.run_id = :run_id"
 )
+
+# A batch of a rebuild is a rebuild too: it inherits its parent's mode.
+RUN_MODE: Final = text(
+    "SELECT coalesce(parent.mode, r.mode) FROM reprocess.runs r "
+    "LEFT JOIN reprocess.runs parent ON parent.run_id = r.parent_run_id WHERE r.run_id = :run_id"
+)
+SET_RUN_MODE: Final = text("UPDATE reprocess.runs SET mode = :mode WHERE run_id = :run_id")
 
 SET_RUN_SPEC_VERSION: Final = text("UPDATE reprocess.runs SET spec_version = :version WHERE run_id = :run_id")

@@ -55,6 +55,7 @@ class RunRequest:
     batch_size: int | None = None
     dry_run: bool = False
     acknowledge_partition_change: bool = False  # see Ordering.check_partition_counts
+    rebuild: bool = False  # mode=rebuild: a shadow table from the log start, swapped in (rebuild.py)
 
     @classmethod
     def incremental(cls) -> RunRequest:
@@ -88,6 +89,7 @@ class RunRequest:
             batch_size=_batch_size(params.get("batch_size")),
             dry_run=bool(params.get("dry_run", False)),
             acknowledge_partition_change=bool(params.get("acknowledge_partition_change", False)),
+            rebuild=_mode(params.get("mode")),
         )
         request.validate()
         return request
@@ -106,6 +108,15 @@ class RunRequest:
         if self.batch_size is not None and self.batch_size <= 0:
             raise SpecError(f"param batch_size must be positive, got {self.batch_size}")
 
+    def check_rebuild(self, topics: tuple[str, ...]) -> None:
+        """A rebuild reads every partition of every topic from the log start to the log end."""
+        whole = self.start_mode is StartMode.EARLIEST and self.end_mode is EndMode.LATEST and not self.partitions
+        if self.rebuild and not (whole and set(self.topics) in (set(), set(topics))):
+            raise SpecError(
+                "mode=rebuild writes a complete new table, so it reads every partition of every topic from "
+                "start_mode=earliest to end_mode=latest; clear the topics/partitions/range choices"
+            )
+
     def as_dict(self) -> dict[str, Any]:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()}
 
@@ -120,6 +131,14 @@ def _partitions(raw: object) -> tuple[int, ...]:
     if not isinstance(raw, list | tuple) or not all(number(p) for p in raw):
         raise SpecError(f"param partitions: {raw!r} must be a list of partition numbers")
     return tuple(int(p) for p in raw)
+
+
+def _mode(raw: object) -> bool:
+    if raw in (None, "", "merge"):
+        return False
+    if raw == "rebuild":
+        return True
+    raise SpecError(f"param mode: {raw!r} is not one of merge, rebuild")
 
 
 def _batch_size(raw: object) -> int | None:

@@ -28,11 +28,11 @@ from sqlalchemy import Connection, Engine, Row, text
 
 from reprocess import queries
 from reprocess.db import pg_cursor
-from reprocess.evolve import migrate_target
+from reprocess.evolve import migrate_target, register_version
 from reprocess.ranges import OffsetRange, PartitionSnapshot
 from reprocess.runs import LostRange, RunKind, RunPlan, RunState
 from reprocess.spec import PipelineSpec, TombstoneMode
-from reprocess.target import create_markers_sql
+from reprocess.target import REBUILD, create_markers_sql
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +40,7 @@ FINAL_PLAN_STATES: Final = frozenset({RunState.STAGED, RunState.COMMITTED})
 # A committed run's counts (columns of reprocess.runs, fields of commit.CommitResult).
 RUN_COUNTS: Final = (
     "records_read", "rows_staged", "rows_upserted", "dead_letters", "dead_letters_new", "rows_deleted",
+    "rows_inserted", "rows_rederived",
 )  # fmt: skip
 
 _CREATE_CHILD: Final = text(
@@ -49,18 +50,21 @@ _CREATE_CHILD: Final = text(
 )
 _CHILDREN: Final = text(
     "SELECT run_id, state, batch_index, records_read, rows_staged, rows_upserted, dead_letters, dead_letters_new, "
-    "rows_deleted FROM reprocess.runs WHERE parent_run_id = :parent ORDER BY batch_index"
+    "rows_deleted, rows_inserted, rows_rederived FROM reprocess.runs WHERE parent_run_id = :parent ORDER BY batch_index"
 )
 _MARK_PARENT_COMMITTED: Final = text(
     "UPDATE reprocess.runs SET state = 'committed', committed_at = now(), records_read = :records_read, "
     "rows_staged = :rows_staged, rows_upserted = :rows_upserted, dead_letters = :dead_letters, "
-    "dead_letters_new = :dead_letters_new, rows_deleted = :rows_deleted, error = NULL, batch_count = :n "
+    "dead_letters_new = :dead_letters_new, rows_deleted = :rows_deleted, rows_inserted = :rows_inserted, "
+    "rows_rederived = :rows_rederived, error = NULL, batch_count = :n "
     "WHERE run_id = :run_id"
 )
 
 
-def ensure_pipeline(engine: Engine, spec: PipelineSpec) -> int:
+def ensure_pipeline(engine: Engine, spec: PipelineSpec, *, rebuild: bool = False) -> int:
     """Register the spec (and its version) and create or evolve its target table; returns the version.
+
+    For a rebuild only the version is registered: the live table stays as it is until the swap.
 
     Raises
     ------
@@ -73,6 +77,8 @@ def ensure_pipeline(engine: Engine, spec: PipelineSpec) -> int:
             queries.UPSERT_PIPELINE,
             {"name": spec.name, "target": spec.qualified_target, "spec": json.dumps(spec.as_dict())},
         )
+        if rebuild:
+            return register_version(conn, spec)
         version = migrate_target(conn, spec)
         if spec.tombstones is TombstoneMode.DELETE:
             with pg_cursor(conn) as cur:
@@ -166,6 +172,15 @@ def load_plan(conn: Connection, run_id: str) -> RunPlan:
 def lock_run(conn: Connection, run_id: str) -> Row[Any] | None:
     """The run's (state, kind, stage_rows), locked against a second commit of it."""
     return conn.execute(queries.LOCK_RUN, {"run_id": run_id}).one_or_none()
+
+
+def is_rebuild(conn: Connection, run_id: str) -> bool:
+    """The run (or, for a batch, its parent) writes a shadow table to be swapped in (rebuild.py)."""
+    return conn.execute(queries.RUN_MODE, {"run_id": run_id}).scalar() == REBUILD
+
+
+def mark_rebuild(conn: Connection, run_id: str) -> None:
+    conn.execute(queries.SET_RUN_MODE, {"run_id": run_id, "mode": REBUILD})
 
 
 def mark_staged(conn: Connection, run_id: str, stage_rows: int | None) -> None:

@@ -46,6 +46,9 @@ def run_summary(
             "planned_ranges": ranges,
             "records_read": run.records_read or 0,
             "rows_upserted": run.rows_upserted or 0,
+            "rows_inserted": run.rows_inserted or 0,
+            "rows_rederived": run.rows_rederived or 0,
+            "rows_newer": (run.rows_upserted or 0) - (run.rows_inserted or 0) - (run.rows_rederived or 0),
             "rows_deleted": run.rows_deleted or 0,
             # Found in this run's records vs stored now: a replay finds dead letters an earlier run stored.
             "dead_letters": run.dead_letters or 0,
@@ -66,7 +69,7 @@ def format_summary(summary: dict[str, Any]) -> str:
         f"**{summary['pipeline']}** run `{summary['run_id']}`: **{summary['state']}** in {summary['wall_seconds']} s",
         "",
         f"- records read: {summary['records_read']}",
-        f"- rows upserted: {summary['rows_upserted']}",
+        f"- rows upserted: {summary['rows_upserted']} ({_kinds(summary)})",
         f"- rows deleted by tombstones: {summary.get('rows_deleted', 0)}",
         f"- dead letters: {summary['dead_letters']} found in this run, {summary.get('dead_letters_new', 0)} "
         "newly stored",
@@ -99,10 +102,19 @@ def format_note(summary: dict[str, Any] | None, state: str, error: str | None) -
     lost = summary["lost_ranges"] or "none"
     head = "DRY RUN (nothing read or written)" if summary.get("dry_run") else summary["state"]
     return (
-        f"**{head}** · {summary['records_read']} records read · {summary['rows_upserted']} rows upserted · "
+        f"**{head}** · {summary['records_read']} records read · {summary['rows_upserted']} rows upserted "
+        f"({_kinds(summary)}) · "
         f"{summary['dead_letters']} dead letters found ({summary.get('dead_letters_new', 0)} new) · "
         f"lost: {lost} · {summary['wall_seconds']} s"
         + (f" · {summary['stale_message']}" if summary.get("stale_message") else "")
         + "\n\n"
         f"ranges: {ranges}" + (f"\n\nerror: {error}" if error else "")
+    )
+
+
+def _kinds(summary: dict[str, Any]) -> str:
+    """What the upserted rows were: new keys, newer records, rows re-derived from the same record."""
+    return (
+        f"{summary.get('rows_inserted', 0)} new, {summary.get('rows_newer', 0)} newer, "
+        f"{summary.get('rows_rederived', 0)} re-derived"
     )

@@ -22,6 +22,7 @@ from typing import Final
 
 from psycopg2 import sql
 
+from reprocess.ordering import LINEAGE_ORDER
 from reprocess.spec import PipelineSpec, TombstoneMode
 from reprocess.transform import DEAD, LINEAGE, ROW, TOMBSTONE
 
@@ -32,6 +33,16 @@ _LINEAGE_DDL = (
 )
 # Every column the pipeline itself maintains (never a spec column).
 LINEAGE_COLUMNS: Final = frozenset({*LINEAGE, "_run_id", "_updated_at", "_spec_version"})
+
+
+REBUILD: Final = "rebuild"  # the run mode that writes a shadow table (rebuild.py)
+
+
+def shadow_spec(spec: PipelineSpec) -> PipelineSpec:
+    """The same spec writing to ``<table>__rebuild`` (a valid identifier: at most 63 bytes)."""
+    import dataclasses
+
+    return dataclasses.replace(spec, target_table=f"{spec.target_table[:54]}__rebuild")
 
 
 def target_identifier(spec: PipelineSpec) -> sql.Composed:
@@ -83,13 +94,21 @@ def create_target_sql(spec: PipelineSpec) -> sql.Composed:
 
 
 def merge_sql(spec: PipelineSpec, stage: sql.Composable) -> sql.Composed:
-    """Stage → target upsert; binds ``run_id`` and ``spec_version`` (the lineage of the derivation).
+    """Stage → target upsert; binds ``run_id`` and ``spec_version``; returns ONE row:
+    (rows written, of them inserted, of them re-derived).
+
+    A row is replaced when the incoming record is newer by the pipeline's
+    :class:`~reprocess.ordering.Ordering`, OR when it is the same record and the derived row
+    differs (payload columns or the spec version that derived it, ``IS DISTINCT FROM``): a
+    replay after a spec or transform change re-derives exactly the rows that differ, a replay
+    with an unchanged spec changes nothing, and an older record never wins.
 
     ``DISTINCT ON (key)`` guards against a stage that holds a key twice (a Spark task that
     committed its COPY and was then re-run): ``ON CONFLICT DO UPDATE`` must not touch a row
     twice in one statement. Both the ``DISTINCT ON`` order and the ``WHERE`` come from the
     pipeline's :class:`~reprocess.ordering.Ordering`, so the stage's winner and the target's
-    comparison are the same rule: replays of older records change nothing.
+    comparison are the same rule. ``RETURNING old.…`` (PostgreSQL 18) tells an insert (no old
+    row), a re-derived row (same lineage) and a newer record apart.
 
     With ``tombstones: delete`` the newest record per key is chosen among rows AND tombstones,
     and a row is written only when it is also newer than the key's deletion marker;
@@ -97,6 +116,7 @@ def merge_sql(spec: PipelineSpec, stage: sql.Composable) -> sql.Composed:
     """
     payload = [c.name for c in spec.columns]
     all_cols = [*payload, *LINEAGE]
+    derived = [*(c for c in payload if c not in spec.key), "_spec_version"]
     ident = sql.Identifier
     key = sql.SQL(", ").join(map(ident, spec.key))
     cols = sql.SQL(", ").join(map(ident, all_cols))
@@ -117,21 +137,34 @@ def merge_sql(spec: PipelineSpec, stage: sql.Composable) -> sql.Composed:
             "SELECT DISTINCT ON ({key}) {cols}, %(run_id)s, %(spec_version)s FROM {stage} WHERE _kind = {row} "
             "ORDER BY {key}, {order}"
         ).format(key=key, cols=cols, stage=stage, row=sql.Literal(ROW), order=spec.ordering.newest_first_sql())
+    alias = ident(spec.target_table)
+    excluded = sql.SQL("EXCLUDED")
+
+    def row_of(table: sql.Composable, columns: list[str]) -> sql.Composed:
+        return sql.SQL("ROW({})").format(sql.SQL(", ").join(sql.SQL("{}.{}").format(table, ident(c)) for c in columns))
+
     return sql.SQL(
-        "INSERT INTO {target} AS {alias} ({cols}, _run_id, _spec_version) {source} "
+        "WITH merged AS (INSERT INTO {target} AS {alias} ({cols}, _run_id, _spec_version) {source} "
         "ON CONFLICT ({key}) DO UPDATE SET {updates}, _run_id = EXCLUDED._run_id, "
         "_spec_version = EXCLUDED._spec_version, _updated_at = now() "
-        "WHERE {newer}"
+        "WHERE {newer} OR ({same} AND {old_row} IS DISTINCT FROM {new_row}) "
+        "RETURNING old._kafka_offset IS NULL AS inserted, {old_lineage} = {new_lineage} AS rederived) "
+        "SELECT count(*), count(*) FILTER (WHERE inserted), count(*) FILTER (WHERE rederived) FROM merged"
     ).format(
         target=target_identifier(spec),
-        alias=ident(spec.target_table),
+        alias=alias,
         cols=cols,
         source=source,
         key=key,
         updates=sql.SQL(", ").join(
             sql.SQL("{} = EXCLUDED.{}").format(ident(c), ident(c)) for c in all_cols if c not in spec.key
         ),
-        newer=spec.ordering.newer_sql(ident(spec.target_table), sql.SQL("EXCLUDED")),
+        newer=spec.ordering.newer_sql(alias, excluded),
+        same=spec.ordering.same_record_sql(alias, excluded),
+        old_row=row_of(alias, derived),
+        new_row=row_of(excluded, derived),
+        old_lineage=row_of(sql.SQL("old"), list(LINEAGE_ORDER)),
+        new_lineage=row_of(sql.SQL("new"), list(LINEAGE_ORDER)),
     )
 
 

@@ -5,6 +5,7 @@ The expected rows come from the produced messages (tests/oracle.py), never from 
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
 import psycopg2
@@ -15,7 +16,7 @@ from sqlalchemy import text
 from reprocess import demo_data, queries
 from reprocess.commit import commit_run
 from reprocess.db import libpq_url
-from reprocess.errors import ReconciliationGap, SchemaChangeError
+from reprocess.errors import FencedRunError, ReconciliationGap, SchemaChangeError
 from reprocess.plan import plan_run
 from reprocess.reconcile import reconcile_window
 from reprocess.runs import RunRequest
@@ -83,6 +84,20 @@ def test_added_column_is_altered_in_place_and_older_rows_are_reported_until_rebu
     with pytest.raises(ReconciliationGap, match="rows from spec v1; current is v2"):
         reconcile_window(engine, kafka_config, v2, BASE, datetime(2026, 11, 2, tzinfo=UTC))
 
+    # A backfill fills the new column: every row is re-derived from the same record under v2.
+    plan = plan_run(engine, kafka_config, v2, RunRequest.from_params({}), f"{unique_name}-2b")
+    run_spark_stage(v2, plan.run_id)
+    result = commit_run(engine, v2, plan.run_id)
+    assert (result.rows_rederived, result.rows_inserted) == (keys, 0)
+    values = {(p, o): json.loads(v) for p, o, _k, v in produced.messages}
+    with engine.connect() as conn:
+        currency = dict(conn.execute(text(f"SELECT order_id, currency FROM {v2.qualified_target}")).all())
+    assert currency == {
+        k: values[(p, o)].get("currency") for k, (_s, _a, p, o) in demo_data.expected_rows(produced).items()
+    }
+    assert _versions(engine, v2) == (2, [1, 2], {2: keys})
+    assert run_summary(engine, v2.name, plan.run_id, spec=v2)["stale_message"] == ""
+
     # A type change cannot be applied in place: planning fails, saying what changed and offering the rebuild.
     v3 = orders_spec(unique_name, unique_name, columns=_columns(items={"type": "bigint"}))
     with pytest.raises(SchemaChangeError, match=r"column items: type integer → bigint.*mode=rebuild"):
@@ -112,5 +127,5 @@ def test_a_run_planned_under_one_spec_is_not_committed_under_another(kafka_confi
     v2 = orders_spec(unique_name, unique_name)  # the spec file changed between stage and commit
     plan_run(engine, kafka_config, v2, RunRequest.from_params({"dry_run": True}), f"{unique_name}-dry")
 
-    with pytest.raises(SchemaChangeError, match=r"planned under spec v1 but .* is now v2; nothing was committed"):
+    with pytest.raises(FencedRunError, match=r"planned for spec v1 but .* is at v2 \(migrated or rebuilt since\)"):
         commit_run(engine, v2, plan.run_id)
