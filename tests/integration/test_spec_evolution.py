@@ -82,7 +82,7 @@ def test_added_column_is_altered_in_place_and_older_rows_are_reported_until_rebu
     summary = run_summary(engine, v2.name, f"{unique_name}-1", spec=v2)
     assert summary["stale_message"] == f"{keys:,} rows from spec v1; current is v2: run a backfill to re-derive"
     with pytest.raises(ReconciliationGap, match="rows from spec v1; current is v2"):
-        reconcile_window(engine, kafka_config, v2, BASE, datetime(2026, 11, 2, tzinfo=UTC))
+        reconcile_window(engine, kafka_config, v2, BASE, datetime(2026, 11, 2, tzinfo=UTC), f"{unique_name}-check")
 
     # A backfill fills the new column: every row is re-derived from the same record under v2.
     plan = plan_run(engine, kafka_config, v2, RunRequest.from_params({}), f"{unique_name}-2b")
