@@ -19,6 +19,7 @@ from reprocess.commit import commit_run
 from reprocess.plan import plan_run
 from reprocess.runs import RunRequest
 from reprocess.summary import format_summary, run_summary
+from tests import oracle
 from tests.integration.helpers import PAYMENTS_SPEC, orders_spec, run_spark_stage
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("spark")]
@@ -30,7 +31,7 @@ def _oracle(produced) -> dict[str, tuple[str, int, int, int]]:
     values = {(p, o): json.loads(v) for p, o, _k, v in produced.messages}
     return {
         key: (values[(p, o)]["status"], version, p, o)
-        for key, (version, p, o) in demo_data.expected_by_version(produced, "payment_id").items()
+        for key, (version, p, o) in oracle.expected_by_version(produced, "payment_id").items()
     }
 
 

@@ -93,7 +93,7 @@ def test_added_column_is_altered_in_place_and_older_rows_are_reported_until_rebu
     with engine.connect() as conn:
         currency = dict(conn.execute(text(f"SELECT order_id, currency FROM {v2.qualified_target}")).all())
     assert currency == {
-        k: values[(p, o)].get("currency") for k, (_s, _a, p, o) in demo_data.expected_rows(produced).items()
+        k: values[(p, o)].get("currency") for k, (_s, _a, p, o) in oracle.expected_rows(produced).items()
     }
     assert _versions(engine, v2) == (2, [1, 2], {2: keys})
     assert run_summary(engine, v2.name, plan.run_id, spec=v2)["stale_message"] == ""
