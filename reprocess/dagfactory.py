@@ -14,6 +14,7 @@ from typing import Any, Final, cast
 from airflow.sdk import DAG, Connection, ExceptionRetryPolicy, Param, RetryAction, RetryRule, task
 
 from reprocess.errors import DataLossError, FencedRunError, ReconciliationGap, ReprocessError, SpecError
+from reprocess.ranges import BACKFILL_CONF_KEYS
 from reprocess.runs import RunKind, RunRequest
 from reprocess.sparktask import SPARK_CONN_ID, SparkJobOperator
 from reprocess.spec import PipelineSpec
@@ -346,28 +347,70 @@ Past days: `airflow backfill create --dag-id {spec.dag_id("reconcile")} --from-d
         max_active_runs=1,
         tags=["reprocess", "reconcile", *spec.tags],
         default_args=default_args(spec),
-        render_template_as_native_obj=True,
     )
     with dag:
 
-        @task(task_id="reconcile", doc_md="Compare Kafka, the ledger and the target for the window.")
-        def reconcile(
-            data_interval_start: Any = None, data_interval_end: Any = None, run_id: str | None = None, ti: Any = None
-        ) -> list[str]:
+        @task(task_id="plan_window", doc_md="The window's offset range per partition, and this attempt's check id.")
+        def plan_window(
+            data_interval_start: Any = None, data_interval_end: Any = None, run_id: str | None = None
+        ) -> dict[str, str]:
             import uuid
 
-            from reprocess.reconcile import reconcile_window
+            from reprocess.ranges import offsets_json
+            from reprocess.reconcile import plan_window as window_of
 
-            # One id per attempt, published before any work: the heal reads only what THIS attempt
-            # recorded, never a gap row left by an earlier check of the same window or run.
+            ranges = window_of(_kafka_config(), spec, data_interval_start, data_interval_end)
+            # One id per attempt: the heal reads only what THIS check recorded, never a gap row
+            # left by an earlier check of the same window or run.
             check_id = f"{dag.dag_id}/{run_id}/{uuid.uuid4().hex[:12]}"
-            ti.xcom_push(key="check_id", value=check_id)
-            verdicts = reconcile_window(
-                _engine(), _kafka_config(), spec, data_interval_start, data_interval_end, check_id
+            return {
+                "check_id": check_id,
+                "starting": offsets_json(ranges, "start"),
+                "ending": offsets_json(ranges, "end"),
+            }
+
+        def window(field: str) -> str:
+            return "{{ ti.xcom_pull(task_ids='plan_window')['" + field + "'] }}"
+
+        spark = SparkJobOperator(
+            task_id="spark_window_stage",
+            doc_md="The window's newest record per key (the backfill's parse rules and Ordering) and every invalid "
+            "record into the check's stage: the backfill's launcher (Spark Connect client or spark-submit).",
+            job="reprocess.job:window_job",
+            conn_id=SPARK_CONN_ID,
+            name=f"reprocess-{spec.name}-reconcile",
+            pool=SPARK_POOL,
+            args={
+                "spec": spec.source_file,
+                "check_id": window("check_id"),
+                "starting": window("starting"),
+                "ending": window("ending"),
+            },
+            secrets={
+                "db_url": "{{ conn." + DB_CONN_ID + ".get_uri() }}",
+                "kafka_config": "{{ conn." + KAFKA_CONN_ID + ".extra }}",
+            },
+        )
+
+        @task(
+            task_id="reconcile",
+            doc_md="Anti-join the staged newest records with the target and the ledger in Postgres; record verdicts.",
+        )
+        def reconcile(
+            window: dict[str, str], data_interval_start: Any = None, data_interval_end: Any = None
+        ) -> list[str]:
+            from reprocess.ranges import window_ranges
+            from reprocess.reconcile import record_verdicts
+
+            ranges = window_ranges(window["starting"], window["ending"])
+            verdicts = record_verdicts(
+                _engine(), spec, ranges, data_interval_start, data_interval_end, window["check_id"]
             )
             return [f"{v.range}: {v.detail()}" for v in verdicts]
 
-        checked = reconcile()
+        planned = plan_window()
+        checked = reconcile(cast(dict[str, str], planned))
+        planned >> spark >> checked
         if spec.auto_heal:
 
             @task(
@@ -380,7 +423,7 @@ Past days: `airflow backfill create --dag-id {spec.dag_id("reconcile")} --from-d
 
                 from reprocess.reconcile import recorded_heal_conf
 
-                check_id = ti.xcom_pull(task_ids="reconcile", key="check_id")
+                check_id = (ti.xcom_pull(task_ids="plan_window") or {}).get("check_id")
                 conf = recorded_heal_conf(_engine(), spec, data_interval_start, check_id) if check_id else None
                 if conf is None:
                     raise AirflowSkipException("reconcile failed without recording a gap: nothing to heal")
@@ -390,8 +433,7 @@ Past days: `airflow backfill create --dag-id {spec.dag_id("reconcile")} --from-d
             heal = TriggerDagRunOperator(
                 task_id="heal_with_backfill",
                 trigger_dag_id=spec.dag_id("backfill"),
-                # Templated: rendered to the dict itself (render_template_as_native_obj).
-                conf="{{ ti.xcom_pull(task_ids='recorded_gap') }}",  # type: ignore[arg-type]
+                conf={k: "{{ ti.xcom_pull(task_ids='recorded_gap')['" + k + "'] }}" for k in BACKFILL_CONF_KEYS},
             )
 
             @task(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +21,7 @@ from reprocess import store
 from reprocess.batches import run_in_batches
 from reprocess.commit import commit_staged_batch
 from reprocess.db import libpq_url, make_engine, one_row
+from reprocess.ranges import OffsetRange, window_ranges
 from reprocess.reader import KafkaRangeDataSource, reader_options
 from reprocess.runs import RunPlan, RunState
 from reprocess.spec import PipelineSpec
@@ -45,6 +46,16 @@ def stage_job(
     register_sources(spark)
     size = int(batch_size) if batch_size else None
     return read_and_stage(spark, PipelineSpec.from_file(Path(spec)), run_id, db_url, json.loads(kafka_config), size)
+
+
+def window_job(
+    spark: SparkSession, *, spec: str, check_id: str, starting: str, ending: str, db_url: str, kafka_config: str
+) -> int:
+    """Reconciliation's Spark job as the Spark task launches it (``reprocess.sparktask``): the
+    window's ranges as Spark offset JSONs, ``db_url`` and ``kafka_config`` from the connections."""
+    register_sources(spark)
+    spec_ = PipelineSpec.from_file(Path(spec))
+    return stage_window(spark, spec_, check_id, window_ranges(starting, ending), db_url, json.loads(kafka_config))
 
 
 def read_and_stage(
@@ -90,7 +101,7 @@ def _read_and_stage(
 
         def stage_and_commit(batch: RunPlan, k: int, n: int) -> None:
             t0 = time.monotonic()
-            rows = _stage(spark, spec, batch, db_url, kafka)
+            rows = _stage(spark, spec, batch.run_id, batch.ranges, db_url, kafka)
             result = commit_staged_batch(engine, spec, batch.run_id, rows)
             seconds = time.monotonic() - t0
             log.info(
@@ -102,7 +113,7 @@ def _read_and_stage(
         run_in_batches(engine, plan, size, stage_and_commit)
         rows = None  # the batches hold the data; the run itself has no stage
     else:
-        rows = _stage(spark, spec, plan, db_url, kafka)
+        rows = _stage(spark, spec, plan.run_id, plan.ranges, db_url, kafka)
     with engine.begin() as conn:
         store.mark_staged(conn, run_id, rows)
     log.info(
@@ -113,30 +124,51 @@ def _read_and_stage(
     return True
 
 
-def _stage(spark: SparkSession, spec: PipelineSpec, plan: RunPlan, db_url: str, kafka: Mapping[str, Any]) -> int:
-    """One Spark action: read the plan's ranges, parse, dedupe, COPY into the plan's fresh stage.
+def stage_window(
+    spark: SparkSession,
+    spec: PipelineSpec,
+    check_id: str,
+    ranges: Sequence[OffsetRange],
+    db_url: str,
+    kafka: Mapping[str, Any],
+) -> int:
+    """Reconciliation's heavy part: the newest valid record per key of a window's ``ranges`` (by
+    the pipeline's Ordering, with the backfill's own parse rules) and every dead letter, staged
+    under ``check_id`` for the anti-join in Postgres (:func:`reprocess.reconcile.record_verdicts`).
+    """
+    return _stage(spark, spec, check_id, ranges, db_url, kafka)
+
+
+def _stage(
+    spark: SparkSession,
+    spec: PipelineSpec,
+    stage_id: str,
+    ranges: Sequence[OffsetRange],
+    db_url: str,
+    kafka: Mapping[str, Any],
+) -> int:
+    """One Spark action: read the ranges, parse, dedupe, COPY into the fresh stage of ``stage_id``
+    (a run, a batch or a reconciliation check).
 
     Returns the rows the stage holds afterwards, which the commit checks against.
     """
     with psycopg2.connect(libpq_url(db_url)) as pg:
-        create_stage(pg, spec, plan.run_id)  # a retried attempt starts from an empty stage
+        create_stage(pg, spec, stage_id)  # a retried attempt starts from an empty stage
     pg.close()
-    ranges = [r for r in plan.ranges if r.width > 0]
+    ranges = [r for r in ranges if r.width > 0]
     if not ranges:
         return 0
     records = spark.read.format("kafka-range").options(**reader_options(kafka, ranges, None)).load()
-    copier = StageCopier(
-        f"{STAGE_SCHEMA}.{spec.stage_table(plan.run_id)}", tuple(stage_columns(spec)), libpq_url(db_url)
-    )
+    copier = StageCopier(f"{STAGE_SCHEMA}.{spec.stage_table(stage_id)}", tuple(stage_columns(spec)), libpq_url(db_url))
     copied = sum(row.rows for row in to_stage(records, spec).mapInArrow(copier, COPIED_SCHEMA).collect())
     with psycopg2.connect(libpq_url(db_url)) as pg, pg.cursor() as cur:
-        cur.execute(sql.SQL("SELECT count(*) FROM {}").format(stage_identifier(spec, plan.run_id)))
+        cur.execute(sql.SQL("SELECT count(*) FROM {}").format(stage_identifier(spec, stage_id)))
         rows = int(one_row(cur)[0])
     pg.close()
     if rows != copied:  # e.g. a task attempt that COPYed and was then run again
         raise RuntimeError(
-            f"{spec.name}: run {plan.run_id}'s stage holds {rows} rows but the Spark tasks reported {copied}; "
+            f"{spec.name}: run {stage_id}'s stage holds {rows} rows but the Spark tasks reported {copied}; "
             "re-run the stage (it starts from an empty table)"
         )
-    log.info("stage run_id=%s pipeline=%s rows=%d", plan.run_id, spec.name, rows)
+    log.info("stage run_id=%s pipeline=%s rows=%d", stage_id, spec.name, rows)
     return rows

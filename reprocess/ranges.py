@@ -129,6 +129,9 @@ def healing_range(window: OffsetRange, gaps: list[tuple[int, int]]) -> OffsetRan
     return OffsetRange(window.topic, window.partition, gaps[0][0], gaps[-1][1]) if gaps else window
 
 
+BACKFILL_CONF_KEYS: Final = ("start_mode", "start_value", "end_mode", "end_value")
+
+
 def backfill_conf(ranges: Iterable[OffsetRange]) -> dict[str, str]:
     """The backfill DAG's trigger conf that reads exactly ``ranges`` (at most one per partition).
 
@@ -136,6 +139,8 @@ def backfill_conf(ranges: Iterable[OffsetRange]) -> dict[str, str]:
     --------
     >>> backfill_conf([OffsetRange("t", 0, 5, 9)])["start_value"]
     '{"t": {"0": 5}}'
+    >>> tuple(backfill_conf([])) == BACKFILL_CONF_KEYS
+    True
     """
     ranges = list(ranges)
     return {
@@ -144,6 +149,20 @@ def backfill_conf(ranges: Iterable[OffsetRange]) -> dict[str, str]:
         "end_mode": "offsets",
         "end_value": offsets_json(ranges, "end"),
     }
+
+
+def window_ranges(starting: str, ending: str) -> list[OffsetRange]:
+    """The ranges named by a pair of Spark offset JSONs (``startingOffsets``, ``endingOffsets``).
+
+    Examples
+    --------
+    >>> window_ranges('{"t": {"0": 5}}', '{"t": {"0": 9}}')
+    [OffsetRange(topic='t', partition=0, start=5, end=9)]
+    """
+    starts, ends = parse_offsets_json(starting, "starting"), parse_offsets_json(ending, "ending")
+    if set(starts) != set(ends):
+        raise SpecError(f"starting and ending offsets name different partitions: {starting} vs {ending}")
+    return [OffsetRange(tp.topic, tp.partition, starts[tp], ends[tp]) for tp in sorted(starts)]
 
 
 def parse_offsets_json(text: str, what: str) -> dict[TopicPartition, int]:

@@ -4,11 +4,17 @@ For each partition, the window's Kafka range is ``[offset_for(start), offset_for
 (verified against the records' own timestamps). The check then compares:
 
 (a) Kafka's range with (b) the ledger's committed ranges: every offset must be covered;
-(c) the records of the range with the target: for every key, the newest valid record of the
-    window must be in the target, or superseded by a newer record (a higher offset, or a
-    newer version column); records that are dead letters are accounted for by
-    ``reprocess.dead_letters``. Marker and aborted-transaction offsets carry no record, so
-    they need no row.
+(c) the window's records with the target: for every key whose newest valid record (by the
+    pipeline's :class:`~reprocess.ordering.Ordering`) lies in the window, the target row must
+    carry exactly that record's lineage (topic, partition, offset), or a record that is newer by
+    the same Ordering (a later window's update). A row that is absent is *missing*; a row that
+    carries an older record is *stale*. Every invalid record of the window must be in
+    ``reprocess.dead_letters``. Marker and aborted-transaction offsets carry no record.
+
+The heavy part runs on the Spark engine with the backfill's own parse rules and dedupe
+(:func:`reprocess.job.stage_window` stages the newest record per key under the check id); this
+module only plans the window (:func:`plan_window`) and compares in Postgres by an anti-join with
+typed keys (:func:`record_verdicts`), so the Airflow worker never reads records or loads Spark.
 
 One ``reconciliations`` row per partition holds the verdict; a gap raises
 :class:`ReconciliationGap` naming the exact range and the backfill that closes it.
@@ -18,23 +24,23 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from psycopg2 import sql
 from sqlalchemy import Engine, text
 
-from reprocess.db import pg_cursor
+from reprocess.db import one_row, pg_cursor
 from reprocess.errors import ReconciliationGap, ReprocessError
 from reprocess.evolve import stale_in_range
-from reprocess.ordering import OrderingMode
 from reprocess.plan import offsets_for_time, take_snapshot
-from reprocess.ranges import OffsetRange, backfill_conf, healing_range, uncovered
-from reprocess.reader import read_range
+from reprocess.ranges import OffsetRange, TopicPartition, backfill_conf, healing_range, uncovered
 from reprocess.spec import PipelineSpec
+from reprocess.stage import drop_stage, stage_identifier
 from reprocess.target import target_identifier
+from reprocess.transform import DEAD, ROW
 
 log = logging.getLogger(__name__)
 
@@ -42,10 +48,6 @@ _COMMITTED = text(
     "SELECT start_offset, end_offset FROM reprocess.committed_ranges "
     "WHERE pipeline = :pipeline AND topic = :topic AND partition = :partition AND end_offset > :start "
     "AND start_offset < :end ORDER BY start_offset"
-)
-_DEAD = text(
-    'SELECT "offset" FROM reprocess.dead_letters WHERE pipeline = :pipeline AND topic = :topic '
-    'AND partition = :partition AND "offset" >= :start AND "offset" < :end'
 )
 _UPSERT = text(
     "INSERT INTO reprocess.reconciliations (pipeline, window_start, window_end, topic, partition, kafka_start, "
@@ -62,125 +64,145 @@ _RECORDED_HEAL = text(
 )
 
 
+EXAMPLE_KEYS = 2  # example keys named in a verdict's detail
+
+
+@dataclass(frozen=True, slots=True)
+class KeyCheck:
+    """One partition's side of the anti-join: keys whose newest window record lies in it."""
+
+    keys: int = 0
+    missing: int = 0  # no target row
+    stale: int = 0  # a target row older (by the Ordering) than the newest record
+    missing_examples: tuple[str, ...] = ()
+    stale_examples: tuple[str, ...] = ()
+    dead: int = 0  # invalid records of the window
+    dead_unrecorded: int = 0  # ... that reprocess.dead_letters does not hold
+
+
 @dataclass(frozen=True, slots=True)
 class PartitionVerdict:
     range: OffsetRange
     uncovered: list[tuple[int, int]]  # offset ranges of the window the ledger never committed
-    missing_keys: int  # keys whose newest window record is neither in the target nor superseded
-    records: int
-    dead_letters: int
     committed: list[tuple[int, int]]  # the ledger's committed ranges overlapping the window
+    keys: KeyCheck = field(default_factory=KeyCheck)
     stale: str = ""  # rows of the window derived by an older spec version (evolve.stale_in_range)
 
     @property
+    def needs_whole_window(self) -> bool:
+        """Rows are missing or stale: their records may lie anywhere in the window."""
+        return bool(self.keys.missing or self.keys.stale or self.keys.dead_unrecorded or self.stale)
+
+    @property
     def ok(self) -> bool:
-        return not self.uncovered and not self.missing_keys and not self.stale
+        return not self.uncovered and not self.needs_whole_window
 
     def detail(self) -> str:
+        k = self.keys
         if self.ok:
-            return f"{self.records} records, {self.dead_letters} dead letters, all accounted for"
+            return f"{k.keys} keys, {k.dead} dead letters, all accounted for"
         parts = [f"uncovered offsets {', '.join(f'[{a}, {b})' for a, b in self.uncovered)}"] if self.uncovered else []
-        if self.missing_keys:
-            parts.append(f"{self.missing_keys} keys missing from the target")
+        if k.missing:
+            parts.append(f"{k.missing} keys missing from the target (e.g. {', '.join(k.missing_examples)})")
+        if k.stale:
+            parts.append(
+                f"stale: {k.stale} keys whose target row is older than their newest record "
+                f"(e.g. {', '.join(k.stale_examples)})"
+            )
+        if k.dead_unrecorded:
+            parts.append(f"{k.dead_unrecorded} invalid records not in the dead letters")
         if self.stale:
             parts.append(self.stale)
         return "; ".join(parts)
 
 
-def _key_of(spec: PipelineSpec, value: bytes | None) -> tuple[Any, ...] | None:
-    try:
-        doc = json.loads(value or b"")
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        return None
-    key = []
-    for c in spec.key_columns:
-        node: Any = doc
-        for part in c.path.split("."):
-            node = node.get(part) if isinstance(node, dict) else None
-        if node is None:
-            return None
-        key.append(str(node))
-    return tuple(key)
+def plan_window(
+    kafka: Mapping[str, Any], spec: PipelineSpec, window_start: datetime, window_end: datetime
+) -> list[OffsetRange]:
+    """The window's offset range per partition of the spec's topics (from the records' timestamps)."""
+    snapshots = take_snapshot(kafka, spec, spec.topics)
+    starts = offsets_for_time(kafka, snapshots, int(window_start.timestamp() * 1000))
+    ends = offsets_for_time(kafka, snapshots, int(window_end.timestamp() * 1000))
+    return [OffsetRange(s.topic, s.partition, starts[s.tp], max(starts[s.tp], ends[s.tp])) for s in snapshots]
 
 
-def _missing_keys(
-    engine: Engine, spec: PipelineSpec, kafka: Mapping[str, Any], r: OffsetRange, dead: set[int]
-) -> tuple[int, int]:
-    """(keys missing from the target, records read) for one partition's window range."""
-    newest: dict[tuple[Any, ...], int] = {}
-    records = 0
-    for batch in read_range(kafka, r):
-        for record in batch.select(["offset", "value"]).to_pylist():
-            records += 1
-            if record["offset"] in dead:
-                continue
-            key = _key_of(spec, record["value"])
-            if key is not None:
-                newest[key] = record["offset"]
-    if not newest:
-        return 0, records
-    key_cols = sql.SQL(", ").join(sql.Identifier(k) for k in spec.key)
-    query = sql.SQL(
-        "SELECT {cols}, _kafka_topic, _kafka_partition, _kafka_offset FROM {target} WHERE ({cols}) IN ({values})"
+def _key_checks_sql(spec: PipelineSpec, stage: sql.Composable) -> sql.Composed:
+    """Per (topic, partition) of the staged newest lineage: keys, missing, stale, examples, dead letters.
+
+    Keys join with their own types (the stage has the target's column types), so a numeric
+    ``1.5`` matches ``1.500``. "Not stale" is: the same lineage, or a target row newer by the Ordering.
+    """
+    s, t = sql.Identifier("s"), sql.Identifier("t")
+    key_eq = sql.SQL(" AND ").join(sql.SQL("t.{k} = s.{k}").format(k=sql.Identifier(k)) for k in spec.key)
+    key_text = sql.SQL("concat_ws('|', {})").format(
+        sql.SQL(", ").join(sql.SQL("s.{}::text").format(sql.Identifier(k)) for k in spec.key)
     )
-    found: dict[tuple[Any, ...], tuple[str, int, int]] = {}
-    keys = list(newest)
-    with engine.connect() as conn:
-        raw = pg_cursor(conn)
-        for i in range(0, len(keys), 5000):
-            chunk = keys[i : i + 5000]
-            values = sql.SQL(", ").join(sql.SQL("({})").format(sql.SQL(", ").join(map(sql.Literal, k))) for k in chunk)
-            raw.execute(query.format(cols=key_cols, target=target_identifier(spec), values=values))
-            for row in raw.fetchall():
-                found[tuple(str(x) for x in row[: len(spec.key)])] = row[len(spec.key) :]
-    missing = 0
-    for key, offset in newest.items():
-        found_row = found.get(key)
-        # Present and at least as new (same partition, same or later offset), or moved on by
-        # another partition's/ordering column's newer record: the target holds a newer version.
-        if found_row is None or (
-            spec.ordering.mode is OrderingMode.OFFSET
-            and found_row[0] == r.topic
-            and found_row[1] == r.partition
-            and found_row[2] < offset
-        ):
-            missing += 1
-    return missing, records
+    missing = sql.SQL("s._kind = {row} AND t.{k0} IS NULL").format(row=sql.Literal(ROW), k0=sql.Identifier(spec.key[0]))
+    stale = sql.SQL(
+        "s._kind = {row} AND t.{k0} IS NOT NULL "
+        "AND (t._kafka_topic, t._kafka_partition, t._kafka_offset) IS DISTINCT FROM "
+        "(s._kafka_topic, s._kafka_partition, s._kafka_offset) AND NOT ({target_newer})"
+    ).format(row=sql.Literal(ROW), k0=sql.Identifier(spec.key[0]), target_newer=spec.ordering.newer_sql(s, t))
+    return sql.SQL(
+        "SELECT s._kafka_topic, s._kafka_partition, "
+        "count(*) FILTER (WHERE s._kind = {row}), "
+        "count(*) FILTER (WHERE {missing}), "
+        "count(*) FILTER (WHERE {stale}), "
+        "(array_agg({key_text} ORDER BY {key_text}) FILTER (WHERE {missing}))[1:{n}], "
+        "(array_agg({key_text} ORDER BY {key_text}) FILTER (WHERE {stale}))[1:{n}], "
+        "count(*) FILTER (WHERE s._kind = {dead}), "
+        'count(*) FILTER (WHERE s._kind = {dead} AND d."offset" IS NULL) '
+        "FROM {stage} s "
+        "LEFT JOIN {target} t ON s._kind = {row} AND {key_eq} "
+        "LEFT JOIN reprocess.dead_letters d ON s._kind = {dead} AND d.pipeline = %(pipeline)s "
+        'AND d.topic = s._kafka_topic AND d.partition = s._kafka_partition AND d."offset" = s._kafka_offset '
+        "GROUP BY 1, 2"
+    ).format(
+        row=sql.Literal(ROW), dead=sql.Literal(DEAD), missing=missing, stale=stale, key_text=key_text,
+        n=sql.Literal(EXAMPLE_KEYS), stage=stage, target=target_identifier(spec), key_eq=key_eq,
+    )  # fmt: skip
 
 
-def reconcile_window(
+def record_verdicts(
     engine: Engine,
-    kafka: Mapping[str, Any],
     spec: PipelineSpec,
+    ranges: Sequence[OffsetRange],
     window_start: datetime,
     window_end: datetime,
     check_id: str,
 ) -> list[PartitionVerdict]:
-    """Check every partition of the spec's topics for ``[window_start, window_end)``; store verdicts.
-
-    The verdicts are stored (tagged ``check_id``) only once the whole window is checked, with the
-    healing backfill conf on the gap rows: :func:`recorded_heal_conf` is the one source of auto-heal.
+    """Compare the check's stage (written by :func:`reprocess.job.stage_window`) with the target
+    and the ledger, store one verdict row per partition (tagged ``check_id``, the healing backfill
+    conf on gap rows) and drop the stage, all in one transaction.
 
     Raises
     ------
     ReconciliationGap
-        Some offsets of the window are not committed, or keys are missing; the message names
-        the ranges and gives the backfill conf that closes them.
+        Offsets of the window are not committed, or rows are missing or stale; the message
+        names the ranges and gives the backfill conf that closes them.
     """
-    snapshots = take_snapshot(kafka, spec, spec.topics)
-    starts = offsets_for_time(kafka, snapshots, int(window_start.timestamp() * 1000))
-    ends = offsets_for_time(kafka, snapshots, int(window_end.timestamp() * 1000))
+    stage = stage_identifier(spec, check_id)
     verdicts = []
     with engine.begin() as conn:
-        for s in snapshots:
-            r = OffsetRange(s.topic, s.partition, starts[s.tp], max(starts[s.tp], ends[s.tp]))
-            params = {"pipeline": spec.name, "topic": s.topic, "partition": s.partition, "start": r.start, "end": r.end}
+        cur = pg_cursor(conn)
+        cur.execute("SELECT to_regclass(%s)", (stage.as_string(cur),))
+        if one_row(cur)[0] is None:
+            raise ReprocessError(
+                f"{spec.name}: the stage of check {check_id} does not exist; re-run the window's Spark task"
+            )
+        cur.execute(_key_checks_sql(spec, stage), {"pipeline": spec.name})
+        checks = {
+            TopicPartition(topic, partition): KeyCheck(
+                keys, missing, stale, tuple(missing_ex or ()), tuple(stale_ex or ()), dead, unrecorded
+            )
+            for topic, partition, keys, missing, stale, missing_ex, stale_ex, dead, unrecorded in cur.fetchall()
+        }
+        for r in ranges:
+            params = {"pipeline": spec.name, "topic": r.topic, "partition": r.partition, "start": r.start, "end": r.end}
             committed = [(a, b) for a, b in conn.execute(_COMMITTED, params)]
-            dead = {o for (o,) in conn.execute(_DEAD, params)}
-            missing, records = _missing_keys(engine, spec, kafka, r, dead) if r.width else (0, 0)
             verdicts.append(
                 PartitionVerdict(
-                    r, uncovered(r.start, r.end, committed), missing, records, len(dead), committed,
+                    r, uncovered(r.start, r.end, committed), committed, checks.get(r.tp, KeyCheck()),
                     stale_in_range(conn, spec, r),
                 )
             )  # fmt: skip
@@ -197,6 +219,7 @@ def reconcile_window(
             log.info("reconcile pipeline=%s topic=%s partition=%d offsets=[%d,%d) verdict=%s %s", spec.name,
                      v.range.topic, v.range.partition, v.range.start, v.range.end, "ok" if v.ok else "gap",
                      v.detail())  # fmt: skip
+        drop_stage(conn.connection, spec, check_id)
     if conf is not None:
         raise ReconciliationGap(
             f"{spec.name} window [{window_start.isoformat()}, {window_end.isoformat()}): "
@@ -210,7 +233,7 @@ def reconcile_window(
 def heal_conf(bad: list[PartitionVerdict]) -> dict[str, Any]:
     """The backfill trigger conf that replays the gaps: the uncovered span, or the window's whole
     range when rows are missing or stale (their records may lie anywhere in it)."""
-    return backfill_conf(v.range if v.missing_keys or v.stale else healing_range(v.range, v.uncovered) for v in bad)
+    return backfill_conf(v.range if v.needs_whole_window else healing_range(v.range, v.uncovered) for v in bad)
 
 
 def recorded_heal_conf(

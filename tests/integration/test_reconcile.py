@@ -15,6 +15,7 @@ import pytest
 from sqlalchemy import text
 
 from reprocess import demo_data
+from tests import oracle
 from tests.integration.helpers import orders_spec, run_dag
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("spark"), pytest.mark.integration("airflow")]
@@ -31,7 +32,8 @@ def _reconcile(spec: Any, retries: int | None = None) -> Any:
     assert bag.import_errors == {}, bag.import_errors
     dag = bag.dags[spec.dag_id("reconcile")]
     if retries is not None:  # a failure test need not wait out the retry delays
-        dag.get_task("reconcile").retries = retries
+        for task in dag.tasks:
+            task.retries = retries
     return dag.test(logical_date=DAY)
 
 
@@ -68,6 +70,8 @@ def test_auto_heal_triggers_the_stored_conf_for_a_gap_and_nothing_when_the_check
     gap_run = _reconcile(spec)
     assert gap_run.state == "failed"
     assert _task_states(gap_run) == {
+        "plan_window": "success",
+        "spark_window_stage": "success",
         "reconcile": "failed",
         "recorded_gap": "success",
         "heal_with_backfill": "success",
@@ -103,7 +107,9 @@ def test_auto_heal_triggers_the_stored_conf_for_a_gap_and_nothing_when_the_check
     broken_run = _reconcile(spec, retries=0)
     assert broken_run.state == "failed"
     assert _task_states(broken_run) == {
-        "reconcile": "failed",
+        "plan_window": "failed",
+        "spark_window_stage": "upstream_failed",
+        "reconcile": "upstream_failed",
         "recorded_gap": "skipped",
         "heal_with_backfill": "skipped",
         "check_failed": "failed",
@@ -124,3 +130,64 @@ def _canonical(value: str) -> Any:
         return json.loads(value)
     except json.JSONDecodeError:
         return value
+
+
+def _verdicts(engine: Any, spec: Any) -> dict[int, tuple[str, str]]:
+    with engine.connect() as conn:
+        rows = conn.execute(
+            text("SELECT partition, verdict, detail FROM reprocess.reconciliations WHERE pipeline = :p"),
+            {"p": spec.name},
+        )
+        return {r.partition: (r.verdict, r.detail) for r in rows}
+
+
+def test_stale_and_missing_rows_are_gaps_named_with_examples_and_the_heal_conf_closes_them(
+    kafka_config, engine, unique_name
+):
+    """A row set back to an older record of its key is stale, not "ok"; the oracle picks the keys."""
+    spec = orders_spec(unique_name, unique_name)
+    demo_data.create_topic(kafka_config, unique_name, 2)
+    produced = demo_data.produce(kafka_config, unique_name, 2, demo_data.order_events(80, 3, seed=43), malformed=())
+    assert run_dag(spec, "backfill").state == "success"
+    assert _reconcile(spec).state == "success"
+    assert {p: v for p, (v, _) in _verdicts(engine, spec).items()} == {0: "ok", 1: "ok"}
+
+    # From the produced messages: keys of partition 0 with an older valid event, and its lineage.
+    events: dict[str, list[tuple[int, int, str]]] = {}
+    for partition, offset, _key, value in produced.messages:
+        ev = oracle.is_valid_order(value)
+        if ev is not None:
+            events.setdefault(ev["order_id"], []).append((partition, offset, ev["status"]))
+    stale_keys = sorted(k for k, evs in events.items() if len(evs) > 1 and evs[0][0] == 0)[:3]
+    missing_key = sorted(k for k, evs in events.items() if evs[0][0] == 1)[0]
+    assert len(stale_keys) == 3
+    with engine.begin() as conn:
+        for key in stale_keys:
+            _, older_offset, older_status = sorted(events[key])[-2]
+            conn.execute(
+                text(f"UPDATE {spec.qualified_target} SET _kafka_offset = :o, status = :s WHERE order_id = :k"),
+                {"o": older_offset, "s": older_status, "k": key},
+            )
+        conn.execute(text(f"DELETE FROM {spec.qualified_target} WHERE order_id = :k"), {"k": missing_key})
+
+    failed = _reconcile(spec)
+    assert failed.state == "failed"
+    verdicts = _verdicts(engine, spec)
+    assert verdicts[0] == (
+        "gap",
+        f"stale: 3 keys whose target row is older than their newest record (e.g. {stale_keys[0]}, {stale_keys[1]})",
+    )
+    assert verdicts[1] == ("gap", f"1 keys missing from the target (e.g. {missing_key})")
+    with engine.connect() as conn:
+        (conf,) = conn.execute(
+            text("SELECT DISTINCT heal_conf FROM reprocess.reconciliations WHERE pipeline = :p AND verdict = 'gap'"),
+            {"p": spec.name},
+        ).one()
+    ends = {p: max(o for q, o, *_ in produced.messages if q == p) + 1 for p in (0, 1)}
+    assert json.loads(conf["start_value"]) == {unique_name: {"0": 0, "1": 0}}  # the whole window of both
+    assert json.loads(conf["end_value"]) == {unique_name: {str(p): e for p, e in ends.items()}}
+
+    # The stored conf, run as a backfill, closes the gap: the next check passes.
+    assert run_dag(spec, "backfill", conf).state == "success"
+    assert _reconcile(spec).state == "success"
+    assert {p: v for p, (v, _) in _verdicts(engine, spec).items()} == {0: "ok", 1: "ok"}
