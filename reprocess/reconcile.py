@@ -35,11 +35,12 @@ from sqlalchemy import Engine, text
 from reprocess.db import one_row, pg_cursor
 from reprocess.errors import ReconciliationGap, ReprocessError
 from reprocess.evolve import stale_in_range
+from reprocess.ordering import LINEAGE_ORDER
 from reprocess.plan import offsets_for_time, take_snapshot
 from reprocess.ranges import OffsetRange, TopicPartition, backfill_conf, healing_range, uncovered
-from reprocess.spec import PipelineSpec
+from reprocess.spec import PipelineSpec, TombstoneMode
 from reprocess.stage import drop_stage, stage_identifier
-from reprocess.target import target_identifier
+from reprocess.target import markers_identifier, newest_per_key, target_identifier
 from reprocess.transform import DEAD, ROW
 
 log = logging.getLogger(__name__)
@@ -127,40 +128,57 @@ def plan_window(
 
 
 def _key_checks_sql(spec: PipelineSpec, stage: sql.Composable) -> sql.Composed:
-    """Per (topic, partition) of the staged newest lineage: keys, missing, stale, examples, dead letters.
+    """Per (topic, partition) of the window's newest record per key: keys, missing, stale, examples.
 
-    Keys join with their own types (the stage has the target's column types), so a numeric
-    ``1.5`` matches ``1.500``. "Not stale" is: the same lineage, or a target row newer by the Ordering.
+    The newest record is a row or, with ``tombstones: delete``, a tombstone; the key's current
+    state is its target row or its deletion marker (at most one exists). It is right when it
+    carries the newest record's lineage or a newer one by the Ordering; absent is *missing*,
+    older is *stale*. Keys join with their own types (the stage has the target's column types),
+    so a numeric ``1.5`` matches ``1.500``.
     """
-    s, t = sql.Identifier("s"), sql.Identifier("t")
-    key_eq = sql.SQL(" AND ").join(sql.SQL("t.{k} = s.{k}").format(k=sql.Identifier(k)) for k in spec.key)
-    key_text = sql.SQL("concat_ws('|', {})").format(
-        sql.SQL(", ").join(sql.SQL("s.{}::text").format(sql.Identifier(k)) for k in spec.key)
+    n, c = sql.Identifier("n"), sql.Identifier("c")
+    ident = sql.Identifier
+    keys = sql.SQL(", ").join(map(ident, spec.key))
+    fields = sql.SQL(", ").join(map(ident, dict.fromkeys([*spec.ordering.fields, *LINEAGE_ORDER])))
+    if spec.tombstones is TombstoneMode.DELETE:
+        newest = newest_per_key(spec, stage)
+        current_sql = "SELECT {keys}, {fields} FROM {target} UNION ALL SELECT {keys}, {fields} FROM {markers}"
+    else:
+        newest = sql.SQL("SELECT * FROM {stage} WHERE _kind = {row}").format(stage=stage, row=sql.Literal(ROW))
+        current_sql = "SELECT {keys}, {fields} FROM {target}"
+    current = sql.SQL(current_sql).format(
+        keys=keys, fields=fields, target=target_identifier(spec), markers=markers_identifier(spec)
     )
-    missing = sql.SQL("s._kind = {row} AND t.{k0} IS NULL").format(row=sql.Literal(ROW), k0=sql.Identifier(spec.key[0]))
+    key_eq = sql.SQL(" AND ").join(sql.SQL("c.{k} = n.{k}").format(k=ident(k)) for k in spec.key)
+    key_text = sql.SQL("concat_ws('|', {})").format(
+        sql.SQL(", ").join(sql.SQL("n.{}::text").format(ident(k)) for k in spec.key)
+    )
+    missing = sql.SQL("c.{} IS NULL").format(ident(spec.key[0]))
     stale = sql.SQL(
-        "s._kind = {row} AND t.{k0} IS NOT NULL "
-        "AND (t._kafka_topic, t._kafka_partition, t._kafka_offset) IS DISTINCT FROM "
-        "(s._kafka_topic, s._kafka_partition, s._kafka_offset) AND NOT ({target_newer})"
-    ).format(row=sql.Literal(ROW), k0=sql.Identifier(spec.key[0]), target_newer=spec.ordering.newer_sql(s, t))
+        "c.{k0} IS NOT NULL AND (c._kafka_topic, c._kafka_partition, c._kafka_offset) IS DISTINCT FROM "
+        "(n._kafka_topic, n._kafka_partition, n._kafka_offset) AND NOT ({current_newer})"
+    ).format(k0=ident(spec.key[0]), current_newer=spec.ordering.newer_sql(n, c))
     return sql.SQL(
-        "SELECT s._kafka_topic, s._kafka_partition, "
-        "count(*) FILTER (WHERE s._kind = {row}), "
-        "count(*) FILTER (WHERE {missing}), "
-        "count(*) FILTER (WHERE {stale}), "
-        "(array_agg({key_text} ORDER BY {key_text}) FILTER (WHERE {missing}))[1:{n}], "
-        "(array_agg({key_text} ORDER BY {key_text}) FILTER (WHERE {stale}))[1:{n}], "
-        "count(*) FILTER (WHERE s._kind = {dead}), "
-        'count(*) FILTER (WHERE s._kind = {dead} AND d."offset" IS NULL) '
-        "FROM {stage} s "
-        "LEFT JOIN {target} t ON s._kind = {row} AND {key_eq} "
-        "LEFT JOIN reprocess.dead_letters d ON s._kind = {dead} AND d.pipeline = %(pipeline)s "
-        'AND d.topic = s._kafka_topic AND d.partition = s._kafka_partition AND d."offset" = s._kafka_offset '
-        "GROUP BY 1, 2"
+        "WITH n AS ({newest}), c AS ({current}) "
+        "SELECT n._kafka_topic, n._kafka_partition, count(*), "
+        "count(*) FILTER (WHERE {missing}), count(*) FILTER (WHERE {stale}), "
+        "(array_agg({key_text} ORDER BY {key_text}) FILTER (WHERE {missing}))[1:{ex}], "
+        "(array_agg({key_text} ORDER BY {key_text}) FILTER (WHERE {stale}))[1:{ex}] "
+        "FROM n LEFT JOIN c ON {key_eq} GROUP BY 1, 2"
     ).format(
-        row=sql.Literal(ROW), dead=sql.Literal(DEAD), missing=missing, stale=stale, key_text=key_text,
-        n=sql.Literal(EXAMPLE_KEYS), stage=stage, target=target_identifier(spec), key_eq=key_eq,
+        newest=newest, current=current, missing=missing, stale=stale, key_text=key_text,
+        ex=sql.Literal(EXAMPLE_KEYS), key_eq=key_eq,
     )  # fmt: skip
+
+
+def _dead_checks_sql(stage: sql.Composable) -> sql.Composed:
+    """Per (topic, partition): the window's invalid records, and those not in the dead letters."""
+    return sql.SQL(
+        'SELECT s._kafka_topic, s._kafka_partition, count(*), count(*) FILTER (WHERE d."offset" IS NULL) '
+        "FROM {stage} s LEFT JOIN reprocess.dead_letters d ON d.pipeline = %(pipeline)s "
+        'AND d.topic = s._kafka_topic AND d.partition = s._kafka_partition AND d."offset" = s._kafka_offset '
+        "WHERE s._kind = {dead} GROUP BY 1, 2"
+    ).format(stage=stage, dead=sql.Literal(DEAD))
 
 
 def record_verdicts(
@@ -190,13 +208,16 @@ def record_verdicts(
             raise ReprocessError(
                 f"{spec.name}: the stage of check {check_id} does not exist; re-run the window's Spark task"
             )
-        cur.execute(_key_checks_sql(spec, stage), {"pipeline": spec.name})
-        checks = {
-            TopicPartition(topic, partition): KeyCheck(
-                keys, missing, stale, tuple(missing_ex or ()), tuple(stale_ex or ()), dead, unrecorded
+        cur.execute(_dead_checks_sql(stage), {"pipeline": spec.name})
+        dead = {TopicPartition(topic, partition): (n, unrecorded) for topic, partition, n, unrecorded in cur.fetchall()}
+        cur.execute(_key_checks_sql(spec, stage))
+        found = {TopicPartition(row[0], row[1]): row[2:] for row in cur.fetchall()}
+        checks: dict[TopicPartition, KeyCheck] = {}
+        for tp in {*dead, *found}:
+            keys, missing, stale, missing_ex, stale_ex = found.get(tp, (0, 0, 0, None, None))
+            checks[tp] = KeyCheck(
+                keys, missing, stale, tuple(missing_ex or ()), tuple(stale_ex or ()), *dead.get(tp, (0, 0))
             )
-            for topic, partition, keys, missing, stale, missing_ex, stale_ex, dead, unrecorded in cur.fetchall()
-        }
         for r in ranges:
             params = {"pipeline": spec.name, "topic": r.topic, "partition": r.partition, "start": r.start, "end": r.end}
             committed = [(a, b) for a, b in conn.execute(_COMMITTED, params)]

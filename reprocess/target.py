@@ -126,7 +126,7 @@ def merge_sql(spec: PipelineSpec, stage: sql.Composable) -> sql.Composed:
             "(SELECT 1 FROM {markers} AS _m WHERE {same_key} AND NOT {newer_than_marker})"
         ).format(
             cols=cols,
-            newest=_newest_per_key(spec, stage),
+            newest=newest_per_key(spec, stage),
             row=sql.Literal(ROW),
             markers=markers_identifier(spec),
             same_key=_same_key(spec, ident("_m"), ident("_w")),
@@ -168,7 +168,7 @@ def merge_sql(spec: PipelineSpec, stage: sql.Composable) -> sql.Composed:
     )
 
 
-def _newest_per_key(spec: PipelineSpec, stage: sql.Composable) -> sql.Composed:
+def newest_per_key(spec: PipelineSpec, stage: sql.Composable) -> sql.Composed:
     """The stage's newest record per key among rows and tombstones (by the pipeline's ordering)."""
     return sql.SQL(
         "SELECT DISTINCT ON ({key}) * FROM {stage} WHERE _kind IN ({row}, {tombstone}) ORDER BY {key}, {order}"
@@ -205,7 +205,7 @@ def apply_tombstones_sql(spec: PipelineSpec, stage: sql.Composable) -> sql.Compo
         "_run_id = EXCLUDED._run_id, _updated_at = now() WHERE {newer_than_marker} RETURNING 1) "
         "SELECT (SELECT count(*) FROM _gone), (SELECT count(*) FROM _marked)"
     ).format(
-        newest=_newest_per_key(spec, stage),
+        newest=newest_per_key(spec, stage),
         tombstone=sql.Literal(TOMBSTONE),
         target=target_identifier(spec),
         same_key_x=_same_key(spec, ident("_x"), ident("_w")),
