@@ -7,7 +7,6 @@ A test states the records a run read, already parsed (the Spark job's output sha
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -27,7 +26,6 @@ from reprocess.spec import ColumnType, PipelineSpec
 from reprocess.stage import STAGE_SCHEMA, StageCopier, create_stage
 from reprocess.transform import DEAD, ROW, TOMBSTONE, stage_columns
 
-DSN_ENV = "REPROCESS_TEST_STAGE_DSN"
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 
 _ARROW: dict[ColumnType, pa.DataType] = {
@@ -102,8 +100,7 @@ def write_stage(db_url: str, spec: PipelineSpec, run_id: str, records: Sequence[
     with psycopg2.connect(libpq_url(db_url)) as pg:
         create_stage(pg, spec, run_id)
     pg.close()
-    os.environ[DSN_ENV] = libpq_url(db_url)
-    copier = StageCopier(f"{STAGE_SCHEMA}.{spec.stage_table(run_id)}", tuple(stage_columns(spec)), DSN_ENV)
+    copier = StageCopier(f"{STAGE_SCHEMA}.{spec.stage_table(run_id)}", tuple(stage_columns(spec)), libpq_url(db_url))
     schema = _schema(spec)
     batch = pa.RecordBatch.from_pylist([_stage_row(spec, r) for r in records], schema=schema)
     return sum(b.column("rows")[0].as_py() for b in copier(iter([batch])))
