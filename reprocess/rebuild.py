@@ -36,6 +36,8 @@ from reprocess import queries, store
 from reprocess.commit import CommitResult, sum_committed_batches
 from reprocess.db import pg_cursor
 from reprocess.errors import ReprocessError
+from reprocess.ordering import OrderingMode
+from reprocess.ranges import OffsetRange
 from reprocess.runs import RunState
 from reprocess.spec import PipelineSpec
 from reprocess.target import create_target_sql, shadow_spec, target_identifier
@@ -66,6 +68,69 @@ def prepare_shadow(conn: Connection, spec: PipelineSpec, run_id: str) -> None:
     log.info("rebuild run_id=%s pipeline=%s shadow=%s created", run_id, spec.name, shadow.qualified_target)
 
 
+def _key_of(spec: PipelineSpec, value: bytes | None) -> tuple[Any, ...] | None:
+    try:
+        doc = json.loads(value or b"")
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    key = []
+    for c in spec.key_columns:
+        node: Any = doc
+        for part in c.path.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        if node is None:
+            return None
+        key.append(str(node))
+    return tuple(key)
+
+
+def _missing_keys(
+    engine: Engine, spec: PipelineSpec, kafka: Mapping[str, Any], r: OffsetRange, dead: set[int]
+) -> tuple[int, int]:
+    """(keys missing from the target, records read) for one partition's window range."""
+    newest: dict[tuple[Any, ...], int] = {}
+    records = 0
+    from reprocess.reader import read_range
+
+    for batch in read_range(kafka, r):
+        for record in batch.select(["offset", "value"]).to_pylist():
+            records += 1
+            if record["offset"] in dead:
+                continue
+            key = _key_of(spec, record["value"])
+            if key is not None:
+                newest[key] = record["offset"]
+    if not newest:
+        return 0, records
+    key_cols = sql.SQL(", ").join(sql.Identifier(k) for k in spec.key)
+    query = sql.SQL(
+        "SELECT {cols}, _kafka_topic, _kafka_partition, _kafka_offset FROM {target} WHERE ({cols}) IN ({values})"
+    )
+    found: dict[tuple[Any, ...], tuple[str, int, int]] = {}
+    keys = list(newest)
+    with engine.connect() as conn:
+        raw = pg_cursor(conn)
+        for i in range(0, len(keys), 5000):
+            chunk = keys[i : i + 5000]
+            values = sql.SQL(", ").join(sql.SQL("({})").format(sql.SQL(", ").join(map(sql.Literal, k))) for k in chunk)
+            raw.execute(query.format(cols=key_cols, target=target_identifier(spec), values=values))
+            for row in raw.fetchall():
+                found[tuple(str(x) for x in row[: len(spec.key)])] = row[len(spec.key) :]
+    missing = 0
+    for key, offset in newest.items():
+        found_row = found.get(key)
+        # Present and at least as new (same partition, same or later offset), or moved on by
+        # another partition's/ordering column's newer record: the target holds a newer version.
+        if found_row is None or (
+            spec.ordering.mode is OrderingMode.OFFSET
+            and found_row[0] == r.topic
+            and found_row[1] == r.partition
+            and found_row[2] < offset
+        ):
+            missing += 1
+    return missing, records
+
+
 def verify_shadow(engine: Engine, kafka: Mapping[str, Any], spec: PipelineSpec, run_id: str) -> dict[str, int]:
     """Reconcile the shadow against Kafka before it may replace the live table.
 
@@ -77,8 +142,6 @@ def verify_shadow(engine: Engine, kafka: Mapping[str, Any], spec: PipelineSpec, 
     ReprocessError
         Naming the partitions whose keys are missing; nothing was swapped.
     """
-    from reprocess.reconcile import _missing_keys
-
     shadow = shadow_spec(spec)
     with engine.connect() as conn:
         plan = store.load_plan(conn, run_id)
