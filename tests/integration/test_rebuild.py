@@ -64,6 +64,20 @@ def _batches(engine, run_id: str) -> list[str]:
         )
 
 
+def _committed_at(engine, run_id: str) -> dict[int, object]:
+    """batch index → commit time of the run's committed batches."""
+    with engine.connect() as conn:
+        return dict(
+            conn.execute(
+                text(
+                    "SELECT batch_index, committed_at FROM reprocess.runs WHERE parent_run_id = :r "
+                    "AND state = 'committed'"
+                ),
+                {"r": run_id},
+            ).all()
+        )
+
+
 def test_key_type_change_is_rebuilt_resumed_verified_and_swapped_atomically(kafka_config, engine, db_url, unique_name):
     v1 = orders_spec(unique_name, unique_name, key=["id"], columns=COLUMNS, ordering="offset")
     demo_data.create_topic(kafka_config, unique_name, 1)
@@ -99,6 +113,7 @@ def test_key_type_change_is_rebuilt_resumed_verified_and_swapped_atomically(kafk
     job.wait()
     assert 0 < _batches(engine, plan.run_id).count("committed") < len(_batches(engine, plan.run_id))
     assert _live(engine, v1) == before
+    kept = _committed_at(engine, plan.run_id)
 
     # Resume and swap while a reader keeps looking: it sees the old table or the new one, never a mix.
     seen: set[tuple[int, str]] = set()
@@ -112,8 +127,10 @@ def test_key_type_change_is_rebuilt_resumed_verified_and_swapped_atomically(kafk
     watcher = threading.Thread(target=watch)
     watcher.start()
     try:
-        output = run_spark_stage(v2, plan.run_id, batch_size=40)
-        assert "already committed: resuming after it" in output
+        run_spark_stage(v2, plan.run_id, batch_size=40)
+        # Resumed, not restarted: the batches committed before the kill keep their commit time.
+        assert set(_batches(engine, plan.run_id)) == {"committed"}
+        assert {k: v for k, v in _committed_at(engine, plan.run_id).items() if k in kept} == kept
         result = swap_in(engine, kafka_config, v2, plan.run_id)
     finally:
         stop.set()
