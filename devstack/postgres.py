@@ -114,10 +114,11 @@ def start() -> None:
         if result.returncode != 0:
             raise ServiceError(f"postgres: initdb failed:\n{result.stdout}\n{result.stderr}")
         with (data / "postgresql.conf").open("a") as conf:
-            # Tuned for a 2-core dev box: bulk COPY + merge, no durability needed for a demo.
+            # Tuned for a 2-core dev box: bulk COPY + merge. Commits stay durable (the crash-restart
+            # fault test relies on it, as production does); only the stage COPY turns that off.
             conf.write(
                 "\nshared_buffers = 512MB\nwork_mem = 64MB\nmaintenance_work_mem = 256MB\n"
-                "max_wal_size = 4GB\nsynchronous_commit = off\nmax_connections = 200\n"
+                "max_wal_size = 4GB\nmax_connections = 200\n"
             )
     opts = f"-h 127.0.0.1 -p {port()} -k {run}"
     result = run_pg("pg_ctl", "-D", str(data), "-l", str(log), "-o", opts, "-w", "-t", "60", "start")
