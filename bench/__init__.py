@@ -10,4 +10,6 @@ Modules: ``data`` (the order events), ``context`` (the bench database, per-case 
 result type), ``consume`` (the one Kafka consume loop of the ceiling and the baseline),
 ``rss`` (peak memory of a case's processes), one module per case (``ceilings``, ``baseline``,
 ``product``, ``airflow``), ``report`` (tables and ratios) and ``cli`` (the run).
+``coverage`` stands apart: ``python -m bench.coverage`` seeds 100 partitions × 10,000 runs of
+bookkeeping and times the coverage page's queries.
 """

@@ -86,13 +86,17 @@ def seed(
         "FROM generate_series(0, :parts - 1) part",
         # Daily verdicts: the window of the gap run is a gap on its partition, the rest are ok.
         "INSERT INTO reprocess.reconciliations (pipeline, window_start, window_end, topic, partition, kafka_start, "
-        "kafka_end, committed_end, verdict, detail) "
+        "kafka_end, committed_end, verdict, detail, heal_conf) "
         "SELECT :pipeline, date_trunc('day', now()) - make_interval(days => d + 1), "
         "date_trunc('day', now()) - make_interval(days => d), :topic, part, greatest(0, (:n - 24 * (d + 2)) * :step), "
         "greatest(0, (:n - 24 * (d + 1)) * :step), greatest(0, (:n - 24 * (d + 1)) * :step), "
         "CASE WHEN part = :gap_part AND d = 1 THEN 'gap' ELSE 'ok' END, "
         "CASE WHEN part = :gap_part AND d = 1 THEN 'uncovered offsets [' || ((:n - 24 * 3) * :step) || ', ' || "
-        "((:n - 24 * 3) * :step + :step) || ')' ELSE '2400 records, 0 dead letters, all accounted for' END "
+        "((:n - 24 * 3) * :step + :step) || ')' ELSE '2400 records, 0 dead letters, all accounted for' END, "
+        "CASE WHEN part = :gap_part AND d = 1 THEN jsonb_build_object('start_mode', 'offsets', 'start_value', "
+        "jsonb_build_object(:topic, jsonb_build_object(part::text, (:n - 24 * 3) * :step))::text, 'end_mode', "
+        "'offsets', 'end_value', jsonb_build_object(:topic, jsonb_build_object(part::text, (:n - 24 * 3) * :step "
+        "+ :step))::text) END "
         "FROM generate_series(0, :days - 1) d, generate_series(0, :parts - 1) part",
         'INSERT INTO reprocess.dead_letters (pipeline, topic, partition, "offset", run_id, key, value, error, '
         "kafka_timestamp, created_at) SELECT :pipeline, :topic, j % :parts, (j / :parts) * 7 + 3, "

@@ -1,4 +1,7 @@
-"""Airflow plugin of the reprocessing pipeline: writes each finished run's summary as its run note.
+"""Airflow plugin of the reprocessing pipeline: the coverage page and the run-note listener.
+
+The coverage page (``reprocess_web``: routes, templates, charts) is registered here as a FastAPI
+app under ``/reprocess``, shown in the nav and as a tab on every pipeline DAG's page.
 
 Tasks cannot set a run note through the Execution API, so a DAG-run listener (it runs where
 the run's state changes, with metadata DB access) copies the summary that the ``report``
@@ -12,6 +15,7 @@ from typing import ClassVar
 
 from airflow.listeners import hookimpl
 from airflow.plugins_manager import AirflowPlugin
+from reprocess_web import routes
 
 log = logging.getLogger(__name__)
 NOTE_LIMIT = 1000  # the UI/API limit of a run note
@@ -76,3 +80,22 @@ def _set_note(dag_run, note: str) -> None:  # type: ignore[no-untyped-def]
 class ReprocessPlugin(AirflowPlugin):
     name = "reprocess"
     listeners: ClassVar[list[object]] = [RunNoteListener()]
+    fastapi_apps: ClassVar[list[dict[str, object]]] = [
+        {"app": routes.app, "url_prefix": routes.URL_PREFIX, "name": "Reprocess coverage"}
+    ]
+    external_views: ClassVar[list[dict[str, object]]] = [
+        {
+            "name": "Coverage",
+            "href": f"{routes.URL_PREFIX}/",
+            "destination": "nav",
+            "url_route": "reprocess",
+            "nav_top_level": True,
+            "icon": f"{routes.URL_PREFIX}/static/coverage.svg",
+        },
+        {
+            "name": "Coverage",
+            "href": f"{routes.URL_PREFIX}/dag/{{DAG_ID}}",
+            "destination": "dag",
+            "url_route": "reprocess-coverage",
+        },
+    ]

@@ -2,7 +2,8 @@
 ``python -m reprocess.cli produce`` only fills the demo topics;
 ``python -m reprocess.cli reset PIPELINE --to-… [--execute]`` moves a pipeline's ledger deliberately;
 ``status [PIPELINE] [--json]`` prints each partition's coverage, as ``kafka-consumer-groups
---describe`` prints a group's lag.
+--describe`` prints a group's lag; ``redrive PIPELINE [--kind K] [--run R]`` prints the backfill
+confs that re-read a pipeline's open dead letters.
 
 The demo creates topics ``orders`` (4 partitions: order events with several updates per order,
 malformed messages, transactional batches that leave marker gaps) and ``payments`` (2
@@ -24,10 +25,11 @@ from typing import Any
 
 from sqlalchemy import Engine, text
 
-from reprocess import coverage, demo_data
+from reprocess import coverage, demo_data, redrive
 from reprocess.db import make_engine, migrate
 from reprocess.errors import ReprocessError
 from reprocess.kafka import config_from_env, make_admin
+from reprocess.spec import pipeline_dag_id
 from reprocess.summary import format_summary, run_summary
 
 log = logging.getLogger("reprocess.cli")
@@ -186,6 +188,27 @@ def status(pipeline: str | None, as_json: bool) -> int:
     return 0
 
 
+def redrive_command(pipeline: str, kind: str | None, run_id: str | None, max_gap: int, as_json: bool) -> int:
+    """The backfill confs that re-read the open dead letters, and the commands that trigger them."""
+    engine = make_engine(os.environ["AIRFLOW_CONN_REPROCESS_DB"])
+    migrate(engine)
+    with engine.connect() as conn:
+        plan = redrive.plan_redrive(conn, pipeline, kind, run_id, max_gap)
+    engine.dispose()
+    if as_json:
+        print(json.dumps(plan.as_dict(), indent=2))
+        return 0
+    what = "".join([f" of kind {kind!r}" if kind else "", f" of run {run_id}" if run_id else ""])
+    if not plan.confs:
+        print(f"redrive {pipeline}: no open dead letters{what}; nothing to redrive")
+        return 0
+    print(f"redrive {pipeline}: {plan.dead_letters} open dead letters{what} in {len(plan.ranges)} ranges "
+          f"-> {len(plan.confs)} backfill run(s):")  # fmt: skip
+    for conf in plan.confs:
+        print(f"airflow dags trigger {pipeline_dag_id(pipeline, 'backfill')} --conf '{json.dumps(conf)}'")
+    return 0
+
+
 def _table(header: tuple[str, ...], rows: Sequence[tuple[object, ...]]) -> str:
     """Left-aligned columns separated by two spaces; ``None`` prints as ``-``."""
     cells = [header, *(tuple("-" if v is None else str(v) for v in row) for row in rows)]
@@ -204,6 +227,14 @@ def main(argv: list[str] | None = None) -> int:
     status_cmd = sub.add_parser("status", help="coverage and lag per partition (like kafka-consumer-groups)")
     status_cmd.add_argument("pipeline", nargs="?", help="one pipeline (default: all)")
     status_cmd.add_argument("--json", action="store_true", help="machine-readable output")
+    redrive_cmd = sub.add_parser("redrive", help="backfill confs that re-read a pipeline's open dead letters")
+    redrive_cmd.add_argument("pipeline")
+    redrive_cmd.add_argument("--kind", help="only this error kind (as the page's filter shows it)")
+    redrive_cmd.add_argument("--run", help="only the dead letters of this run id")
+    redrive_cmd.add_argument(
+        "--max-gap", type=int, default=redrive.DEFAULT_MAX_GAP, help="join ranges this close (offsets)"
+    )
+    redrive_cmd.add_argument("--json", action="store_true", help="machine-readable output")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     if args.command == "demo":
@@ -219,6 +250,8 @@ def main(argv: list[str] | None = None) -> int:
             return 1
     if args.command == "status":
         return status(args.pipeline, args.json)
+    if args.command == "redrive":
+        return redrive_command(args.pipeline, args.kind, args.run, args.max_gap, args.json)
     return 2
 
 

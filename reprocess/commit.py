@@ -27,6 +27,7 @@ from reprocess.target import (
     dead_letters_sql,
     drop_superseded_markers_sql,
     merge_sql,
+    resolve_dead_letters_sql,
     shadow_spec,
     stage_counts_sql,
 )
@@ -134,7 +135,9 @@ def _commit_once(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResul
                 cur.execute(apply_tombstones_sql(target, stage), {"run_id": run_id})
                 deleted = int(one_row(cur)[0])
                 cur.execute(drop_superseded_markers_sql(target, stage))
-            # 4. Dead letters, in the same transaction as the good rows.
+            # 4. Dead letters, in the same transaction as the good rows; earlier ones whose record
+            #    now parses (a redrive after a fix) are marked resolved by this run.
+            cur.execute(resolve_dead_letters_sql(stage), {"pipeline": spec.name, "run_id": run_id})
             cur.execute(dead_letters_sql(stage), {"pipeline": spec.name, "run_id": run_id})
             dead_new = cur.rowcount
 

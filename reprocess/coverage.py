@@ -16,7 +16,7 @@ from typing import Any, Final, Generic, TypeVar
 from sqlalchemy import Connection, text
 
 from reprocess.plan import retention_risks
-from reprocess.ranges import OffsetRange, PartitionSnapshot, backfill_conf, healing_range, uncovered
+from reprocess.ranges import OffsetRange, PartitionSnapshot
 
 PAGE_SIZE: Final = 50
 CALENDAR_DAYS: Final = 31
@@ -139,17 +139,11 @@ SELECT r.run_id, r.kind, r.state, r.dag_id, r.dag_run_id, r.created_at, r.commit
 )
 
 # One cell per (window, partition) over the last days that have verdicts; gap cells carry the
-# committed islands inside their window, from which the healing backfill is derived.
+# healing backfill conf the reconciliation stored with them.
 CALENDAR: Final = text(
     """
 SELECT x.window_start, x.window_end, x.topic, x.partition, x.kafka_start, x.kafka_end, x.verdict, x.detail,
-       x.checked_at,
-       CASE WHEN x.verdict <> 'ok' THEN (
-            SELECT coalesce(jsonb_agg(jsonb_build_array(c.start_offset, c.end_offset) ORDER BY c.start_offset),
-                            '[]'::jsonb)
-              FROM reprocess.covered_ranges c
-             WHERE c.pipeline = x.pipeline AND c.topic = x.topic AND c.partition = x.partition
-               AND c.end_offset > x.kafka_start AND c.start_offset < x.kafka_end) END AS covered
+       x.checked_at, x.heal_conf
   FROM reprocess.reconciliations x
  WHERE x.pipeline = :pipeline
    AND x.window_start > (SELECT max(window_start) FROM reprocess.reconciliations y WHERE y.pipeline = :pipeline)
@@ -161,7 +155,8 @@ SELECT x.window_start, x.window_end, x.topic, x.partition, x.kafka_start, x.kafk
 # Newest first, optionally one error kind or one run; one page plus one row.
 DEAD_LETTERS: Final = text(
     """
-SELECT topic, partition, "offset", run_id, key, value, error, error_kind, kafka_timestamp, created_at
+SELECT topic, partition, "offset", run_id, key, value, error, error_kind, kafka_timestamp, created_at,
+       resolved_run_id, resolved_at
   FROM reprocess.dead_letters
  WHERE pipeline = :pipeline
    AND (CAST(:kind AS text) IS NULL OR error_kind = :kind)
@@ -171,9 +166,10 @@ SELECT topic, partition, "offset", run_id, key, value, error, error_kind, kafka_
 """
 )
 
+# Per error kind: how many dead letters are still open (not resolved by a redrive).
 DEAD_LETTER_KINDS: Final = text(
-    "SELECT error_kind, count(*) AS n FROM reprocess.dead_letters WHERE pipeline = :pipeline "
-    "GROUP BY error_kind ORDER BY n DESC, error_kind"
+    "SELECT error_kind, count(*) FILTER (WHERE resolved_run_id IS NULL) AS n FROM reprocess.dead_letters "
+    "WHERE pipeline = :pipeline GROUP BY error_kind ORDER BY n DESC, error_kind"
 )
 
 
@@ -365,6 +361,8 @@ class DeadLetter:
     error_kind: str
     kafka_timestamp: datetime | None
     created_at: datetime
+    resolved_run_id: str | None = None  # the run whose read found the record parsing (a redrive)
+    resolved_at: datetime | None = None
 
     @property
     def key_preview(self) -> str | None:
@@ -387,6 +385,8 @@ class DeadLetter:
             "error_kind": self.error_kind,
             "kafka_timestamp": _iso(self.kafka_timestamp),
             "created_at": _iso(self.created_at),
+            "resolved_run_id": self.resolved_run_id,
+            "resolved_at": _iso(self.resolved_at),
         }
 
 
@@ -507,19 +507,10 @@ def calendar(conn: Connection, pipeline: str, days: int = CALENDAR_DAYS) -> list
             r.verdict,
             r.detail,
             r.checked_at,
-            _heal(r.topic, r.partition, r.kafka_start, r.kafka_end, r.covered),
+            r.heal_conf if r.verdict != "ok" else None,
         )
         for r in conn.execute(CALENDAR, {"pipeline": pipeline, "days": days})
     ]
-
-
-def _heal(topic: str, partition: int, start: int, end: int, covered: list[list[int]] | None) -> dict[str, Any] | None:
-    """The reconciliation's own healing conf for a gap cell (the uncovered part of the window,
-    or the whole window when keys were missing)."""
-    if covered is None:
-        return None
-    window = OffsetRange(topic, partition, start, end)
-    return backfill_conf([healing_range(window, uncovered(start, end, [(a, b) for a, b in covered]))])
 
 
 def dead_letters(
@@ -544,6 +535,8 @@ def dead_letters(
             r.error_kind,
             r.kafka_timestamp,
             r.created_at,
+            r.resolved_run_id,
+            r.resolved_at,
         )
         for r in rows[:limit]
     )

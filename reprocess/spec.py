@@ -20,9 +20,10 @@ from reprocess.errors import SpecError
 from reprocess.ordering import Ordering
 
 _IDENT: Final = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
-# The DAGs generated per pipeline (dagfactory.build_dags); their ids name the pipeline.
+# The DAGs that read a pipeline's data (dagfactory.build_dags; reading its coverage needs read
+# access to all of them); every generated DAG's id, the reset DAG's too, names the pipeline.
 DAG_KINDS: Final = ("backfill", "incremental", "reconcile")
-_DAG_ID: Final = re.compile(r"^reprocess_(?P<pipeline>[a-z_][a-z0-9_]*)_(?P<kind>backfill|incremental|reconcile)$")
+_DAG_ID: Final = re.compile(r"^reprocess_(?P<pipeline>[a-z_][a-z0-9_]*)_(backfill|incremental|reconcile|reset)$")
 
 
 def pipeline_dag_id(pipeline: str, kind: str) -> str:

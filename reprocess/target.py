@@ -244,7 +244,25 @@ def dead_letters_sql(stage: sql.Composable) -> sql.Composed:
         "SELECT %(pipeline)s, _kafka_topic, _kafka_partition, _kafka_offset, %(run_id)s, "
         "decode(_raw_key, 'hex'), decode(_raw_value, 'hex'), _error, _kafka_timestamp "
         "FROM {stage} WHERE _kind = {dead} "
-        'ON CONFLICT (pipeline, topic, partition, "offset") DO NOTHING'
+        # A record that fails again keeps its first dead letter; one that had been resolved and
+        # fails again (a spec regression) is reopened with this run's error.
+        'ON CONFLICT (pipeline, topic, partition, "offset") DO UPDATE SET run_id = EXCLUDED.run_id, '
+        "error = EXCLUDED.error, resolved_run_id = NULL, resolved_at = NULL "
+        "WHERE reprocess.dead_letters.resolved_run_id IS NOT NULL"
+    ).format(stage=stage, dead=sql.Literal(DEAD))
+
+
+def resolve_dead_letters_sql(stage: sql.Composable) -> sql.Composed:
+    """Open dead letters inside the run's ranges whose record is not dead in this run's stage:
+    the record was read again and now parses (a redrive). They are kept, marked with the run.
+    Binds ``pipeline`` and ``run_id``."""
+    return sql.SQL(
+        "UPDATE reprocess.dead_letters d SET resolved_run_id = %(run_id)s, resolved_at = now() "
+        "FROM reprocess.run_ranges r "
+        "WHERE r.run_id = %(run_id)s AND d.pipeline = %(pipeline)s AND d.resolved_run_id IS NULL "
+        'AND d.topic = r.topic AND d.partition = r.partition AND d."offset" >= r.start_offset '
+        'AND d."offset" < r.end_offset AND NOT EXISTS (SELECT 1 FROM {stage} s WHERE s._kind = {dead} '
+        'AND s._kafka_topic = d.topic AND s._kafka_partition = d.partition AND s._kafka_offset = d."offset")'
     ).format(stage=stage, dead=sql.Literal(DEAD))
 
 
