@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import itertools
+import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -84,10 +88,9 @@ def start_spark_stage(
     ``kafka`` replaces the ``kafka_default`` connection's config (another broker); ``conf``
     adds Spark settings.
     """
-    import json
     import subprocess
 
-    kafka = kafka if kafka is not None else json.loads(os.environ["AIRFLOW_CONN_KAFKA_DEFAULT"])["extra"]
+    kafka = kafka if kafka is not None else _kafka_from_env()
     env = {
         **os.environ,
         "REPROCESS_DB_URL": os.environ["AIRFLOW_CONN_REPROCESS_DB"],
@@ -104,6 +107,26 @@ def start_spark_stage(
     )
 
 
+@contextmanager
+def connect_session(conf: dict[str, str] | None = None) -> Iterator[Any]:
+    """A Spark Connect client of the test server (``make services``, restarted for this code), as
+    the DAG's Connect launcher opens it; the library check runs first."""
+    from pyspark.sql import SparkSession
+
+    from devstack import connect
+    from reprocess.connect import check_library, client_env
+
+    with client_env():
+        spark = SparkSession.builder.remote(connect.url()).getOrCreate()
+        try:
+            check_library(spark, connect.url())
+            for name, value in (conf or {}).items():
+                spark.conf.set(name, value)
+            yield spark
+        finally:
+            spark.stop()
+
+
 def stage_over_connect(
     spec: PipelineSpec,
     run_id: str,
@@ -113,32 +136,36 @@ def stage_over_connect(
     conf: dict[str, str] | None = None,
 ) -> None:
     """Stage a planned run as the DAG's Spark Connect launcher does: the job runs in this process,
-    its Spark work on the session's Connect server (``make services``, restarted for this code)."""
-    import json
-
-    from pyspark.sql import SparkSession
-
-    from devstack import connect
-    from reprocess.connect import check_library, client_env
+    its Spark work on the session's Connect server."""
     from reprocess.job import stage_job
 
-    kafka = kafka if kafka is not None else json.loads(os.environ["AIRFLOW_CONN_KAFKA_DEFAULT"])["extra"]
-    with client_env():
-        spark = SparkSession.builder.remote(connect.url()).getOrCreate()
-        try:
-            check_library(spark, connect.url())
-            for name, value in (conf or {}).items():
-                spark.conf.set(name, value)
-            stage_job(
-                spark,
-                spec=str(spec.source_file),
-                run_id=run_id,
-                db_url=os.environ["AIRFLOW_CONN_REPROCESS_DB"],
-                kafka_config=json.dumps(kafka),
-                batch_size=str(batch_size) if batch_size else None,
-            )
-        finally:
-            spark.stop()
+    kafka = kafka if kafka is not None else _kafka_from_env()
+    with connect_session(conf) as spark:
+        stage_job(
+            spark,
+            spec=str(spec.source_file),
+            run_id=run_id,
+            db_url=os.environ["AIRFLOW_CONN_REPROCESS_DB"],
+            kafka_config=json.dumps(kafka),
+            batch_size=str(batch_size) if batch_size else None,
+        )
+
+
+def reconcile_over_connect(engine: Engine, spec: PipelineSpec, start: datetime, end: datetime, check_id: str) -> Any:
+    """The reconcile DAG's three steps in this process: plan the window, stage it over Connect,
+    record the verdicts (raises ReconciliationGap on a gap)."""
+    from reprocess.job import stage_window
+    from reprocess.reconcile import plan_window, record_verdicts
+
+    kafka = _kafka_from_env()
+    ranges = plan_window(kafka, spec, start, end)
+    with connect_session() as spark:
+        stage_window(spark, spec, check_id, ranges, os.environ["AIRFLOW_CONN_REPROCESS_DB"], kafka)
+    return record_verdicts(engine, spec, ranges, start, end, check_id)
+
+
+def _kafka_from_env() -> dict[str, Any]:
+    return dict(json.loads(os.environ["AIRFLOW_CONN_KAFKA_DEFAULT"])["extra"])
 
 
 def run_spark_stage(

@@ -18,12 +18,11 @@ from reprocess.commit import commit_run
 from reprocess.db import libpq_url
 from reprocess.errors import FencedRunError, ReconciliationGap, SchemaChangeError
 from reprocess.plan import plan_run
-from reprocess.reconcile import reconcile_window
 from reprocess.runs import RunRequest
 from reprocess.stage import create_stage
 from reprocess.summary import run_summary
 from tests import oracle
-from tests.integration.helpers import ORDERS_SPEC, orders_spec, run_dag, run_spark_stage
+from tests.integration.helpers import ORDERS_SPEC, orders_spec, reconcile_over_connect, run_dag, run_spark_stage
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("spark")]
 BASE = datetime(2026, 11, 1, tzinfo=UTC)
@@ -82,7 +81,7 @@ def test_added_column_is_altered_in_place_and_older_rows_are_reported_until_rebu
     summary = run_summary(engine, v2.name, f"{unique_name}-1", spec=v2)
     assert summary["stale_message"] == f"{keys:,} rows from spec v1; current is v2: run a backfill to re-derive"
     with pytest.raises(ReconciliationGap, match="rows from spec v1; current is v2"):
-        reconcile_window(engine, kafka_config, v2, BASE, datetime(2026, 11, 2, tzinfo=UTC), f"{unique_name}-check")
+        reconcile_over_connect(engine, v2, BASE, datetime(2026, 11, 2, tzinfo=UTC), f"{unique_name}-check")
 
     # A backfill fills the new column: every row is re-derived from the same record under v2.
     plan = plan_run(engine, kafka_config, v2, RunRequest.from_params({}), f"{unique_name}-2b")
