@@ -62,25 +62,39 @@ def _kafka_config() -> dict[str, Any]:
     return config
 
 
-def backfill_params(spec: PipelineSpec) -> dict[str, Param]:
-    """The trigger form: what to replay, from where to where, and how."""
-    offsets_help = 'JSON like `{"orders": {"0": 1200, "1": 900}}`; -2 = earliest, -1 = latest.'
+def _topic_partition_params(
+    spec: PipelineSpec, section: str, topics_help: str, partitions_help: str
+) -> dict[str, Param]:
+    """The topic and partition pickers shared by the backfill and reset forms."""
     return {
         "topics": Param(
             list(spec.topics),
             type="array",
             items={"type": "string", "enum": list(spec.topics)},
             title="Topics",
-            description="Topics to replay (all of the pipeline's topics by default).",
-            section="What",
+            description=topics_help,
+            section=section,
         ),
         "partitions": Param(
             [],
             type="array",
             items={"type": "integer", "minimum": 0},
             title="Partitions",
-            description="Partition numbers to replay; empty means every partition.",
-            section="What",
+            description=partitions_help,
+            section=section,
+        ),
+    }
+
+
+def backfill_params(spec: PipelineSpec) -> dict[str, Param]:
+    """The trigger form: what to replay, from where to where, and how."""
+    offsets_help = 'JSON like `{"orders": {"0": 1200, "1": 900}}`; -2 = earliest, -1 = latest.'
+    return {
+        **_topic_partition_params(
+            spec,
+            "What",
+            "Topics to replay (all of the pipeline's topics by default).",
+            "Partition numbers to replay; empty means every partition.",
         ),
         "start_mode": Param(
             "earliest",
@@ -475,21 +489,7 @@ def reset_params(spec: PipelineSpec) -> dict[str, Param]:
             description="For to-offset, to-datetime, shift-by.",
             section="Where",
         ),
-        "topics": Param(
-            list(spec.topics),
-            type="array",
-            items={"type": "string", "enum": list(spec.topics)},
-            title="Topics",
-            section="Where",
-        ),
-        "partitions": Param(
-            [],
-            type="array",
-            items={"type": "integer", "minimum": 0},
-            title="Partitions",
-            description="Empty means every partition.",
-            section="Where",
-        ),
+        **_topic_partition_params(spec, "Where", "Topics whose positions move.", "Empty means every partition."),
         "reason": Param(
             None,
             type=["null", "string"],
