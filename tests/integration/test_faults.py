@@ -231,7 +231,7 @@ def test_commit_backend_terminated_mid_transaction_commits_nothing_then_retry_co
     """pg_terminate_backend() of the committing session after its merge, before its COMMIT.
 
     The test holds an EXCLUSIVE lock on reprocess.dead_letters, so the commit stops at step 4
-    (dead letters) while it holds the pipeline's advisory lock and has merged into the target.
+    (dead letters: resolve, then insert) while it holds the pipeline's advisory lock and has merged into the target.
     """
     spec = orders_spec(unique_name, unique_name)
     demo_data.create_topic(kafka_config, unique_name, 2)
@@ -257,10 +257,12 @@ def test_commit_backend_terminated_mid_transaction_commits_nothing_then_retry_co
         (pid,) = _wait_for(
             lambda: _query(
                 watcher,
+                # step 4 starts by resolving redriven dead letters (UPDATE), then inserts new ones
                 "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                "AND query LIKE 'INSERT INTO reprocess.dead_letters%%'",
+                "AND (query LIKE 'UPDATE reprocess.dead_letters%%' "
+                "OR query LIKE 'INSERT INTO reprocess.dead_letters%%')",
             ),
-            "the commit to reach its dead-letter insert",
+            "the commit to reach its dead-letter step",
             seconds=60,
         )[0]
         held = _query(
