@@ -44,12 +44,17 @@ def tansu_bin() -> Path:
 
 @dataclass(frozen=True)
 class Broker:
-    """One tansu broker: ``port`` on 127.0.0.1, ``storage`` (``memory://…``, ``s3://…``), pid and log in ``home``."""
+    """One tansu broker: ``port`` on 127.0.0.1, ``storage`` (``memory://…``, ``s3://…``), pid and log in ``home``.
+
+    ``advertised_port`` is the port its metadata tells clients to use instead of ``port``: a
+    proxy in front of it (the fault tests' retention proxy) keeps every connection that way.
+    """
 
     port: int
     storage: str
     home: Path
     env: Mapping[str, str] = field(default_factory=dict)
+    advertised_port: int | None = None
 
     @classmethod
     def default(cls) -> Broker:
@@ -80,7 +85,8 @@ class Broker:
         ensure_port_free(self.port, "kafka", PORT_ENV)
         self.home.mkdir(parents=True, exist_ok=True)
         url = f"tcp://127.0.0.1:{self.port}"
-        cmd = [str(tansu_bin()), "broker", "--listener-url", url, "--advertised-listener-url", url,
+        advertised = f"tcp://127.0.0.1:{self.advertised_port or self.port}"
+        cmd = [str(tansu_bin()), "broker", "--listener-url", url, "--advertised-listener-url", advertised,
                "--storage-engine", self.storage]  # fmt: skip
         proc = spawn(cmd, self.log, self.pidfile, {**os.environ, **self.env})
         wait_for_port(self.port, 20, "kafka (tansu)", self.log, proc)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -21,6 +22,7 @@ from reprocess import store
 from reprocess.batches import run_in_batches
 from reprocess.commit import commit_staged_batch
 from reprocess.db import libpq_url, make_engine, one_row
+from reprocess.errors import DataLossError, ReadError
 from reprocess.ranges import OffsetRange, window_ranges
 from reprocess.reader import KafkaRangeDataSource, reader_options
 from reprocess.runs import RunPlan, RunState
@@ -139,6 +141,20 @@ def stage_window(
     return _stage(spark, spec, check_id, ranges, db_url, kafka)
 
 
+def reader_error(exc: Exception) -> DataLossError | ReadError | None:
+    """The reader's own error inside a failed Spark action, raised again as its type.
+
+    A Spark task's Python exception reaches the client as Spark's exception, its traceback in
+    the text; raised as itself, the task fails the way the reader meant (a DataLossError is not
+    retried: it needs a decision) and its message, which says the fix, is the task's error.
+    """
+    for kind in (DataLossError, ReadError):
+        found = re.search(rf"\b{kind.__name__}: (.+)", str(exc))
+        if found:
+            return kind(found.group(1).strip())
+    return None
+
+
 def _stage(
     spark: SparkSession,
     spec: PipelineSpec,
@@ -160,7 +176,13 @@ def _stage(
         return 0
     records = spark.read.format("kafka-range").options(**reader_options(kafka, ranges, None)).load()
     copier = StageCopier(f"{STAGE_SCHEMA}.{spec.stage_table(stage_id)}", tuple(stage_columns(spec)), libpq_url(db_url))
-    copied = sum(row.rows for row in to_stage(records, spec).mapInArrow(copier, COPIED_SCHEMA).collect())
+    try:
+        copied = sum(row.rows for row in to_stage(records, spec).mapInArrow(copier, COPIED_SCHEMA).collect())
+    except Exception as exc:
+        own = reader_error(exc)
+        if own is None:
+            raise
+        raise own from exc
     with psycopg2.connect(libpq_url(db_url)) as pg, pg.cursor() as cur:
         cur.execute(sql.SQL("SELECT count(*) FROM {}").format(stage_identifier(spec, stage_id)))
         rows = int(one_row(cur)[0])

@@ -162,7 +162,9 @@ def read_range(
                     if err.code() in (KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET):
                         raise DataLossError(
                             f"{r}: the broker says offset {position} is out of range ({err.str()}); "
-                            "the start is below the log start (deleted or compacted segment)"
+                            "the start is below the log start (deleted or compacted segment). Nothing of this "
+                            "range was committed. Plan a new run: planning names the records lost and takes "
+                            "allow_data_loss=true to record them and go on from the log start."
                         )
                     raise ReadError(f"{r}: read failed at offset {position}: {err.str()}") from KafkaException(err)
                 offset = _offset_of(msg, r)

@@ -56,6 +56,7 @@ from tests.integration.helpers import (
     start_spark_stage,
     target_rows,
 )
+from tests.integration.retention_proxy import retention_broker
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("spark"), pytest.mark.integration("postgres")]
 
@@ -412,61 +413,63 @@ def test_two_racing_incremental_runs_commit_exactly_once_and_fence_the_other(kaf
 
 
 # --------------------------------------------------------------------------- 5. data loss
-def test_deleted_range_fails_the_run_unless_allowed_then_is_recorded_as_lost_never_skipped(
-    kafka_config, engine, unique_name, monkeypatch
+def test_retention_past_the_ledger_fails_the_read_and_the_plan_unless_allowed_then_is_recorded_as_lost(
+    engine, tmp_path, unique_name
 ):
-    """Retention deletes partition 0's oldest segment past the pipeline's ledger position.
+    """Retention deletes partition 0's oldest segment past the ledger, after a run was planned.
 
-    The local broker cannot delete records (no retention, no DeleteRecords: notes/components.md),
-    so the test wraps the real snapshot and raises partition 0's log start by 40 past the ledger,
-    exactly what ``list_offsets(earliest)`` answers on Apache Kafka after retention ran. Planning,
-    the Spark read, the commit and the ledger are real; the records below the new log start are
-    still on the local broker, so reading them by mistake would show up in the target.
+    The local broker cannot delete records, so a retention proxy in front of a broker of the
+    test's own answers as Apache Kafka does once the segment is gone: a Fetch below the new log
+    start gets OFFSET_OUT_OF_RANGE and ``list_offsets(earliest)`` says the new log start. The
+    records below it are still on the broker, so reading them by mistake would show up in the
+    target. Everything else is real: the planned run's Spark read (whose reader meets the
+    deletion itself), planning, the commit and the ledger.
     """
-    from reprocess import plan as planning
     from reprocess.errors import DataLossError
-    from reprocess.ranges import PartitionSnapshot
 
-    spec = orders_spec(unique_name, unique_name)
-    demo_data.create_topic(kafka_config, unique_name, 2)
-    first = demo_data.produce(kafka_config, unique_name, 2, demo_data.order_events(150, 3, seed=29), malformed=())
-    plan1 = plan_run(engine, kafka_config, spec, RunRequest.incremental(), f"{unique_name}-1")
-    run_spark_stage(spec, plan1.run_id)
-    commit_run(engine, spec, plan1.run_id)
-    position = ledger(engine, spec)[0]
-    later = [
-        (k.replace("o-", "l-"), {**ev, "order_id": ev["order_id"].replace("o-", "l-")})
-        for k, ev in demo_data.order_events(150, 3, seed=30)
-    ]
-    second = demo_data.produce(kafka_config, unique_name, 2, later, malformed=())
-    deleted_to = position + 40
-    assert deleted_to < log_ends(second)[0]
-
-    real_snapshot = planning.take_snapshot
-
-    def after_retention(*args: Any, **kwargs: Any) -> list[PartitionSnapshot]:
-        return [
-            PartitionSnapshot(s.topic, s.partition, deleted_to, s.log_end, s.group_committed) if s.partition == 0 else s
-            for s in real_snapshot(*args, **kwargs)
+    with retention_broker(tmp_path) as (proxy, kafka):
+        spec = orders_spec(unique_name, unique_name)
+        demo_data.create_topic(kafka, unique_name, 2)
+        first = demo_data.produce(kafka, unique_name, 2, demo_data.order_events(150, 3, seed=29), malformed=())
+        plan1 = plan_run(engine, kafka, spec, RunRequest.incremental(), f"{unique_name}-1")
+        run_spark_stage(spec, plan1.run_id, kafka=kafka)
+        commit_run(engine, spec, plan1.run_id)
+        position = ledger(engine, spec)[0]
+        later = [
+            (k.replace("o-", "l-"), {**ev, "order_id": ev["order_id"].replace("o-", "l-")})
+            for k, ev in demo_data.order_events(150, 3, seed=30)
         ]
+        second = demo_data.produce(kafka, unique_name, 2, later, malformed=())
+        planned = plan_run(engine, kafka, spec, RunRequest.incremental(), f"{unique_name}-2")
+        deleted_to = position + 40
+        assert deleted_to < log_ends(second)[0]
+        proxy.log_start[(unique_name, 0)] = deleted_to  # retention runs after the plan
 
-    monkeypatch.setattr(planning, "take_snapshot", after_retention)
+        # The planned run's reader meets the deletion: the job fails with the reader's own
+        # DataLossError (no retry), nothing is committed, the ledger stays.
+        with pytest.raises(DataLossError) as lost:
+            run_spark_stage(spec, planned.run_id, kafka=kafka)
+        assert f"{unique_name}[0] [{position}, " in str(lost.value), str(lost.value)
+        assert f"offset {position} is out of range" in str(lost.value) and "allow_data_loss" in str(lost.value)
+        assert proxy.fetches_refused >= 1
+        assert ledger(engine, spec) == log_ends(first)
+        assert target_rows(engine, spec) == oracle_rows(first)
 
-    # Without allow_data_loss: the run fails at planning, naming the partition and the missing range.
-    with pytest.raises(DataLossError) as refused:
-        plan_run(engine, kafka_config, spec, RunRequest.incremental(), f"{unique_name}-2")
-    message = str(refused.value)
-    assert f"{unique_name}[0]" in message and f"[{position}, {deleted_to})" in message, message
-    assert "allow_data_loss" in message
-    assert ledger(engine, spec)[0] == position  # nothing moved
+        # Planning now sees the log start (list_offsets through the proxy) and refuses.
+        with pytest.raises(DataLossError) as refused:
+            plan_run(engine, kafka, spec, RunRequest.incremental(), f"{unique_name}-3")
+        message = str(refused.value)
+        assert f"{unique_name}[0]" in message and f"[{position}, {deleted_to})" in message, message
+        assert "allow_data_loss" in message
+        assert ledger(engine, spec) == log_ends(first)  # nothing moved
 
-    # With allow_data_loss: the lost range is stored in the run, the read starts at the log start.
-    request = RunRequest.from_params({"start_mode": "ledger", "allow_data_loss": True})
-    plan3 = plan_run(engine, kafka_config, spec, request, f"{unique_name}-3")
-    assert [(x.topic, x.partition, x.start, x.end) for x in plan3.lost] == [(unique_name, 0, position, deleted_to)]
-    assert {r.partition: r.start for r in plan3.ranges}[0] == deleted_to
-    run_spark_stage(spec, plan3.run_id)
-    commit_run(engine, spec, plan3.run_id)
+        # With allow_data_loss: the lost range is stored in the run, the read starts at the log start.
+        request = RunRequest.from_params({"start_mode": "ledger", "allow_data_loss": True})
+        plan4 = plan_run(engine, kafka, spec, request, f"{unique_name}-4")
+        assert [(x.topic, x.partition, x.start, x.end) for x in plan4.lost] == [(unique_name, 0, position, deleted_to)]
+        assert {r.partition: r.start for r in plan4.ranges}[0] == deleted_to
+        run_spark_stage(spec, plan4.run_id, kafka=kafka)
+        commit_run(engine, spec, plan4.run_id)
 
     # Oracle: everything produced except partition 0's offsets [position, deleted_to).
     survived = demo_data.Produced(
@@ -476,10 +479,12 @@ def test_deleted_range_fails_the_run_unless_allowed_then_is_recorded_as_lost_nev
     assert ledger(engine, spec) == log_ends(second)
     ranges = committed_ranges(engine, spec)
     assert ranges[0] == [(0, position), (deleted_to, log_ends(second)[0])]  # the gap is the lost range, exactly
-    assert next(r for r in runs(engine, spec) if r.run_id == plan3.run_id).lost_ranges == [
+    assert next(r for r in runs(engine, spec) if r.run_id == plan4.run_id).lost_ranges == [
         {"topic": unique_name, "partition": 0, "start": position, "end": deleted_to}
     ]
-    assert _run_states(engine, spec) == ["committed", "committed", "failed"]
+    states = {r.run_id: r.state for r in runs(engine, spec)}
+    assert states[plan1.run_id] == states[plan4.run_id] == "committed"
+    assert states[planned.run_id] != "committed" and states[f"{unique_name}-3"] == "failed"
 
 
 # --------------------------------------------------------------------------- 6. bad messages

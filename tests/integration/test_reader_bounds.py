@@ -18,10 +18,11 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from reprocess import demo_data
-from reprocess.errors import ReadError
+from reprocess.errors import DataLossError, ReadError
 from reprocess.kafka import make_consumer, make_producer
 from reprocess.ranges import OffsetRange
 from reprocess.reader import read_range
+from tests.integration.retention_proxy import retention_broker
 
 pytestmark = pytest.mark.integration("kafka")
 
@@ -198,8 +199,36 @@ def test_a_range_ending_in_the_trailing_marker_completes_by_position_without_a_s
     assert time.monotonic() - began < 3  # done by position, not by waiting out the stall timeout
 
 
-# Not covered here: a start below the log start (DataLossError). The local broker never
-# deletes segments, so it cannot be produced on it; resolve() refuses it in the unit tests.
+def test_a_start_below_the_log_start_raises_data_loss_from_the_reader_itself(tmp_path, unique_name):
+    """Retention deleted offsets [0, 30) after the range was planned: the broker answers the
+    reader's Fetch with OFFSET_OUT_OF_RANGE (the retention proxy, as Apache Kafka does), and
+    the reader raises DataLossError at once, never reading on from the new log start."""
+    with retention_broker(tmp_path) as (proxy, kafka):
+        demo_data.create_topic(kafka, unique_name, 1)
+        recorder = Recorder()
+        producer = make_producer(kafka)
+        produce_records(producer, unique_name, "r", 99, recorder)
+        produce_records(producer, unique_name, "last", 1, recorder, lone=True)  # the local broker's end is exact
+        assert not recorder.errors and sorted(recorder.delivered) == list(range(100))
+        proxy.log_start[(unique_name, 0)] = 30
+
+        began = time.monotonic()
+        with pytest.raises(DataLossError) as lost:
+            list(read_range(kafka, OffsetRange(unique_name, 0, 10, 100), stall_timeout_s=20))
+        assert "offset 10 is out of range" in str(lost.value) and "below the log start" in str(lost.value)
+        assert time.monotonic() - began < 20  # raised from the broker's answer, not a stall
+        assert proxy.fetches_refused >= 1
+
+        # What retention kept is read exactly, and the watermarks show the new log start.
+        kept = [
+            v for b in read_range(kafka, OffsetRange(unique_name, 0, 30, 100)) for v in b.column("value").to_pylist()
+        ]
+        assert kept == [recorder.delivered[o] for o in range(30, 100)]
+        consumer = make_consumer(kafka)
+        try:
+            assert consumer.get_watermark_offsets(TopicPartition(unique_name, 0), timeout=10) == (30, 100)
+        finally:
+            consumer.close()
 
 
 @pytest.fixture
