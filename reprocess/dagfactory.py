@@ -364,7 +364,11 @@ Past days: `airflow backfill create --dag-id {spec.dag_id("reconcile")} --from-d
     )
     with dag:
 
-        @task(task_id="plan_window", doc_md="The window's offset range per partition, and this attempt's check id.")
+        @task(
+            task_id="plan_window",
+            doc_md="The window's offset range per partition and this attempt's check id; drops the stages that "
+            "earlier checks left when they failed.",
+        )
         def plan_window(
             data_interval_start: Any = None, data_interval_end: Any = None, run_id: str | None = None
         ) -> dict[str, str]:
@@ -372,7 +376,9 @@ Past days: `airflow backfill create --dag-id {spec.dag_id("reconcile")} --from-d
 
             from reprocess.ranges import offsets_json
             from reprocess.reconcile import plan_window as window_of
+            from reprocess.stage import drop_leftover_check_stages
 
+            drop_leftover_check_stages(_engine(), spec)
             ranges = window_of(_kafka_config(), spec, data_interval_start, data_interval_end)
             # One id per attempt: the heal reads only what THIS check recorded, never a gap row
             # left by an earlier check of the same window or run.

@@ -138,7 +138,8 @@ def stage_window(
     the pipeline's Ordering, with the backfill's own parse rules) and every dead letter, staged
     under ``check_id`` for the anti-join in Postgres (:func:`reprocess.reconcile.record_verdicts`).
     """
-    return _stage(spark, spec, check_id, ranges, db_url, kafka)
+    with live_attempt(libpq_url(db_url), check_id):  # the next check's cleanup never drops ours
+        return _stage(spark, spec, check_id, ranges, db_url, kafka, check=True)
 
 
 def reader_error(exc: Exception) -> DataLossError | ReadError | None:
@@ -162,14 +163,16 @@ def _stage(
     ranges: Sequence[OffsetRange],
     db_url: str,
     kafka: Mapping[str, Any],
+    *,
+    check: bool = False,
 ) -> int:
     """One Spark action: read the ranges, parse, dedupe, COPY into the fresh stage of ``stage_id``
-    (a run, a batch or a reconciliation check).
+    (a run, a batch or, with ``check``, a reconciliation check).
 
     Returns the rows the stage holds afterwards, which the commit checks against.
     """
     with psycopg2.connect(libpq_url(db_url)) as pg:
-        create_stage(pg, spec, stage_id)  # a retried attempt starts from an empty stage
+        create_stage(pg, spec, stage_id, check=check)  # a retried attempt starts from an empty stage
     pg.close()
     ranges = [r for r in ranges if r.width > 0]
     if not ranges:

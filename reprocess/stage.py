@@ -34,8 +34,15 @@ def stage_identifier(spec: PipelineSpec, run_id: str) -> sql.Composed:
     return sql.SQL("{}.{}").format(sql.Identifier(STAGE_SCHEMA), sql.Identifier(spec.stage_table(run_id)))
 
 
-def create_stage(conn: PgConnection, spec: PipelineSpec, run_id: str) -> None:
-    """(Re)create the run's stage empty: whatever a dead attempt left is dropped first."""
+CHECK_COMMENT: Final = "reconciliation check "
+
+
+def create_stage(conn: PgConnection, spec: PipelineSpec, run_id: str, *, check: bool = False) -> None:
+    """(Re)create the run's stage empty: whatever a dead attempt left is dropped first.
+
+    A reconciliation check's stage (``check``) has no run row to be found by, so its table's
+    comment names the check: :func:`drop_leftover_check_stages` finds it that way.
+    """
     types = {c.name: c.type.value for c in spec.columns}
     types.update(
         {
@@ -58,6 +65,8 @@ def create_stage(conn: PgConnection, spec: PipelineSpec, run_id: str) -> None:
         cur.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(STAGE_SCHEMA)))
         cur.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(table))
         cur.execute(sql.SQL("CREATE UNLOGGED TABLE {} ({})").format(table, columns))
+        if check:
+            cur.execute(sql.SQL("COMMENT ON TABLE {} IS {}").format(table, sql.Literal(CHECK_COMMENT + run_id)))
 
 
 def drop_stage(conn: Any, spec: PipelineSpec, run_id: str) -> None:
@@ -117,6 +126,36 @@ def drop_leftover_stages(engine: Engine, spec: PipelineSpec) -> list[str]:
     return dropped
 
 
+def drop_leftover_check_stages(engine: Engine, spec: PipelineSpec) -> list[str]:
+    """Drop the stages the pipeline's earlier reconciliation checks left; returns the check ids.
+
+    A check drops its stage when it records its verdicts; one whose Spark task or verdicts
+    failed leaves it, and a retry of the DAG run is a new check with a new id. A stage a live
+    window job holds (:func:`live_attempt`) is skipped. Called when the pipeline's next check
+    is planned (the reconcile DAG runs one check at a time).
+    """
+    with engine.begin() as conn:
+        found = conn.execute(_CHECK_TABLES, {"schema": STAGE_SCHEMA, "prefix": CHECK_COMMENT + "%"}).all()
+    dropped = []
+    for relname, comment in found:
+        check_id = comment.removeprefix(CHECK_COMMENT)
+        if spec.stage_table(check_id) != relname:
+            continue  # another pipeline's check
+        with engine.begin() as conn:
+            if not conn.execute(_TRY_ATTEMPT_LOCK, {"key": _attempt_key(check_id)}).scalar():
+                continue  # its window job is writing it
+            drop_stage(conn.connection, spec, check_id)
+        dropped.append(check_id)
+    if dropped:
+        log.info("pipeline=%s dropped the stages of checks that never recorded verdicts: %s", spec.name, dropped)
+    return dropped
+
+
+_CHECK_TABLES: Final = text(
+    "SELECT c.relname, obj_description(c.oid, 'pg_class') FROM pg_class c "
+    "JOIN pg_namespace n ON n.oid = c.relnamespace "
+    "WHERE n.nspname = :schema AND c.relkind = 'r' AND obj_description(c.oid, 'pg_class') LIKE :prefix"
+)
 _STAGE_TABLES: Final = text(
     "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
     "WHERE n.nspname = :schema AND c.relkind = 'r'"

@@ -11,12 +11,15 @@ import os
 from datetime import UTC, datetime
 from typing import Any
 
+import psycopg2
 import pytest
 from sqlalchemy import text
 
 from reprocess import demo_data
+from reprocess.db import libpq_url
+from reprocess.stage import create_stage
 from tests import oracle
-from tests.integration.helpers import orders_spec, run_dag
+from tests.integration.helpers import orders_spec, run_dag, stage_count
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("spark"), pytest.mark.integration("airflow")]
 
@@ -53,7 +56,7 @@ def _task_states(dag_run: Any) -> dict[str, str]:
 
 
 def test_auto_heal_triggers_the_stored_conf_for_a_gap_and_nothing_when_the_check_itself_fails(
-    kafka_config, engine, unique_name, monkeypatch
+    kafka_config, engine, db_url, unique_name, monkeypatch
 ):
     spec = orders_spec(unique_name, unique_name, reconcile={"cron": "0 0 * * *", "auto_heal": True})
     demo_data.create_topic(kafka_config, unique_name, 2)
@@ -67,7 +70,14 @@ def test_auto_heal_triggers_the_stored_conf_for_a_gap_and_nothing_when_the_check
         conn.execute(
             text("DELETE FROM reprocess.committed_ranges WHERE pipeline = :p AND partition = 1"), {"p": spec.name}
         )
+    # An earlier check died after its window job created its stage: the next check drops it.
+    dead_check = f"{spec.dag_id('reconcile')}/an-earlier-run/0123456789ab"
+    with psycopg2.connect(libpq_url(db_url)) as pg:
+        create_stage(pg, spec, dead_check, check=True)
+    pg.close()
+    assert stage_count(engine, spec, dead_check) == 0
     gap_run = _reconcile(spec)
+    assert stage_count(engine, spec, dead_check) is None
     assert gap_run.state == "failed"
     assert _task_states(gap_run) == {
         "plan_window": "success",
