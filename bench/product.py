@@ -38,6 +38,7 @@ class StageRun:
 
 class Launcher(Protocol):
     name: str
+    stays_warm: bool  # a server that outlives the run (JIT, Python workers): its first run is cold
 
     def stage(self, bench: Bench, spec: PipelineSpec, run_id: str, log_path: Path) -> StageRun: ...
 
@@ -59,6 +60,7 @@ class SparkSubmit:
     """``spark-submit reprocess/apps/read_stage.py`` on local[2] with the DAG's spark conf."""
 
     name: str = "spark-submit"
+    stays_warm: bool = False
 
     def stage(self, bench: Bench, spec: PipelineSpec, run_id: str, log_path: Path) -> StageRun:
         from reprocess.apps import READ_STAGE, app_path
@@ -82,6 +84,7 @@ class SparkConnect:
     DAG's Spark task attaches to it; the job is the task's (``reprocess.job.stage_job``)."""
 
     name: str = "spark-connect"
+    stays_warm: bool = True
 
     def stage(self, bench: Bench, spec: PipelineSpec, run_id: str, log_path: Path) -> StageRun:
         from devstack import connect as server
