@@ -92,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
             if launcher.stays_warm:
                 # A warm server's first big job after its start also pays JIT compilation and its
                 # Python workers' start: measured apart, so the figure below is the steady state.
+                launcher.restart()
                 cold[launcher.name] = run(product, main_ds, launcher, label=f"{launcher.name.replace('-', '_')}_n_cold")
                 results.append(cold[launcher.name])
             full = run(product, main_ds, launcher, label=f"{launcher.name.replace('-', '_')}_n")

@@ -42,6 +42,9 @@ class Launcher(Protocol):
 
     def stage(self, bench: Bench, spec: PipelineSpec, run_id: str, log_path: Path) -> StageRun: ...
 
+    def restart(self) -> None:
+        """Start the launcher's server afresh (one that ``stays_warm``), so its next run is cold."""
+
 
 def _job_env(bench: Bench) -> dict[str, str]:
     from reprocess.db import libpq_url
@@ -61,6 +64,9 @@ class SparkSubmit:
 
     name: str = "spark-submit"
     stays_warm: bool = False
+
+    def restart(self) -> None:
+        """Nothing outlives a spark-submit run."""
 
     def stage(self, bench: Bench, spec: PipelineSpec, run_id: str, log_path: Path) -> StageRun:
         from reprocess.apps import READ_STAGE, app_path
@@ -85,6 +91,13 @@ class SparkConnect:
 
     name: str = "spark-connect"
     stays_warm: bool = True
+
+    def restart(self) -> None:
+        """Restart the embedded server (``make services``' own; the bench runs on those)."""
+        from devstack import connect as server
+
+        server.stop()
+        server.start()
 
     def stage(self, bench: Bench, spec: PipelineSpec, run_id: str, log_path: Path) -> StageRun:
         from devstack import connect as server
