@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Final
 
 from sqlalchemy import Connection, Engine
 
@@ -73,6 +73,9 @@ def take_snapshot(kafka: Mapping[str, Any], spec: PipelineSpec, topics: Iterable
     ]  # fmt: skip
 
 
+PROBE_FETCH_WAIT_MS: Final = 10
+
+
 def offsets_for_time(
     kafka: Mapping[str, Any], snapshots: list[PartitionSnapshot], ts_ms: int
 ) -> dict[TopicPartition, int]:
@@ -87,7 +90,9 @@ def offsets_for_time(
 
     from reprocess.kafka import make_consumer
 
-    consumer = make_consumer(kafka)
+    # Each check and search step reads ONE record at a fresh position: a broker that holds a
+    # fetch for its max wait (the local one does, 500 ms by default) would cost that per step.
+    consumer = make_consumer({**kafka, "fetch.wait.max.ms": PROBE_FETCH_WAIT_MS})
     try:
         answers = consumer.offsets_for_times([KTP(s.topic, s.partition, ts_ms) for s in snapshots], timeout=15)
         broker = {(a.topic, a.partition): a.offset for a in answers}
