@@ -148,6 +148,14 @@ def reader_error(exc: Exception) -> DataLossError | ReadError | None:
     A Spark task's Python exception reaches the client as Spark's exception, its traceback in
     the text; raised as itself, the task fails the way the reader meant (a DataLossError is not
     retried: it needs a decision) and its message, which says the fix, is the task's error.
+
+    Examples
+    --------
+    >>> spark_says = "[PYTHON_EXCEPTION] ... reprocess.errors.DataLossError: t[0] [5, 9): out of range"
+    >>> reader_error(RuntimeError(spark_says))
+    DataLossError('t[0] [5, 9): out of range')
+    >>> reader_error(RuntimeError("java.lang.OutOfMemoryError: Java heap space")) is None
+    True
     """
     for kind in (DataLossError, ReadError):
         found = re.search(rf"\b{kind.__name__}: (.+)", str(exc))
