@@ -62,6 +62,26 @@ def _kafka_config() -> dict[str, Any]:
     return config
 
 
+def _spark_task(
+    spec: PipelineSpec, task_id: str, doc_md: str, job: str, name: str, args: dict[str, str]
+) -> SparkJobOperator:
+    """A pipeline's Spark task: ``job`` gets the spec, ``args`` and the DB and Kafka connections
+    as secrets, on the ``spark_default`` launcher and in the Spark pool."""
+    return SparkJobOperator(
+        task_id=task_id,
+        doc_md=doc_md,
+        job=job,
+        conn_id=SPARK_CONN_ID,
+        name=name,
+        pool=SPARK_POOL,
+        args={"spec": spec.source_file, **args},
+        secrets={
+            "db_url": "{{ conn." + DB_CONN_ID + ".get_uri() }}",
+            "kafka_config": "{{ conn." + KAFKA_CONN_ID + ".extra }}",
+        },
+    )
+
+
 def _topic_partition_params(
     spec: PipelineSpec, section: str, topics_help: str, partitions_help: str
 ) -> dict[str, Param]:
@@ -266,22 +286,16 @@ def build_run_dag(spec: PipelineSpec, kind: RunKind) -> DAG:
                 return False
             return True
 
-        spark = SparkJobOperator(
-            task_id="spark_read_stage",
-            doc_md="Bounded read of the planned ranges, parse, dedupe, COPY into the run's stage: a Spark Connect "
+        spark = _spark_task(
+            spec,
+            "spark_read_stage",
+            "Bounded read of the planned ranges, parse, dedupe, COPY into the run's stage: a Spark Connect "
             "client or spark-submit, as the spark_default connection's type says.",
-            job="reprocess.job:stage_job",
-            conn_id=SPARK_CONN_ID,
-            name=f"reprocess-{spec.name}",
-            pool=SPARK_POOL,
-            args={
-                "spec": spec.source_file,
+            "reprocess.job:stage_job",
+            f"reprocess-{spec.name}",
+            {
                 "run_id": "{{ ti.xcom_pull(task_ids='plan_offsets')['run_id'] }}",
                 "batch_size": "{{ ti.xcom_pull(task_ids='plan_offsets')['batch_size'] }}",
-            },
-            secrets={
-                "db_url": "{{ conn." + DB_CONN_ID + ".get_uri() }}",
-                "kafka_config": "{{ conn." + KAFKA_CONN_ID + ".extra }}",
             },
         )
 
@@ -392,24 +406,14 @@ Past days: `airflow backfill create --dag-id {spec.dag_id("reconcile")} --from-d
         def window(field: str) -> str:
             return "{{ ti.xcom_pull(task_ids='plan_window')['" + field + "'] }}"
 
-        spark = SparkJobOperator(
-            task_id="spark_window_stage",
-            doc_md="The window's newest record per key (the backfill's parse rules and Ordering) and every invalid "
+        spark = _spark_task(
+            spec,
+            "spark_window_stage",
+            "The window's newest record per key (the backfill's parse rules and Ordering) and every invalid "
             "record into the check's stage: the backfill's launcher (Spark Connect client or spark-submit).",
-            job="reprocess.job:window_job",
-            conn_id=SPARK_CONN_ID,
-            name=f"reprocess-{spec.name}-reconcile",
-            pool=SPARK_POOL,
-            args={
-                "spec": spec.source_file,
-                "check_id": window("check_id"),
-                "starting": window("starting"),
-                "ending": window("ending"),
-            },
-            secrets={
-                "db_url": "{{ conn." + DB_CONN_ID + ".get_uri() }}",
-                "kafka_config": "{{ conn." + KAFKA_CONN_ID + ".extra }}",
-            },
+            "reprocess.job:window_job",
+            f"reprocess-{spec.name}-reconcile",
+            {"check_id": window("check_id"), "starting": window("starting"), "ending": window("ending")},
         )
 
         @task(
