@@ -37,7 +37,7 @@ cluster-stop:
 
 # ruff over the tree, then the type checker over the library.
 lint: install
-	@$(ENV) ruff check . && ruff format --check . && mypy reprocess
+	@$(ENV) ruff check . && ruff format --check . && mypy
 
 # Benchmarks (docs/benchmarks.md, the bench/ package): N = 1M with the scale curve and the Airflow run; --big adds 10M; `make bench BENCH_ARGS="--records 100000"` for a quick one.
 BENCH_ARGS ?= --scale --airflow

@@ -59,7 +59,7 @@ class Api:
 @contextlib.contextmanager
 def running_airflow(bench: Bench, pipelines: str) -> Iterator[Api]:
     """``airflow_ui.py up`` with the bench's pipelines and database; ``down`` on exit."""
-    from reprocess.db import libpq_url
+    from reprocess.postgres.db import libpq_url
 
     run_dir = bench.out / "airflow-ui"
     env = {**os.environ, "REPROCESS_PIPELINES_DIR": pipelines, "AIRFLOW_CONN_REPROCESS_DB": libpq_url(bench.db_url)}
@@ -128,7 +128,7 @@ class Triggered:
 def trigger_and_wait(bench: Bench, api: Api, dag_id: str, deadline: float) -> Triggered:
     """``POST .../dagRuns`` with the trigger form's defaults (earliest → latest), then poll the
     run's row in ``reprocess.runs`` every 0.1 s until it reads ``committed``."""
-    from reprocess.runs import RunState
+    from reprocess.core.runs import RunState
 
     while True:  # the DAG processor parses the new spec's DAG file after start-up
         try:

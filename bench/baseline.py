@@ -18,7 +18,7 @@ def baseline_python_loop(bench: Bench, ds: Dataset) -> Result:
     """Baseline: consume(10000) → json.loads + required-field check → newest record per key
     within the batch → ``execute_values`` upsert (the product's newer-than-existing rule) + the
     offsets upserted into a ledger table in the same transaction, committed once per batch."""
-    from reprocess.target import target_identifier
+    from reprocess.postgres.target import target_identifier
 
     spec = bench.spec("baseline", ds.topic)
     bench.create_target(spec)

@@ -17,8 +17,8 @@ def ceiling_a_pg_merge(bench: Bench, ds: Dataset) -> Result:
     """Ceiling A: Postgres alone. COPY the N parsed rows (CSV, pre-built in memory) into the
     product's stage, then the product's merge statement into an empty target, in one
     transaction. No Kafka, no Spark, no JSON parsing."""
-    from reprocess.stage import create_stage, stage_identifier
-    from reprocess.target import merge_sql
+    from reprocess.postgres.stage import create_stage, stage_identifier
+    from reprocess.postgres.target import merge_sql
 
     spec = bench.spec("ceil_a", ds.topic)
     bench.create_target(spec)
@@ -71,12 +71,12 @@ def ceiling_b_kafka_raw(bench: Bench, ds: Dataset) -> Result:
 
 
 def reader_alone(bench: Bench, ds: Dataset) -> Result:
-    """The product's Kafka reader without Spark: ``reprocess.reader.read_range`` (the body of
+    """The product's Kafka reader without Spark: ``reprocess.kafka.reader.read_range`` (the body of
     the ``kafka-range`` data source's tasks: consume, per-record Python lists, Arrow batches)
     over the same ranges, one partition after the other in this process. Compare with
     ceiling B (same consumer, no per-record work) and with the product's Spark read."""
-    from reprocess.ranges import OffsetRange
-    from reprocess.reader import read_range
+    from reprocess.core.ranges import OffsetRange
+    from reprocess.kafka.reader import read_range
 
     records = 0
     started = time.monotonic()

@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)
-    from reprocess.kafka import config_from_env
+    from reprocess.kafka.clients import config_from_env
 
     tag = "bench_" + datetime.now(UTC).strftime("%Y%m%d_%H%M%S")
     out = RESULTS / tag
@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
                 failed.append(label)
     finally:
         if not args.keep_topics and topics:
-            from reprocess.kafka import make_admin
+            from reprocess.kafka.clients import make_admin
 
             admin = make_admin(bench.kafka)
             for fut in admin.delete_topics(topics, operation_timeout=30).values():

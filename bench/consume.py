@@ -19,7 +19,7 @@ def consume_batches(kafka: dict[str, Any], ds: Dataset) -> Iterator[list[Any]]:
     """
     from confluent_kafka import KafkaError, TopicPartition
 
-    from reprocess.kafka import make_consumer
+    from reprocess.kafka.clients import make_consumer
 
     consumer = make_consumer(kafka)
     pos = dict.fromkeys(ds.ends, 0)

@@ -11,7 +11,7 @@ import psycopg2
 import yaml
 from psycopg2 import sql
 
-from reprocess.spec import PipelineSpec
+from reprocess.core.spec import PipelineSpec
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ class Bench:
         return PipelineSpec.from_file(path)
 
     def create_target(self, spec: PipelineSpec) -> None:
-        from reprocess.target import create_target_sql
+        from reprocess.postgres.target import create_target_sql
 
         conn = self.connect()
         try:
@@ -74,7 +74,7 @@ class Bench:
     def fingerprint(self, spec: PipelineSpec) -> dict[str, int]:
         """Row count and a checksum of (key, partition, offset, status, amount): equal across
         cases ⇔ same final target."""
-        from reprocess.target import target_identifier
+        from reprocess.postgres.target import target_identifier
 
         conn = self.connect()
         try:
@@ -93,7 +93,7 @@ class Bench:
 
 def bench_db_url(app_url: str) -> str:
     """Create ``reprocess_bench`` next to the app DB (same credentials), migrate it, return its URL."""
-    from reprocess.db import libpq_url, make_engine, migrate
+    from reprocess.postgres.db import libpq_url, make_engine, migrate
 
     base = libpq_url(app_url).rsplit("/", 1)[0]
     admin = psycopg2.connect(f"{base}/postgres")

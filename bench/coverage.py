@@ -28,8 +28,8 @@ from typing import Any
 
 from sqlalchemy import Engine, text
 
-from reprocess import coverage
-from reprocess.db import make_engine, migrate
+from reprocess.operations import coverage
+from reprocess.postgres.db import make_engine, migrate
 
 
 @dataclass(frozen=True)

@@ -71,8 +71,8 @@ def produce_dataset(kafka: dict[str, Any], topic: str, records: int) -> Dataset:
     """
     from confluent_kafka import TopicPartition
 
-    from reprocess.demo_data import create_topic
-    from reprocess.kafka import make_consumer, make_producer
+    from reprocess.kafka.clients import make_consumer, make_producer
+    from reprocess.kafka.demo_data import create_topic
 
     orders = max(1, records // UPDATES_PER_KEY)
     create_topic(kafka, topic, PARTITIONS)

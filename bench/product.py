@@ -1,6 +1,6 @@
 """The product, the way a DAG runs it: plan → Spark stage on a launcher → commit, per phase.
 
-A launcher runs the Spark stage of a planned run: ``spark-submit reprocess/apps/read_stage.py``
+A launcher runs the Spark stage of a planned run: ``spark-submit spark_apps/read_stage.py``
 (a fresh driver JVM per run) or a Spark Connect client against the warm server. Both read
 Kafka through the ``kafka-range`` data source, parse, dedupe and COPY into the run's stage
 in one Spark action, whose own time the job logs (``stage ... seconds=``).
@@ -21,7 +21,7 @@ from typing import Protocol
 from bench.context import REPO, Bench, Result
 from bench.data import Dataset
 from bench.rss import PeakRss
-from reprocess.spec import PipelineSpec
+from reprocess.core.spec import PipelineSpec
 
 _STAGE_LOG = re.compile(r"stage run_id=\S+ pipeline=\S+ ranges=\d+ seconds=([0-9.]+)")
 
@@ -47,7 +47,7 @@ class Launcher(Protocol):
 
 
 def _job_env(bench: Bench) -> dict[str, str]:
-    from reprocess.db import libpq_url
+    from reprocess.postgres.db import libpq_url
 
     kafka = json.dumps(bench.kafka)
     return {**os.environ, "REPROCESS_DB_URL": libpq_url(bench.db_url), "REPROCESS_KAFKA_CONFIG": kafka}
@@ -60,7 +60,7 @@ def _action_seconds(log_path: Path) -> float:
 
 @dataclass
 class SparkSubmit:
-    """``spark-submit reprocess/apps/read_stage.py`` on local[2] with the DAG's spark conf."""
+    """``spark-submit spark_apps/read_stage.py`` on local[2] with the DAG's spark conf."""
 
     name: str = "spark-submit"
     stays_warm: bool = False
@@ -69,8 +69,8 @@ class SparkSubmit:
         """Nothing outlives a spark-submit run."""
 
     def stage(self, bench: Bench, spec: PipelineSpec, run_id: str, log_path: Path) -> StageRun:
-        from reprocess.apps import READ_STAGE, app_path
-        from reprocess.sparkconf import spark_submit_command
+        from reprocess.spark.conf import spark_submit_command
+        from reprocess.spark.entry_points import READ_STAGE, app_path
 
         args = ["--spec", str(spec.source_file), "--run-id", run_id, "--batch-size", str(spec.batch_size)]
         cmd = spark_submit_command(app_path(READ_STAGE), *args)
@@ -86,8 +86,8 @@ class SparkSubmit:
 @dataclass
 class SparkConnect:
     """A Spark Connect client in this process against the warm server ``make services`` started,
-    attached to the server's shared session (``reprocess.connect.shared_session``) the way the
-    DAG's Spark task attaches to it; the job is the task's (``reprocess.job.stage_job``)."""
+    attached to the server's shared session (``reprocess.spark.connect.shared_session``) the way the
+    DAG's Spark task attaches to it; the job is the task's (``reprocess.spark.job.stage_job``)."""
 
     name: str = "spark-connect"
     stays_warm: bool = True
@@ -101,9 +101,9 @@ class SparkConnect:
 
     def stage(self, bench: Bench, spec: PipelineSpec, run_id: str, log_path: Path) -> StageRun:
         from devstack import connect as server
-        from reprocess.connect import check_library, client_env, shared_session
-        from reprocess.db import libpq_url
-        from reprocess.job import stage_job
+        from reprocess.postgres.db import libpq_url
+        from reprocess.spark.connect import check_library, client_env, shared_session
+        from reprocess.spark.job import stage_job
 
         def server_pid() -> list[int]:
             try:
@@ -129,10 +129,10 @@ def product(bench: Bench, ds: Dataset, launcher: Launcher, label: str) -> Result
     """``plan_run`` (snapshot + ranges + ledger rows) → the launcher's Spark stage →
     ``commit_run`` (the merge transaction), each timed; the Spark phase is split into the one
     action and the rest (JVM or session start, planning, stop)."""
-    from reprocess.commit import commit_run
-    from reprocess.db import make_engine
-    from reprocess.plan import plan_run
-    from reprocess.runs import EndMode, RunKind, RunRequest, StartMode
+    from reprocess.core.runs import EndMode, RunKind, RunRequest, StartMode
+    from reprocess.operations.plan import plan_run
+    from reprocess.postgres.commit import commit_run
+    from reprocess.postgres.db import make_engine
 
     spec = bench.spec(label, ds.topic)
     engine = make_engine(bench.db_url)

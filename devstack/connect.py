@@ -68,14 +68,14 @@ def spark_home() -> Path:
 
 
 def command(fingerprint: str) -> list[str]:
-    from reprocess.connect import FINGERPRINT_CONF
-    from reprocess.sparkconf import spark_conf
+    from reprocess.spark.conf import spark_conf
+    from reprocess.spark.connect import FINGERPRINT_CONF
 
     conf = spark_conf(
         {
             "spark.connect.grpc.binding.address": "127.0.0.1",
             "spark.connect.grpc.binding.port": str(port()),
-            # Runs share one session (reprocess.connect.shared_session); keep it between hourly runs.
+            # Runs share one session (reprocess.spark.connect.shared_session); keep it between hourly runs.
             "spark.connect.session.manager.defaultSessionTimeout": "24h",
             FINGERPRINT_CONF: fingerprint,
         }
@@ -89,7 +89,7 @@ def command(fingerprint: str) -> list[str]:
 
 def start() -> None:
     """Start the server; restart a running one that holds another version of the library."""
-    from reprocess.connect import library_fingerprint
+    from reprocess.spark.connect import library_fingerprint
 
     fingerprint = library_fingerprint()
     if running():

@@ -42,7 +42,7 @@ def check(install: bool) -> None:
 
 def class_archive() -> None:
     """Build the JVM class archive every Spark run starts from, once per install (~40 s)."""
-    from reprocess.sparkconf import build_class_archive, class_archive
+    from reprocess.spark.conf import build_class_archive, class_archive
 
     archive = class_archive()
     if archive is not None:

@@ -125,7 +125,7 @@ def healthy() -> bool:
 
 def _refresh_library() -> None:
     """Rebuild the executors' venv from this checkout when the library changed since the last build."""
-    from reprocess.connect import library_fingerprint
+    from reprocess.spark.connect import library_fingerprint
 
     stamp = home() / "python.fingerprint"
     fingerprint = library_fingerprint()

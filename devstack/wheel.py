@@ -20,7 +20,7 @@ from typing import Final
 
 from devstack.process import REPO
 
-SOURCES: Final = ("pyproject.toml", "README.md", "reprocess")
+SOURCES: Final = ("pyproject.toml", "README.md", "reprocess", "spark_apps", "sql")
 
 
 def build(out: Path) -> Path:

@@ -1,3 +1,20 @@
-"""Exactly-once Kafka → PostgreSQL batch reprocessing, orchestrated by Airflow."""
+"""Exactly-once Kafka → PostgreSQL batch reprocessing, orchestrated by Airflow.
+
+The folders are the layers; each may import only the layers below it (no cycles):
+
+- ``core``: the pipeline spec, ordering, offset ranges, runs, stage row shape and errors. Pure
+  Python: no Airflow, Spark, Kafka or Postgres clients.
+- ``formats``: one decoder per spec ``format`` (Spark SQL over the Kafka records); imports core.
+- ``kafka``: the Kafka clients (one module builds them) and the records read on the driver.
+- ``postgres``: the app database: migrations, target and stage tables, the run store, the commit.
+- ``spark``: the Spark job: transform, the stage job, the Connect session and spark-submit conf;
+  imports core, formats, kafka, postgres.
+- ``operations``: what a user asks for: plan, reconcile, rebuild, reset, redrive, mirror,
+  coverage, summary; imports core, kafka, postgres.
+- ``airflow``: the edge that imports Airflow: the DAGs by kind, the Spark task, the plugin.
+- ``cli``: the command line, an edge like ``airflow``.
+- ``spark_apps`` and ``sql`` are the repository's top-level folders of the same names, mapped
+  into the package by the build: spark-submit entry points and the numbered migrations.
+"""
 
 __version__ = "0.1.0"

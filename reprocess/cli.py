@@ -25,12 +25,13 @@ from typing import Any
 
 from sqlalchemy import Engine, text
 
-from reprocess import coverage, demo_data, redrive
-from reprocess.db import make_engine, migrate
-from reprocess.errors import ReprocessError
-from reprocess.kafka import config_from_env, make_admin
-from reprocess.spec import pipeline_dag_id
-from reprocess.summary import format_summary, run_summary
+from reprocess.core.errors import ReprocessError
+from reprocess.core.spec import pipeline_dag_id
+from reprocess.kafka import demo_data
+from reprocess.kafka.clients import config_from_env, make_admin
+from reprocess.operations import coverage, redrive
+from reprocess.operations.summary import format_summary, run_summary
+from reprocess.postgres.db import make_engine, migrate
 
 log = logging.getLogger("reprocess.cli")
 
@@ -109,8 +110,8 @@ def run_backfill(engine: Engine, pipeline: str) -> bool:
 
 def reset(args: argparse.Namespace) -> int:
     """Dry run by default: print current → new per partition; ``--execute`` applies and audits."""
-    from reprocess.reset import ResetMode, ResetRequest, execute_reset, format_reset, plan_reset
-    from reprocess.spec import find_spec
+    from reprocess.core.spec import find_spec
+    from reprocess.operations.reset import ResetMode, ResetRequest, execute_reset, format_reset, plan_reset
 
     spec = find_spec(args.pipeline)
     mode, value = next((m, v) for m in ResetMode if (v := getattr(args, m.value.replace("-", "_"))) is not None)

@@ -73,7 +73,7 @@ def _create_database(name: str, fresh: bool) -> None:
 
 @pytest.fixture(scope="session")
 def kafka_config() -> dict[str, Any]:
-    from reprocess.kafka import config_from_env
+    from reprocess.kafka.clients import config_from_env
 
     return config_from_env()
 
@@ -85,7 +85,7 @@ def db_url() -> str:
 
 @pytest.fixture(scope="session")
 def engine(db_url: str) -> Iterator[Any]:
-    from reprocess.db import make_engine, migrate
+    from reprocess.postgres.db import make_engine, migrate
 
     eng = make_engine(db_url)
     migrate(eng)

@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 from sqlalchemy import Engine, text
 
-from reprocess.spec import PipelineSpec
+from reprocess.core.spec import PipelineSpec
 from tests import oracle
 
 ORDERS_SPEC = Path(__file__).resolve().parents[2] / "pipelines" / "orders.yaml"
@@ -83,7 +83,7 @@ def start_spark_stage(
     kafka: dict[str, Any] | None = None,
     conf: dict[str, str] | None = None,
 ) -> Any:
-    """spark-submit reprocess/apps/read_stage.py as the DAG does, in its own process group (killable).
+    """spark-submit spark_apps/read_stage.py as the DAG does, in its own process group (killable).
 
     ``kafka`` replaces the ``kafka_default`` connection's config (another broker); ``conf``
     adds Spark settings.
@@ -96,8 +96,8 @@ def start_spark_stage(
         "REPROCESS_DB_URL": os.environ["AIRFLOW_CONN_REPROCESS_DB"],
         "REPROCESS_KAFKA_CONFIG": json.dumps(kafka),
     }
-    from reprocess.apps import READ_STAGE, app_path
-    from reprocess.sparkconf import spark_submit_command
+    from reprocess.spark.conf import spark_submit_command
+    from reprocess.spark.entry_points import READ_STAGE, app_path
 
     cmd = spark_submit_command(app_path(READ_STAGE), "--spec", spec.source_file, "--run-id", run_id, extra=conf)
     if batch_size:
@@ -114,7 +114,7 @@ def connect_session(conf: dict[str, str] | None = None) -> Iterator[Any]:
     from pyspark.sql import SparkSession
 
     from devstack import connect
-    from reprocess.connect import check_library, client_env
+    from reprocess.spark.connect import check_library, client_env
 
     with client_env():
         spark = SparkSession.builder.remote(connect.url()).getOrCreate()
@@ -137,7 +137,7 @@ def stage_over_connect(
 ) -> None:
     """Stage a planned run as the DAG's Spark Connect launcher does: the job runs in this process,
     its Spark work on the session's Connect server."""
-    from reprocess.job import stage_job
+    from reprocess.spark.job import stage_job
 
     kafka = kafka if kafka is not None else _kafka_from_env()
     with connect_session(conf) as spark:
@@ -154,8 +154,8 @@ def stage_over_connect(
 def reconcile_over_connect(engine: Engine, spec: PipelineSpec, start: datetime, end: datetime, check_id: str) -> Any:
     """The reconcile DAG's three steps in this process: plan the window, stage it over Connect,
     record the verdicts (raises ReconciliationGap on a gap)."""
-    from reprocess.job import register_sources, stage_window
-    from reprocess.reconcile import plan_window, record_verdicts
+    from reprocess.operations.reconcile import plan_window, record_verdicts
+    from reprocess.spark.job import register_sources, stage_window
 
     kafka = _kafka_from_env()
     ranges = plan_window(kafka, spec, start, end)
@@ -191,7 +191,7 @@ def oracle_rows(produced: Any) -> dict[str, tuple[str, str, int, int]]:
 
 def stage_count(engine: Engine, spec: PipelineSpec, run_id: str) -> int | None:
     """Rows in the run's stage table, None when it does not exist."""
-    from reprocess.stage import STAGE_SCHEMA
+    from reprocess.postgres.stage import STAGE_SCHEMA
 
     name = f'{STAGE_SCHEMA}."{spec.stage_table(run_id)}"'
     with engine.connect() as conn:

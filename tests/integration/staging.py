@@ -1,8 +1,8 @@
 """Stage rows without Spark: the commit protocol's input written by the product's own stage writer.
 
 A test states the records a run read, already parsed (the Spark job's output shape), and
-:func:`stage_and_commit` plans the run, COPYs the rows with :class:`reprocess.stage.StageCopier`
-(exactly as the Spark tasks do) and commits it through :func:`reprocess.commit.commit_run`.
+:func:`stage_and_commit` plans the run, COPYs the rows with :class:`reprocess.postgres.stage.StageCopier`
+(exactly as the Spark tasks do) and commits it through :func:`reprocess.postgres.commit.commit_run`.
 """
 
 from __future__ import annotations
@@ -17,14 +17,14 @@ import psycopg2
 import pyarrow as pa
 from sqlalchemy import Engine
 
-from reprocess import store
-from reprocess.commit import CommitResult, commit_run
-from reprocess.db import libpq_url
-from reprocess.ranges import OffsetRange
-from reprocess.runs import RunKind, RunState
-from reprocess.spec import ColumnType, PipelineSpec
-from reprocess.stage import STAGE_SCHEMA, StageCopier, create_stage
-from reprocess.transform import DEAD, ROW, TOMBSTONE, stage_columns
+from reprocess.core.ranges import OffsetRange
+from reprocess.core.runs import RunKind, RunState
+from reprocess.core.spec import ColumnType, PipelineSpec
+from reprocess.core.stage_rows import DEAD, ROW, TOMBSTONE, stage_columns
+from reprocess.postgres import store
+from reprocess.postgres.commit import CommitResult, commit_run
+from reprocess.postgres.db import libpq_url
+from reprocess.postgres.stage import STAGE_SCHEMA, StageCopier, create_stage
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 

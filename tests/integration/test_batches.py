@@ -10,10 +10,10 @@ from decimal import Decimal
 import pytest
 from sqlalchemy import text
 
-from reprocess import demo_data
-from reprocess.commit import commit_run
-from reprocess.plan import plan_run
-from reprocess.runs import RunRequest
+from reprocess.core.runs import RunRequest
+from reprocess.kafka import demo_data
+from reprocess.operations.plan import plan_run
+from reprocess.postgres.commit import commit_run
 from tests import oracle
 from tests.integration.helpers import (
     dead_letter_count,

@@ -25,10 +25,10 @@ from sqlalchemy import text
 
 from devstack.broker import Broker
 from devstack.process import free_port, wait_for_port
-from reprocess import demo_data
-from reprocess.commit import commit_run
-from reprocess.plan import plan_run
-from reprocess.runs import RunRequest
+from reprocess.core.runs import RunRequest
+from reprocess.kafka import demo_data
+from reprocess.operations.plan import plan_run
+from reprocess.postgres.commit import commit_run
 from tests.integration.helpers import (
     REPO_ROOT,
     assert_matches_oracle,

@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import text
 
 from bench.coverage import seed
-from reprocess import coverage
+from reprocess.operations import coverage
 
 pytestmark = pytest.mark.integration("postgres")
 

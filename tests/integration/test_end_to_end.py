@@ -7,8 +7,8 @@ from decimal import Decimal
 
 import pytest
 
-from reprocess import demo_data
-from reprocess.commit import commit_run
+from reprocess.kafka import demo_data
+from reprocess.postgres.commit import commit_run
 from tests import oracle
 from tests.integration.helpers import dead_letter_count, ledger, orders_spec, run_dag, runs, target_rows
 
@@ -88,7 +88,7 @@ def _row_versions(engine, spec) -> dict[str, str]:
 def _group_offsets(kafka_config, spec) -> dict[int, int]:
     from confluent_kafka import TopicPartition
 
-    from reprocess.kafka import make_consumer
+    from reprocess.kafka.clients import make_consumer
 
     consumer = make_consumer({**kafka_config, "group.id": spec.consumer_group})
     try:

@@ -7,7 +7,7 @@ and ends by comparing Postgres with an oracle computed from the produced message
 equal to the invalid messages, ledger equal to the committed ends, committed ranges tiling
 each partition exactly once.
 
-The library is driven directly (``plan_run`` → ``spark-submit reprocess/apps/read_stage.py`` →
+The library is driven directly (``plan_run`` → ``spark-submit spark_apps/read_stage.py`` →
 ``commit_run``), not through Airflow, to keep each case to one or two Spark runs.
 
 Not here, on purpose:
@@ -34,13 +34,13 @@ import pytest
 from sqlalchemy import text
 
 from devstack import connect, postgres
-from reprocess import demo_data
-from reprocess.commit import commit_run
-from reprocess.db import libpq_url
-from reprocess.errors import FencedRunError, OrderingError, ReprocessError
-from reprocess.plan import plan_run
-from reprocess.runs import RunKind, RunRequest
-from reprocess.stage import STAGE_SCHEMA
+from reprocess.core.errors import FencedRunError, OrderingError, ReprocessError
+from reprocess.core.runs import RunKind, RunRequest
+from reprocess.kafka import demo_data
+from reprocess.operations.plan import plan_run
+from reprocess.postgres.commit import commit_run
+from reprocess.postgres.db import libpq_url
+from reprocess.postgres.stage import STAGE_SCHEMA
 from tests import oracle
 from tests.integration.helpers import (
     assert_matches_oracle,
@@ -425,7 +425,7 @@ def test_retention_past_the_ledger_fails_the_read_and_the_plan_unless_allowed_th
     target. Everything else is real: the planned run's Spark read (whose reader meets the
     deletion itself), planning, the commit and the ledger.
     """
-    from reprocess.errors import DataLossError
+    from reprocess.core.errors import DataLossError
 
     with retention_broker(tmp_path) as (proxy, kafka):
         spec = orders_spec(unique_name, unique_name)
@@ -538,7 +538,7 @@ def test_every_kind_of_bad_message_becomes_a_dead_letter_with_raw_bytes_and_a_re
 # --------------------------------------------------------------------------- 7. partitions added
 def _replay(kafka: dict[str, Any], topic: str, produced: demo_data.Produced) -> None:
     """Write ``produced`` again, record for record, into the same partitions at the same offsets."""
-    from reprocess.kafka import make_producer
+    from reprocess.kafka.clients import make_producer
 
     producer = make_producer(kafka, **{"linger.ms": 5})
     offsets: list[tuple[int, int]] = []
@@ -575,7 +575,7 @@ def test_partitions_added_fail_an_offset_ordered_plan_and_an_acknowledged_column
     column, a backfill that acknowledges the change reads on from the ledger, partition 2 from
     its log start.
     """
-    from reprocess.kafka import make_admin
+    from reprocess.kafka.clients import make_admin
 
     spec = orders_spec(unique_name, unique_name)
     demo_data.create_topic(kafka_config, unique_name, 2)

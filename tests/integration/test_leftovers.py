@@ -12,14 +12,14 @@ from datetime import UTC, datetime
 
 import pytest
 
-from reprocess import demo_data
-from reprocess.commit import commit_run
-from reprocess.db import libpq_url
-from reprocess.errors import FencedRunError, StageRefusedError
-from reprocess.plan import plan_run
-from reprocess.runs import RunRequest
-from reprocess.stage import live_attempt
-from reprocess.summary import format_note, run_summary
+from reprocess.core.errors import FencedRunError, StageRefusedError
+from reprocess.core.runs import RunRequest
+from reprocess.kafka import demo_data
+from reprocess.operations.plan import plan_run
+from reprocess.operations.summary import format_note, run_summary
+from reprocess.postgres.commit import commit_run
+from reprocess.postgres.db import libpq_url
+from reprocess.postgres.stage import live_attempt
 from tests.integration.helpers import orders_spec, runs, stage_count
 from tests.integration.staging import Record, mark_staged, stage_and_commit, write_stage
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from sqlalchemy import text
 
-from reprocess.spec import PipelineSpec
+from reprocess.core.spec import PipelineSpec
 from tests.integration.staging import Record, stage_and_commit
 
 

@@ -12,9 +12,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from reprocess import demo_data
-from reprocess.plan import plan_run
-from reprocess.runs import RunRequest
+from reprocess.core.runs import RunRequest
+from reprocess.kafka import demo_data
+from reprocess.operations.plan import plan_run
 from tests.integration.helpers import orders_spec
 
 pytestmark = pytest.mark.integration("kafka")

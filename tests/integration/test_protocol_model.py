@@ -24,11 +24,11 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 from sqlalchemy import text
 
-from reprocess.commit import commit_run
-from reprocess.errors import FencedRunError
-from reprocess.ranges import OffsetRange
-from reprocess.spec import PipelineSpec
-from reprocess.target import MARKERS_SCHEMA
+from reprocess.core.errors import FencedRunError
+from reprocess.core.ranges import OffsetRange
+from reprocess.core.spec import PipelineSpec
+from reprocess.postgres.commit import commit_run
+from reprocess.postgres.target import MARKERS_SCHEMA
 from tests.integration.staging import Record, mark_staged, plan_ranges, write_stage
 from tests.protocol_model import LogRecord, ProtocolModel
 

@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-from reprocess import demo_data
-from reprocess.errors import DataLossError, ReadError
-from reprocess.kafka import make_consumer, make_producer
-from reprocess.ranges import OffsetRange
-from reprocess.reader import read_range
+from reprocess.core.errors import DataLossError, ReadError
+from reprocess.core.ranges import OffsetRange
+from reprocess.kafka import demo_data
+from reprocess.kafka.clients import make_consumer, make_producer
+from reprocess.kafka.reader import read_range
 from tests.integration.retention_proxy import retention_broker
 
 pytestmark = pytest.mark.integration("kafka")

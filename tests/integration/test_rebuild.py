@@ -15,14 +15,15 @@ import psycopg2
 import pytest
 from sqlalchemy import text
 
-from reprocess import demo_data, queries
-from reprocess.commit import commit_run
-from reprocess.db import libpq_url
-from reprocess.errors import FencedRunError, SchemaChangeError
-from reprocess.plan import plan_run
-from reprocess.rebuild import swap_in
-from reprocess.runs import RunRequest
-from reprocess.stage import create_stage
+from reprocess.core.errors import FencedRunError, SchemaChangeError
+from reprocess.core.runs import RunRequest
+from reprocess.kafka import demo_data
+from reprocess.operations.plan import plan_run
+from reprocess.operations.rebuild import swap_in
+from reprocess.postgres import queries
+from reprocess.postgres.commit import commit_run
+from reprocess.postgres.db import libpq_url
+from reprocess.postgres.stage import create_stage
 from tests.integration.helpers import ledger, log_ends, orders_spec, run_spark_stage, start_spark_stage
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("spark")]

@@ -15,9 +15,9 @@ import psycopg2
 import pytest
 from sqlalchemy import text
 
-from reprocess import demo_data
-from reprocess.db import libpq_url
-from reprocess.stage import create_stage
+from reprocess.kafka import demo_data
+from reprocess.postgres.db import libpq_url
+from reprocess.postgres.stage import create_stage
 from tests import oracle
 from tests.integration.helpers import orders_spec, run_dag, stage_count
 

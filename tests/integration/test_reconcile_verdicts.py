@@ -10,11 +10,11 @@ from datetime import UTC, datetime
 import pytest
 from sqlalchemy import text
 
-from reprocess.errors import ReconciliationGap
-from reprocess.ranges import OffsetRange
-from reprocess.reconcile import record_verdicts
-from reprocess.spec import PipelineSpec
-from reprocess.target import MARKERS_SCHEMA
+from reprocess.core.errors import ReconciliationGap
+from reprocess.core.ranges import OffsetRange
+from reprocess.core.spec import PipelineSpec
+from reprocess.operations.reconcile import record_verdicts
+from reprocess.postgres.target import MARKERS_SCHEMA
 from tests.integration.staging import Record, stage_and_commit, write_stage
 
 pytestmark = pytest.mark.integration("postgres")

@@ -13,12 +13,12 @@ import time
 import pytest
 from sqlalchemy import text
 
-from reprocess import demo_data
 from reprocess.cli import PAYMENT_TAIL
-from reprocess.commit import commit_run
-from reprocess.plan import plan_run
-from reprocess.runs import RunRequest
-from reprocess.summary import format_summary, run_summary
+from reprocess.core.runs import RunRequest
+from reprocess.kafka import demo_data
+from reprocess.operations.plan import plan_run
+from reprocess.operations.summary import format_summary, run_summary
+from reprocess.postgres.commit import commit_run
 from tests import oracle
 from tests.integration.helpers import PAYMENTS_SPEC, orders_spec, run_spark_stage
 

@@ -19,8 +19,8 @@ import pytest
 import yaml
 from sqlalchemy import text
 
-from reprocess import demo_data
-from reprocess.redrive import plan_redrive
+from reprocess.kafka import demo_data
+from reprocess.operations.redrive import plan_redrive
 from tests import oracle
 from tests.integration.helpers import ORDERS_SPEC, oracle_rows, orders_spec, run_dag, target_rows
 

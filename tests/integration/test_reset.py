@@ -11,14 +11,15 @@ import psycopg2
 import pytest
 from sqlalchemy import text
 
-from reprocess import demo_data, queries
 from reprocess.cli import main
-from reprocess.commit import commit_run
-from reprocess.db import libpq_url
-from reprocess.errors import FencedRunError, SpecError
-from reprocess.plan import plan_run
-from reprocess.runs import EndMode, RunKind, RunRequest, StartMode
-from reprocess.stage import create_stage
+from reprocess.core.errors import FencedRunError, SpecError
+from reprocess.core.runs import EndMode, RunKind, RunRequest, StartMode
+from reprocess.kafka import demo_data
+from reprocess.operations.plan import plan_run
+from reprocess.postgres import queries
+from reprocess.postgres.commit import commit_run
+from reprocess.postgres.db import libpq_url
+from reprocess.postgres.stage import create_stage
 from tests.integration.helpers import ledger, log_ends, orders_spec, run_dag
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("postgres")]

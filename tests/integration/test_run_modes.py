@@ -5,13 +5,14 @@ from __future__ import annotations
 import psycopg2
 import pytest
 
-from reprocess import demo_data, queries
-from reprocess.commit import commit_run
-from reprocess.db import libpq_url
-from reprocess.errors import FencedRunError, StageRefusedError
-from reprocess.plan import plan_run
-from reprocess.runs import RunRequest
-from reprocess.stage import create_stage
+from reprocess.core.errors import FencedRunError, StageRefusedError
+from reprocess.core.runs import RunRequest
+from reprocess.kafka import demo_data
+from reprocess.operations.plan import plan_run
+from reprocess.postgres import queries
+from reprocess.postgres.commit import commit_run
+from reprocess.postgres.db import libpq_url
+from reprocess.postgres.stage import create_stage
 from tests import oracle
 from tests.integration.helpers import dead_letter_count, ledger, log_ends, orders_spec, run_dag, runs, target_rows
 

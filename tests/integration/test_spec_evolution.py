@@ -13,14 +13,15 @@ import pytest
 import yaml
 from sqlalchemy import text
 
-from reprocess import demo_data, queries
-from reprocess.commit import commit_run
-from reprocess.db import libpq_url
-from reprocess.errors import FencedRunError, ReconciliationGap, SchemaChangeError
-from reprocess.plan import plan_run
-from reprocess.runs import RunRequest
-from reprocess.stage import create_stage
-from reprocess.summary import run_summary
+from reprocess.core.errors import FencedRunError, ReconciliationGap, SchemaChangeError
+from reprocess.core.runs import RunRequest
+from reprocess.kafka import demo_data
+from reprocess.operations.plan import plan_run
+from reprocess.operations.summary import run_summary
+from reprocess.postgres import queries
+from reprocess.postgres.commit import commit_run
+from reprocess.postgres.db import libpq_url
+from reprocess.postgres.stage import create_stage
 from tests import oracle
 from tests.integration.helpers import ORDERS_SPEC, orders_spec, reconcile_over_connect, run_dag, run_spark_stage
 

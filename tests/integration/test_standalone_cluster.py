@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from devstack import standalone
-from reprocess import demo_data
+from reprocess.kafka import demo_data
 from tests.integration.helpers import assert_matches_oracle, log_ends, orders_spec, run_dag, runs
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("spark"), pytest.mark.integration("airflow")]

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from reprocess import store
-from reprocess.ranges import OffsetRange
-from reprocess.runs import RunKind, RunState
+from reprocess.core.ranges import OffsetRange
+from reprocess.core.runs import RunKind, RunState
+from reprocess.postgres import store
 from tests.integration.staging import mark_staged, plan_ranges
 from tests.integration.test_ordering import _spec
 

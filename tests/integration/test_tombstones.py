@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from reprocess.commit import commit_run
-from reprocess.plan import plan_run
-from reprocess.runs import RunKind, RunRequest
-from reprocess.spec import PipelineSpec
-from reprocess.target import MARKERS_SCHEMA
+from reprocess.core.runs import RunKind, RunRequest
+from reprocess.core.spec import PipelineSpec
+from reprocess.operations.plan import plan_run
+from reprocess.postgres.commit import commit_run
+from reprocess.postgres.target import MARKERS_SCHEMA
 from tests.integration.helpers import orders_spec, run_spark_stage
 from tests.integration.staging import Record, stage_and_commit
 
@@ -88,8 +88,8 @@ def test_delete_then_newer_insert_is_present_and_older_delete_replay_changes_not
 def test_real_tombstones_from_the_broker_delete_and_a_replay_does_not_resurrect(kafka_config, engine, unique_name):
     """Null values on a real topic, keyed by the order id as plain text (the Kafka key, since a
     tombstone has no payload); a key that maps to no column value is a dead letter."""
-    from reprocess import demo_data
-    from reprocess.kafka import make_producer
+    from reprocess.kafka import demo_data
+    from reprocess.kafka.clients import make_producer
 
     spec = orders_spec(unique_name, unique_name, tombstones="delete", max_dead_letter_ratio=0.5)
     demo_data.create_topic(kafka_config, unique_name, 1)

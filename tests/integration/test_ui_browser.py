@@ -26,10 +26,10 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from reprocess import demo_data
-from reprocess.plan import plan_run
-from reprocess.runs import EndMode, RunKind, RunRequest, StartMode
-from reprocess.store import ensure_pipeline
+from reprocess.core.runs import EndMode, RunKind, RunRequest, StartMode
+from reprocess.kafka import demo_data
+from reprocess.operations.plan import plan_run
+from reprocess.postgres.store import ensure_pipeline
 from tests.integration.browser import Browser, ensure_chromium
 from tests.integration.helpers import orders_spec, run_dag
 
@@ -216,7 +216,7 @@ def test_ui_shows_dags_trigger_form_run_and_coverage_page(
             expected = [run.run_id, "Success", "plan_offsets", "spark_read_stage", "commit_transaction", "report"]
             browser.wait_for_text(*expected)
             note = _api(ui["url"], ui["password"], f"/api/v2{run_path.replace('/runs/', '/dagRuns/')}").get("note")
-            assert note, "the run-note listener (plugins/reprocess_plugin.py) wrote no note"
+            assert note, "the run-note listener (reprocess.airflow.plugin) wrote no note"
             browser.wait_for_text(_note_fragment(note))
             print(f"run note shown: {_note_fragment(note)!r}")
             screenshot("run")
@@ -454,7 +454,7 @@ def _check_dag_filter(monkeypatch: pytest.MonkeyPatch, denied: str, allowed: str
 
     monkeypatch.syspath_prepend(str(REPO / "plugins"))
     monkeypatch.setenv("REPROCESS_TEST_DENIED_DAGS", f"viewer=reprocess_{denied}_")
-    from reprocess_web import access
+    from reprocess.airflow.web import access
 
     monkeypatch.setattr(access, "get_auth_manager", PerDagAuthManager)
     viewer = SimpleAuthManagerUser(username="viewer", role="viewer")

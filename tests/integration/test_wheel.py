@@ -27,8 +27,8 @@ PROBE = """
 import json, os, sys
 from pathlib import Path
 import reprocess
-from reprocess.apps import RUN_JOB, app_path, resolve_job
-from reprocess.db import make_engine, migrate
+from reprocess.spark.entry_points import RUN_JOB, app_path, resolve_job
+from reprocess.postgres.db import make_engine, migrate
 from airflow.dag_processing.dagbag import DagBag
 
 engine = make_engine(os.environ["WHEEL_DB_URL"])
@@ -62,8 +62,13 @@ def test_wheel_carries_migrations_and_entry_point_and_the_dag_file_runs_from_it(
     wheel = devstack.wheel.build(tmp_path / "dist")
     members = zipfile.ZipFile(wheel).namelist()
     shipped = sorted(Path(m).name.removesuffix(".sql") for m in members if m.startswith("reprocess/sql/"))
-    assert shipped == sorted(p.stem for p in (REPO_ROOT / "reprocess" / "sql").glob("[0-9][0-9][0-9]_*.sql"))
-    assert "reprocess/apps/run_job.py" in members
+    # The top-level sql/ and spark_apps/ land inside the package; every library folder ships.
+    assert shipped == sorted(p.stem for p in (REPO_ROOT / "sql").glob("[0-9][0-9][0-9]_*.sql"))
+    assert "reprocess/spark_apps/run_job.py" in members
+    folders = {p.parent.relative_to(REPO_ROOT).as_posix() for p in (REPO_ROOT / "reprocess").rglob("__init__.py")}
+    assert {f + "/__init__.py" for f in folders} <= set(members), sorted(folders)
+    assert "reprocess/airflow/web/templates/pipeline.html" in members
+    assert "reprocess/airflow/web/static/coverage.js" in members
 
     python = devstack.wheel.install_env(tmp_path / "venv", wheel)
     dags = tmp_path / "dags"

@@ -8,7 +8,7 @@ import pytest
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
-from reprocess.connect import shared_session, shared_session_id
+from reprocess.spark.connect import shared_session, shared_session_id
 
 
 class _SessionClosed(PySparkException):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from reprocess.errors import SpecError
-from reprocess.ranges import (
+from reprocess.core.errors import SpecError
+from reprocess.core.ranges import (
     EARLIEST,
     LATEST,
     OffsetRange,
@@ -111,7 +111,7 @@ def test_ranges_survive_the_row_round_trip_used_for_xcom():
 
 
 def test_consumer_requests_read_committed_and_never_auto_commits():
-    from reprocess.kafka import consumer_config
+    from reprocess.kafka.clients import consumer_config
 
     conf = consumer_config({"bootstrap.servers": "x:1", "isolation.level": "read_uncommitted"})
     assert conf["isolation.level"] == "read_committed"

@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from reprocess.errors import DataLossError, SpecError
-from reprocess.plan import resolve
-from reprocess.ranges import OffsetRange, PartitionSnapshot, TopicPartition
-from reprocess.runs import EndMode, LostRange, RunKind, RunRequest, StartMode
-from reprocess.spec import PipelineSpec
+from reprocess.core.errors import DataLossError, SpecError
+from reprocess.core.ranges import OffsetRange, PartitionSnapshot, TopicPartition
+from reprocess.core.runs import EndMode, LostRange, RunKind, RunRequest, StartMode
+from reprocess.core.spec import PipelineSpec
+from reprocess.operations.plan import resolve
 
 SPEC = PipelineSpec.from_mapping(
     {"name": "p", "topics": ["t", "u"], "key": ["id"], "target_table": "public.p",

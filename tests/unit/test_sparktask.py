@@ -9,14 +9,14 @@ import pytest
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
 from devstack.process import free_port
-from reprocess.errors import SparkConnectError
-from reprocess.sparktask import SparkJobOperator
+from reprocess.airflow.spark_task import SparkJobOperator
+from reprocess.core.errors import SparkConnectError
 
 
 def _task() -> SparkJobOperator:
     return SparkJobOperator(
         task_id="spark_job",
-        job="reprocess.job:stage_job",
+        job="reprocess.spark.job:stage_job",
         args={"spec": "/specs/orders.yaml", "run_id": "r1"},
         secrets={"db_url": "postgresql://u:secret@db/app"},
     )
@@ -31,8 +31,8 @@ def test_a_spark_connection_runs_spark_submit_with_secrets_only_in_the_environme
 
     monkeypatch.setattr(SparkSubmitOperator, "execute", execute)
     _task().execute({})
-    assert seen["application"].endswith("reprocess/apps/run_job.py")
-    assert seen["args"] == ["reprocess.job:stage_job", "--spec", "/specs/orders.yaml", "--run-id", "r1"]
+    assert seen["application"].endswith("spark_apps/run_job.py")
+    assert seen["args"] == ["reprocess.spark.job:stage_job", "--spec", "/specs/orders.yaml", "--run-id", "r1"]
     assert seen["env"] == {"REPROCESS_DB_URL": "postgresql://u:secret@db/app"}
 
 

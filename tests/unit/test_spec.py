@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 import yaml
 
-from reprocess.errors import SpecError
-from reprocess.ordering import Ordering, OrderingMode
-from reprocess.spec import ColumnType, PipelineSpec, load_specs
+from reprocess.core.errors import SpecError
+from reprocess.core.ordering import Ordering, OrderingMode
+from reprocess.core.spec import ColumnType, PipelineSpec, load_specs
 
 ORDERS_YAML = Path(__file__).resolve().parents[2] / "pipelines" / "orders.yaml"
 

@@ -1,0 +1,110 @@
+"""What every pipeline DAG shares: the connection ids, retry policy and default args, the app
+database and Kafka config from Airflow connections, the Spark task, and the form's pickers."""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from typing import Any, Final
+
+from airflow.sdk import Connection, ExceptionRetryPolicy, Param, RetryAction, RetryRule
+
+from reprocess.airflow.spark_task import SPARK_CONN_ID, SparkJobOperator
+from reprocess.core.errors import DataLossError, FencedRunError, ReconciliationGap, SpecError
+from reprocess.core.spec import PipelineSpec
+
+log = logging.getLogger(__name__)
+
+DB_CONN_ID: Final = "reprocess_db"
+KAFKA_CONN_ID: Final = "kafka_default"
+SPARK_POOL: Final = "spark"
+
+# Validation and fencing errors fail at once: retrying cannot change the answer.
+RETRY_POLICY: Final = ExceptionRetryPolicy(
+    rules=[
+        RetryRule(exception=SpecError, action=RetryAction.FAIL, reason="invalid request or spec"),
+        RetryRule(exception=DataLossError, action=RetryAction.FAIL, reason="data loss needs a decision"),
+        RetryRule(exception=FencedRunError, action=RetryAction.FAIL, reason="fenced by another run"),
+        RetryRule(exception=ReconciliationGap, action=RetryAction.FAIL, reason="a gap needs a backfill, not a retry"),
+    ]
+)
+
+
+def default_args(spec: PipelineSpec) -> dict[str, Any]:
+    """Retries with backoff; validation, fencing and data-loss errors are never retried."""
+    return {
+        "owner": spec.owner,
+        "retries": 2,
+        "retry_delay": timedelta(seconds=30),
+        "retry_exponential_backoff": 2.0,
+        "max_retry_delay": timedelta(minutes=10),
+        "retry_policy": RETRY_POLICY,
+    }
+
+
+def app_engine() -> Any:
+    """The app database (connection ``reprocess_db``), migrated."""
+    from reprocess.postgres.db import make_engine, migrate
+
+    engine = make_engine(Connection.get(DB_CONN_ID).get_uri())
+    migrate(engine)
+    return engine
+
+
+def kafka_config() -> dict[str, Any]:
+    """The Kafka client config from the ``kafka_default`` connection's extra."""
+    config = dict(Connection.get(KAFKA_CONN_ID).extra_dejson)
+    if not config.get("bootstrap.servers"):
+        raise SpecError(f"connection {KAFKA_CONN_ID} must set 'bootstrap.servers' in its extra")
+    return config
+
+
+def pipeline_spark_task(
+    spec: PipelineSpec, task_id: str, doc_md: str, job: str, name: str, args: dict[str, str]
+) -> SparkJobOperator:
+    """A pipeline's Spark task: ``job`` gets the spec, ``args`` and the DB and Kafka connections
+    as secrets, on the ``spark_default`` launcher and in the Spark pool."""
+    return SparkJobOperator(
+        task_id=task_id,
+        doc_md=doc_md,
+        job=job,
+        conn_id=SPARK_CONN_ID,
+        name=name,
+        pool=SPARK_POOL,
+        args={"spec": spec.source_file, **args},
+        secrets={
+            "db_url": "{{ conn." + DB_CONN_ID + ".get_uri() }}",
+            "kafka_config": "{{ conn." + KAFKA_CONN_ID + ".extra }}",
+        },
+    )
+
+
+def topic_partition_params(
+    spec: PipelineSpec, section: str, topics_help: str, partitions_help: str
+) -> dict[str, Param]:
+    """The topic and partition pickers shared by the backfill and reset forms."""
+    return {
+        "topics": Param(
+            list(spec.topics),
+            type="array",
+            items={"type": "string", "enum": list(spec.topics)},
+            title="Topics",
+            description=topics_help,
+            section=section,
+        ),
+        "partitions": Param(
+            [],
+            type="array",
+            items={"type": "integer", "minimum": 0},
+            title="Partitions",
+            description=partitions_help,
+            section=section,
+        ),
+    }
+
+
+def epoch() -> Any:
+    """The start date of the scheduled DAGs (a fixed past date; catchup is off)."""
+    from datetime import UTC, datetime
+
+    return datetime(2026, 1, 1, tzinfo=UTC)

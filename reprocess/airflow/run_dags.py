@@ -1,0 +1,252 @@
+"""The backfill (manual, Params-driven) and incremental (scheduled) DAGs of a pipeline: both run
+plan_offsets → spark_read_stage → commit_transaction → mirror_group_offsets → report."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, cast
+
+from airflow.sdk import DAG, Param, task
+
+from reprocess.airflow.common import (
+    app_engine,
+    default_args,
+    epoch,
+    kafka_config,
+    pipeline_spark_task,
+    topic_partition_params,
+)
+from reprocess.core.errors import SpecError
+from reprocess.core.runs import RunKind, RunRequest
+from reprocess.core.spec import PipelineSpec
+
+log = logging.getLogger(__name__)
+
+
+def backfill_params(spec: PipelineSpec) -> dict[str, Param]:
+    """The trigger form: what to replay, from where to where, and how."""
+    offsets_help = 'JSON like `{"orders": {"0": 1200, "1": 900}}`; -2 = earliest, -1 = latest.'
+    return {
+        **topic_partition_params(
+            spec,
+            "What",
+            "Topics to replay (all of the pipeline's topics by default).",
+            "Partition numbers to replay; empty means every partition.",
+        ),
+        "start_mode": Param(
+            "earliest",
+            type="string",
+            enum=["earliest", "offsets", "timestamp", "group", "ledger"],
+            title="Start from",
+            description="earliest: log start; offsets: start_value JSON; timestamp: first record at/after "
+            "start_value; group: the consumer group's committed offsets; ledger: the pipeline's committed position.",
+            section="Range",
+        ),
+        "start_value": Param(
+            None,
+            type=["null", "string"],
+            title="Start value",
+            description=f"For offsets: {offsets_help} For timestamp: RFC 3339, e.g. 2026-11-01T00:00:00Z.",
+            section="Range",
+        ),
+        "end_mode": Param(
+            "latest",
+            type="string",
+            enum=["latest", "offsets", "timestamp", "group"],
+            title="End at (exclusive)",
+            description="latest: the log end when the run is planned; offsets: end_value JSON; timestamp: "
+            "first record at/after end_value; group: the consumer group's committed offsets.",
+            section="Range",
+        ),
+        "end_value": Param(
+            None,
+            type=["null", "string"],
+            title="End value",
+            description=f"For offsets: {offsets_help} For timestamp: RFC 3339.",
+            section="Range",
+        ),
+        "allow_data_loss": Param(
+            False,
+            type="boolean",
+            title="Allow data loss",
+            description="When the start is below the log start (deleted segments), record the lost range and "
+            "continue from the log start instead of failing.",
+            section="Safety",
+        ),
+        "batch_size": Param(
+            None,
+            type=["null", "integer"],
+            minimum=1,
+            title="Batch size",
+            description=f"Max offsets per partition per batch; each batch commits on its own, so a failure "
+            f"resumes after the last committed batch (spec default {spec.batch_size}).",
+            section="Safety",
+        ),
+        "acknowledge_partition_change": Param(
+            False,
+            type="boolean",
+            title="Acknowledge partition-count change",
+            description="A topic's partition count changed since the last committed run, so keys may have "
+            "moved partition. Allowed only for pipelines ordered by a version/event-time column; offset "
+            "ordering compares offsets only within one partition.",
+            section="Safety",
+        ),
+        "mode": Param(
+            "merge",
+            type="string",
+            enum=["merge", "rebuild"],
+            title="Mode",
+            description="merge: upsert the replayed records into the live table (newer records win; the same "
+            "record re-derives its row when the spec changed). rebuild: write a complete new table from the log "
+            "start into a shadow table (in batches, resumable), verify it against Kafka and swap it in atomically "
+            "with the ledger; the live table is served meanwhile and kept under a dated name. Use it for changes "
+            "that cannot be applied in place (a type change, a new key, a dropped column).",
+            section="Safety",
+        ),
+        "dry_run": Param(
+            False,
+            type="boolean",
+            title="Dry run",
+            description="Plan and store the ranges, show them, read and write nothing.",
+            section="Safety",
+        ),
+    }
+
+
+def _doc(spec: PipelineSpec, kind: RunKind) -> str:
+    what = {
+        RunKind.BACKFILL: "Replays a slice of the pipeline's topics, chosen in the trigger form, into the target.",
+        RunKind.INCREMENTAL: "Moves the pipeline from its committed ledger position to the log end seen at the "
+        "start of the run. A run with no new data succeeds at once without starting Spark.",
+    }[kind]
+    return f"""### {spec.name}: {kind.value}
+
+{what}
+
+{spec.description}
+
+**Target** `{spec.qualified_target}` keyed by `{", ".join(spec.key)}`; newer wins by
+`{spec.ordering.column or "Kafka offset within a partition"}`, so replays never overwrite newer rows.
+
+**Flow**: `plan_offsets` snapshots log start/end and the group's offsets into Postgres and stores
+the planned `[start, end)` per partition → `spark_read_stage` reads exactly those offsets
+(read_committed), parses and validates them, keeps the newest record per key, COPYs into a
+run-scoped stage → `commit_transaction` merges, inserts dead letters and advances the ledger in
+ONE transaction (committing twice is a no-op) → `mirror_group_offsets` copies the ledger to the
+consumer group `{spec.consumer_group}` → `report` writes the summary (XCom `return_value`).
+
+Spec file: `{spec.source_file}`. Bookkeeping: schema `reprocess` (runs, run_ranges,
+offset_snapshots, consumer_offsets, committed_ranges, dead_letters).
+"""
+
+
+def build_run_dag(spec: PipelineSpec, kind: RunKind) -> DAG:
+    """One DAG per (spec, kind); the tasks only call the library."""
+    is_backfill = kind is RunKind.BACKFILL
+    dag = DAG(
+        dag_id=spec.dag_id(kind.value),
+        description=f"{kind.value} of {', '.join(spec.topics)} into {spec.qualified_target}",
+        doc_md=_doc(spec, kind),
+        schedule=None if is_backfill else spec.schedule,
+        start_date=None if is_backfill else epoch(),
+        catchup=False,
+        max_active_runs=1,
+        tags=["reprocess", kind.value, *spec.tags],
+        default_args=default_args(spec),
+        params=backfill_params(spec) if is_backfill else {},
+    )
+    with dag:
+
+        @task(task_id="plan_offsets", doc_md="Snapshot offsets into Postgres and store the planned ranges.")
+        def plan_offsets(params: dict[str, Any] | None = None, run_id: str | None = None) -> dict[str, Any]:
+            from reprocess.core.ranges import ranges_to_rows
+            from reprocess.operations.plan import plan_run
+            from reprocess.postgres.store import lost_dict
+
+            run_key = f"{dag.dag_id}/{run_id}"
+            engine = app_engine()
+            try:
+                request = RunRequest.from_params(params or {}, kind) if is_backfill else RunRequest.incremental()
+            except SpecError as exc:  # recorded, so the run note says why, not only the task log
+                from reprocess.postgres.store import record_failed_request
+
+                record_failed_request(
+                    engine, spec, kind, run_key, params, str(exc), dag_id=dag.dag_id, dag_run_id=run_id
+                )
+                raise
+            plan = plan_run(
+                engine, kafka_config(), spec, request, run_key, dag_id=dag.dag_id, dag_run_id=run_id, params=params
+            )
+            if plan.is_empty and not request.dry_run:
+                from reprocess.postgres.commit import commit_empty_run
+
+                commit_empty_run(engine, spec, run_key)
+            return {
+                "run_id": run_key,
+                "ranges": ranges_to_rows(plan.ranges),
+                "lost": [lost_dict(x) for x in plan.lost],
+                "dry_run": request.dry_run,
+                "empty": plan.is_empty,
+                "batch_size": request.batch_size or spec.batch_size,
+                "warnings": list(plan.warnings),
+                "rebuild": request.rebuild,
+            }
+
+        @task.short_circuit(task_id="has_work", ignore_downstream_trigger_rules=False)
+        def has_work(plan: dict[str, Any]) -> bool:
+            """Dry runs and no-new-data runs stop here: Spark is never started for nothing."""
+            if plan["dry_run"]:
+                log.info("dry run: planned ranges %s; nothing read or written", plan["ranges"])
+                return False
+            if plan["empty"]:
+                log.info("no new data since the last committed position; nothing to do")
+                return False
+            return True
+
+        spark = pipeline_spark_task(
+            spec,
+            "spark_read_stage",
+            "Bounded read of the planned ranges, parse, dedupe, COPY into the run's stage: a Spark Connect "
+            "client or spark-submit, as the spark_default connection's type says.",
+            "reprocess.spark.job:stage_job",
+            f"reprocess-{spec.name}",
+            {
+                "run_id": "{{ ti.xcom_pull(task_ids='plan_offsets')['run_id'] }}",
+                "batch_size": "{{ ti.xcom_pull(task_ids='plan_offsets')['batch_size'] }}",
+            },
+        )
+
+        @task(task_id="commit_transaction", doc_md="One Postgres transaction: merge, dead letters, ledger.")
+        def commit_transaction(plan: dict[str, Any]) -> dict[str, Any]:
+            from reprocess.operations.rebuild import swap_in
+            from reprocess.postgres.commit import commit_run, result_dict
+
+            if plan.get("rebuild"):
+                return result_dict(swap_in(app_engine(), kafka_config(), spec, plan["run_id"]))
+            return result_dict(commit_run(app_engine(), spec, plan["run_id"]))
+
+        @task(
+            task_id="mirror_group_offsets",
+            doc_md="Copy the committed positions to the Kafka consumer group (for lag tools); idempotent.",
+        )
+        def mirror(plan: dict[str, Any]) -> dict[str, int]:
+            from reprocess.operations.mirror import mirror_group_offsets
+
+            return mirror_group_offsets(app_engine(), kafka_config(), spec)
+
+        @task(task_id="report", trigger_rule="none_failed", doc_md="Summary of the run from Postgres.")
+        def report(plan: dict[str, Any]) -> dict[str, Any]:
+            from reprocess.operations.summary import format_summary, run_summary
+
+            summary = run_summary(
+                app_engine(), spec.name, plan["run_id"], spec=spec, dry_run=plan["dry_run"], warnings=plan["warnings"]
+            )
+            log.info("run summary\n%s", format_summary(summary))
+            return summary
+
+        # An XComArg: Airflow hands each downstream task the dict plan_offsets returned.
+        planned = cast(dict[str, Any], plan_offsets())
+        gate = has_work(planned)
+        committed = commit_transaction(planned)
+        gate >> spark >> committed >> mirror(planned) >> report(planned)
+    return dag

@@ -1,0 +1,3 @@
+"""The core: pipeline specs, the ordering rule, offset ranges, run requests and plans, the stage
+row shape and the errors. Imports nothing of the other layers, nor Airflow, Spark, Kafka or a
+database client (``psycopg2.sql`` only builds quoted identifiers)."""

@@ -1,0 +1,213 @@
+"""The one rule that decides which of two records of a key is newer (DESIGN §2, commit step 3).
+
+A pipeline's :class:`Ordering` is built once from its spec and asked by every consumer: the
+in-run dedupe in Spark (:meth:`Ordering.fields`), the merge's ``WHERE`` and its ``DISTINCT ON``
+(:meth:`Ordering.newer_sql`, :meth:`Ordering.newest_first_sql`), reconciliation and the model
+test (:meth:`Ordering.sort_key`). No consumer writes its own field list, so they cannot drift.
+
+The order is TOTAL (a lexicographic tuple of NOT NULL values), so ``DISTINCT ON``, Spark's
+``max_by`` and a Python ``max`` pick the same record:
+
+- ``offset``: ``(_kafka_topic, _kafka_partition, _kafka_offset)``. Only the offset part means
+  "newer", and only inside one (topic, partition). The tuple stays a valid order because the
+  spec and the planner keep every key in one (topic, partition):
+
+  * a pipeline that reads several topics cannot order by offset (:class:`SpecError`): the same
+    key on two topics has no log order;
+  * a topic whose partition count changed since the pipeline's last committed run fails the
+    plan (:meth:`Ordering.check_partition_counts`): the default partitioner hashes the key
+    modulo the count, so keys moved, and comparing (partition, offset) across partitions would
+    let an old row on a higher-numbered partition win forever. Such a run may go ahead only
+    when it acknowledges the change (``acknowledge_partition_change``) AND the pipeline orders
+    by a column, which does not depend on where a record sits.
+
+- ``column``: ``(<column>, _kafka_topic, _kafka_partition, _kafka_offset)``. The column (a
+  version or event time) must be ``required``, so a good row never carries NULL (a NULL would
+  make the merge's row comparison unknown and freeze the row forever). Ties on the column are
+  broken by offset within a partition (a later write of the same version wins) and by
+  (topic, partition) across partitions: equal versions on two partitions are equal by the
+  producer's own account, and the deterministic tie-break keeps the order total.
+
+Why not "timestamp across partitions, offset within"? That pairwise rule is not transitive
+(record a beats b by offset, b beats c by timestamp, c beats a by timestamp), so ``DISTINCT ON``
+and ``max_by`` could pick different winners. Refusing the unsafe layouts keeps one total order.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from psycopg2 import sql
+
+from reprocess.core.errors import OrderingError, SpecError
+
+LINEAGE_ORDER: Final = ("_kafka_topic", "_kafka_partition", "_kafka_offset")
+
+
+class OrderingMode(enum.StrEnum):
+    """How "newer" is decided when two records carry the same key."""
+
+    OFFSET = "offset"  # Kafka offset, within one (topic, partition)
+    COLUMN = "column"  # a required version or event-time column, ties broken by offset
+
+
+@dataclass(frozen=True, slots=True)
+class Ordering:
+    """A pipeline's validated "newer" rule; build it with :meth:`parse` (the spec does)."""
+
+    mode: OrderingMode = OrderingMode.OFFSET
+    column: str | None = None
+
+    @classmethod
+    def parse(
+        cls,
+        raw: object,
+        *,
+        required: Mapping[str, bool],
+        topics: Sequence[str],
+        fail: Callable[[str, str], SpecError],
+    ) -> Ordering:
+        """The spec's ``ordering`` field → an Ordering; ``fail(field, problem)`` names file and field.
+
+        ``required`` maps each column name to its ``required`` flag.
+
+        Examples
+        --------
+        >>> def fail(f, p):
+        ...     return SpecError(f"p.yaml: field '{f}': {p}")
+        >>> Ordering.parse({"mode": "column", "column": "v"}, required={"v": True}, topics=["t"], fail=fail).fields
+        ('v', '_kafka_topic', '_kafka_partition', '_kafka_offset')
+        """
+        if isinstance(raw, str):
+            raw = {"mode": raw}
+        if not isinstance(raw, Mapping):
+            raise fail("ordering", "must be 'offset' or {mode: column, column: <name>}")
+        try:
+            mode = OrderingMode(raw.get("mode", "offset"))
+        except ValueError:
+            raise fail("ordering.mode", f"{raw.get('mode')!r} is not 'offset' or 'column'") from None
+        if mode is OrderingMode.OFFSET:
+            if len(topics) > 1:
+                raise fail(
+                    "ordering",
+                    f"offset ordering cannot order one key's records across the topics {list(topics)} (offsets "
+                    "compare only within one partition); order by a required version or event-time column "
+                    "({mode: column, column: <name>}) or split the pipeline per topic",
+                )
+            return cls(OrderingMode.OFFSET)
+        column = raw.get("column")
+        if not isinstance(column, str) or column not in required:
+            raise fail("ordering.column", f"must name one of the columns {sorted(required)}, got {column!r}")
+        if not required[column]:
+            raise fail(
+                "ordering.column",
+                f"column {column!r} must be required (a record without it would carry NULL, which no "
+                f"ordering can compare, and freeze its key); set columns.{column}.required: true",
+            )
+        return cls(OrderingMode.COLUMN, column)
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """Stage/target columns that decide "newer", most significant first (all NOT NULL)."""
+        return ((self.column,) if self.column else ()) + LINEAGE_ORDER
+
+    def sort_key(self, version: Any, topic: str, partition: int, offset: int) -> tuple[Any, ...]:
+        """The same order in Python: ``max(records, key=...)`` picks the merge's winner.
+
+        ``version`` is the ordering column's value (ignored for offset ordering); it must not
+        be None, as the spec makes the column required.
+
+        Examples
+        --------
+        >>> o = Ordering(OrderingMode.COLUMN, "version")
+        >>> o.sort_key(2, "t", 0, 5) < o.sort_key(2, "t", 0, 9) < o.sort_key(3, "t", 0, 1)
+        True
+        >>> Ordering().sort_key(None, "t", 0, 5) < Ordering().sort_key(None, "t", 0, 6)
+        True
+        """
+        if self.column is not None:
+            if version is None:
+                raise ValueError(f"ordering column {self.column} is NULL; the spec makes it required")
+            return (version, topic, partition, offset)
+        return (topic, partition, offset)
+
+    def newer_sql(self, existing: sql.Composable, incoming: sql.Composable) -> sql.Composed:
+        """``(existing fields) < (incoming fields)``: true when the incoming record is newer.
+
+        ``existing``/``incoming`` are table aliases (``sql.Identifier`` or ``sql.SQL("EXCLUDED")``).
+        """
+        return sql.SQL("({}) < ({})").format(
+            sql.SQL(", ").join(sql.SQL("{}.{}").format(existing, sql.Identifier(f)) for f in self.fields),
+            sql.SQL(", ").join(sql.SQL("{}.{}").format(incoming, sql.Identifier(f)) for f in self.fields),
+        )
+
+    def same_record_sql(self, existing: sql.Composable, incoming: sql.Composable) -> sql.Composed:
+        """``(existing lineage) = (incoming lineage)``: both rows derive from the same Kafka record.
+
+        Neither is newer, yet a replay of that record may derive a different row (the spec or
+        the transform changed): that is when the merge re-derives. The record is identified by
+        its (topic, partition, offset), not by the ordering column, which a fixed mapping may
+        itself change.
+        """
+        return sql.SQL("({}) = ({})").format(
+            sql.SQL(", ").join(sql.SQL("{}.{}").format(existing, sql.Identifier(f)) for f in LINEAGE_ORDER),
+            sql.SQL(", ").join(sql.SQL("{}.{}").format(incoming, sql.Identifier(f)) for f in LINEAGE_ORDER),
+        )
+
+    def newest_first_sql(self) -> sql.Composed:
+        """The ``ORDER BY`` tail after the key that makes ``DISTINCT ON (key)`` keep the newest."""
+        return sql.SQL(", ").join(sql.SQL("{} DESC").format(sql.Identifier(f)) for f in self.fields)
+
+    def check_partition_counts(
+        self,
+        pipeline: str,
+        before: Mapping[str, int],
+        now: Mapping[str, int],
+        *,
+        acknowledged: bool,
+    ) -> list[str]:
+        """Refuse a plan whose topics changed partition count since the last committed run.
+
+        ``before`` holds each topic's count at the pipeline's newest committed run that saw it,
+        ``now`` the snapshot's. Returns warnings for an acknowledged change.
+
+        Raises
+        ------
+        OrderingError
+            A count changed and the run did not acknowledge it, or the pipeline orders by offset.
+
+        Examples
+        --------
+        >>> by_v = Ordering(OrderingMode.COLUMN, "v")
+        >>> by_v.check_partition_counts("p", {"t": 2}, {"t": 3}, acknowledged=True)[0].split(":")[0]
+        'topic t has 3 partitions, 2 at the last committed run (acknowledged)'
+        >>> Ordering().check_partition_counts("p", {"t": 2}, {"t": 2}, acknowledged=False)
+        []
+        """
+        changed = {t: (before[t], n) for t, n in now.items() if before.get(t) not in (None, n)}
+        if not changed:
+            return []
+        what = "; ".join(
+            f"topic {t} has {n} partitions, {b} at the last committed run" for t, (b, n) in changed.items()
+        )
+        if self.column is None:
+            raise OrderingError(
+                f"{pipeline}: {what}. Keys may have moved partition and this pipeline orders by Kafka offset, "
+                "which compares only within one partition: a moved key's new records could lose to its old row "
+                "forever. Nothing was planned. Order the pipeline by a required version or event-time column "
+                "(ordering: {mode: column, column: <name>}), then run a backfill with "
+                "acknowledge_partition_change=true."
+            )
+        if not acknowledged:
+            raise OrderingError(
+                f"{pipeline}: {what}. Keys may have moved partition; the pipeline orders by {self.column}, so "
+                "their rows stay correct, but the change needs a decision. Nothing was planned: run a backfill "
+                "with acknowledge_partition_change=true (start_mode=ledger continues where the ledger stands)."
+            )
+        return [f"{what} (acknowledged): keys may have moved partition; ordered by {self.column}"]
+
+
+__all__ = ["LINEAGE_ORDER", "Ordering", "OrderingMode"]

@@ -1,0 +1,185 @@
+"""Run requests and run bookkeeping types: the parsed form of a trigger and its plan."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any
+
+from reprocess.core.errors import SpecError
+from reprocess.core.ranges import OffsetRange, TopicPartition, parse_offsets_json
+
+
+class RunKind(enum.StrEnum):
+    BACKFILL = "backfill"
+    INCREMENTAL = "incremental"
+
+
+class RunState(enum.StrEnum):
+    PLANNED = "planned"
+    DRY_RUN = "dry_run"
+    STAGED = "staged"
+    COMMITTED = "committed"
+    FAILED = "failed"
+
+
+class StartMode(enum.StrEnum):
+    EARLIEST = "earliest"
+    OFFSETS = "offsets"
+    TIMESTAMP = "timestamp"
+    GROUP = "group"
+    LEDGER = "ledger"
+
+
+class EndMode(enum.StrEnum):
+    LATEST = "latest"
+    OFFSETS = "offsets"
+    TIMESTAMP = "timestamp"
+    GROUP = "group"
+
+
+@dataclass(frozen=True, slots=True)
+class RunRequest:
+    """What the user asked for, before it is resolved against a Kafka snapshot."""
+
+    kind: RunKind
+    start_mode: StartMode
+    end_mode: EndMode
+    start_value: str | None = None
+    end_value: str | None = None
+    topics: tuple[str, ...] = ()  # empty: every topic of the spec
+    partitions: tuple[int, ...] = ()  # empty: every partition
+    allow_data_loss: bool = False
+    batch_size: int | None = None
+    dry_run: bool = False
+    acknowledge_partition_change: bool = False  # see Ordering.check_partition_counts
+    rebuild: bool = False  # mode=rebuild: a shadow table from the log start, swapped in (rebuild.py)
+
+    @classmethod
+    def incremental(cls) -> RunRequest:
+        return cls(RunKind.INCREMENTAL, StartMode.LEDGER, EndMode.LATEST)
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any], kind: RunKind = RunKind.BACKFILL) -> RunRequest:
+        """Parse trigger-form params; every problem is a :class:`SpecError` naming the param."""
+
+        def choice(name: str, enum_type: type[enum.StrEnum], default: str) -> Any:
+            value = params.get(name) or default
+            try:
+                return enum_type(value)
+            except ValueError:
+                allowed = ", ".join(e.value for e in enum_type)
+                raise SpecError(f"param {name}: {value!r} is not one of {allowed}") from None
+
+        def optional_str(name: str) -> str | None:
+            value = params.get(name)
+            return None if value in (None, "") else str(value)
+
+        request = cls(
+            kind=kind,
+            start_mode=choice("start_mode", StartMode, "earliest"),
+            end_mode=choice("end_mode", EndMode, "latest"),
+            start_value=optional_str("start_value"),
+            end_value=optional_str("end_value"),
+            topics=tuple(params.get("topics") or ()),
+            partitions=_partitions(params.get("partitions")),
+            allow_data_loss=bool(params.get("allow_data_loss", False)),
+            batch_size=_batch_size(params.get("batch_size")),
+            dry_run=bool(params.get("dry_run", False)),
+            acknowledge_partition_change=bool(params.get("acknowledge_partition_change", False)),
+            rebuild=_mode(params.get("mode")),
+        )
+        request.validate()
+        return request
+
+    def validate(self) -> None:
+        for mode, value, name in (
+            (self.start_mode, self.start_value, "start"),
+            (self.end_mode, self.end_value, "end"),
+        ):
+            if mode in ("offsets", "timestamp") and not value:
+                raise SpecError(f"param {name}_value is required when {name}_mode is {mode.value}")
+            if mode == "offsets":
+                parse_offsets_json(value or "", f"{name}_value")
+            if mode == "timestamp":
+                parse_timestamp(value or "", f"{name}_value")
+        if self.batch_size is not None and self.batch_size <= 0:
+            raise SpecError(f"param batch_size must be positive, got {self.batch_size}")
+
+    def check_rebuild(self, topics: tuple[str, ...]) -> None:
+        """A rebuild reads every partition of every topic from the log start to the log end."""
+        whole = self.start_mode is StartMode.EARLIEST and self.end_mode is EndMode.LATEST and not self.partitions
+        if self.rebuild and not (whole and set(self.topics) in (set(), set(topics))):
+            raise SpecError(
+                "mode=rebuild writes a complete new table, so it reads every partition of every topic from "
+                "start_mode=earliest to end_mode=latest; clear the topics/partitions/range choices"
+            )
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()}
+
+
+def _partitions(raw: object) -> tuple[int, ...]:
+    if not raw:
+        return ()
+
+    def number(p: object) -> bool:
+        return (isinstance(p, int) and not isinstance(p, bool) and p >= 0) or (isinstance(p, str) and p.isdigit())
+
+    if not isinstance(raw, list | tuple) or not all(number(p) for p in raw):
+        raise SpecError(f"param partitions: {raw!r} must be a list of partition numbers")
+    return tuple(int(p) for p in raw)
+
+
+def _mode(raw: object) -> bool:
+    if raw in (None, "", "merge"):
+        return False
+    if raw == "rebuild":
+        return True
+    raise SpecError(f"param mode: {raw!r} is not one of merge, rebuild")
+
+
+def _batch_size(raw: object) -> int | None:
+    if raw is None or raw == "":
+        return None
+    if isinstance(raw, bool) or not isinstance(raw, int) or raw <= 0:
+        raise SpecError(f"param batch_size must be a positive integer, got {raw!r}")
+    return raw
+
+
+def parse_timestamp(value: str, what: str) -> datetime:
+    """An RFC 3339 timestamp with a zone; naive times are refused (whose midnight?)."""
+    try:
+        ts = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise SpecError(f"{what}: {value!r} is not an RFC 3339 timestamp like 2026-11-01T00:00:00Z") from None
+    if ts.tzinfo is None:
+        raise SpecError(f"{what}: {value!r} has no time zone; add Z or +00:00")
+    return ts
+
+
+@dataclass(frozen=True, slots=True)
+class LostRange:
+    """Offsets below the log start that a run allowed to be lost; recorded, never hidden."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+
+@dataclass(frozen=True, slots=True)
+class RunPlan:
+    run_id: str
+    pipeline: str
+    kind: RunKind
+    ranges: tuple[OffsetRange, ...]
+    lost: tuple[LostRange, ...] = ()
+    warnings: tuple[str, ...] = ()
+    estimates: Mapping[TopicPartition, int] = field(default_factory=dict)
+
+    @property
+    def is_empty(self) -> bool:
+        return all(r.width == 0 for r in self.ranges)

@@ -1,0 +1,339 @@
+"""Pipeline specs: YAML under ``pipelines/`` parsed once into a frozen :class:`PipelineSpec`.
+
+A spec declares everything a run needs (topics, key, column mapping, ordering, batch size,
+schedules), so adding a pipeline is adding a file. Every problem raises :class:`SpecError`
+naming the file and the field, which Airflow shows as a DAG import error.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import yaml
+
+from reprocess.core.errors import SpecError
+from reprocess.core.ordering import Ordering
+
+_IDENT: Final = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+# The DAGs that read a pipeline's data (dagfactory.build_dags; reading its coverage needs read
+# access to all of them); every generated DAG's id, the reset DAG's too, names the pipeline.
+DAG_KINDS: Final = ("backfill", "incremental", "reconcile")
+_DAG_ID: Final = re.compile(r"^reprocess_(?P<pipeline>[a-z_][a-z0-9_]*)_(backfill|incremental|reconcile|reset)$")
+
+
+def pipeline_dag_id(pipeline: str, kind: str) -> str:
+    return f"reprocess_{pipeline}_{kind}"
+
+
+def pipeline_of_dag(dag_id: str) -> str | None:
+    """The pipeline a generated DAG belongs to, or None for any other DAG.
+
+    Examples
+    --------
+    >>> pipeline_of_dag("reprocess_orders_v2_backfill")
+    'orders_v2'
+    >>> pipeline_of_dag("etl_daily") is None
+    True
+    """
+    match = _DAG_ID.match(dag_id)
+    return match.group("pipeline") if match else None
+
+
+class ColumnType(enum.StrEnum):
+    TEXT = "text"
+    BIGINT = "bigint"
+    INTEGER = "integer"
+    DOUBLE = "double precision"
+    NUMERIC = "numeric"
+    BOOLEAN = "boolean"
+    TIMESTAMPTZ = "timestamptz"
+
+    @property
+    def spark_type(self) -> str:
+        """The Spark SQL type a JSON value is cast to before it is staged."""
+        return _SPARK_TYPES[self]
+
+
+_SPARK_TYPES: Final = {
+    ColumnType.TEXT: "string",
+    ColumnType.BIGINT: "bigint",
+    ColumnType.INTEGER: "int",
+    ColumnType.DOUBLE: "double",
+    ColumnType.NUMERIC: "decimal(38,9)",
+    ColumnType.BOOLEAN: "boolean",
+    ColumnType.TIMESTAMPTZ: "timestamp",
+}
+
+
+class TombstoneMode(enum.StrEnum):
+    """What a record with a null value (a Kafka tombstone) does."""
+
+    DEAD_LETTER = "dead_letter"  # kept as a dead letter ("empty value"), the key's row untouched
+    DELETE = "delete"  # deletes the key's row, as an ordered event (see reprocess/target.py)
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnSpec:
+    name: str
+    type: ColumnType
+    path: str  # dotted path into the JSON value
+    required: bool
+
+    @property
+    def json_path(self) -> str:
+        return "$." + self.path
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineSpec:
+    name: str
+    topics: tuple[str, ...]
+    consumer_group: str
+    key: tuple[str, ...]
+    columns: tuple[ColumnSpec, ...]
+    target_schema: str
+    target_table: str
+    ordering: Ordering = field(default_factory=Ordering)
+    tombstones: TombstoneMode = TombstoneMode.DEAD_LETTER
+    batch_size: int = 1_000_000
+    max_record_bytes: int = 1_048_576
+    max_dead_letter_ratio: float = 0.05
+    schedule: str | None = None
+    reconcile_cron: str = "0 0 * * *"
+    auto_heal: bool = False
+    owner: str = "data-eng"
+    description: str = ""
+    source_file: str = ""
+    tags: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def key_columns(self) -> tuple[ColumnSpec, ...]:
+        return tuple(c for c in self.columns if c.name in self.key)
+
+    @property
+    def qualified_target(self) -> str:
+        return f"{self.target_schema}.{self.target_table}"
+
+    def dag_id(self, kind: str) -> str:
+        return pipeline_dag_id(self.name, kind)
+
+    def stage_table(self, run_id: str) -> str:
+        """Run-scoped stage table name (an identifier: lowercase, bounded length)."""
+        import hashlib
+
+        digest = hashlib.sha1(run_id.encode()).hexdigest()[:16]
+        return f"{self.name[:40]}_{digest}"
+
+    @classmethod
+    def from_file(cls, path: Path) -> PipelineSpec:
+        try:
+            raw = yaml.safe_load(path.read_text())
+        except yaml.YAMLError as exc:
+            raise SpecError(f"{path}: not valid YAML: {exc}") from exc
+        return cls.from_mapping(raw, source=str(path))
+
+    @classmethod
+    def from_mapping(cls, raw: object, source: str = "<spec>") -> PipelineSpec:
+        return _SpecParser(source).parse(raw)
+
+    @property
+    def fingerprint(self) -> str:
+        """A hash of what decides the derived rows: key, columns (type, path, required), ordering.
+
+        Schedules, batch sizes and descriptions do not derive rows, so they do not change it.
+        """
+        import hashlib
+        import json
+
+        derives = {
+            "key": list(self.key),
+            "columns": [[c.name, c.type.value, c.path, c.required] for c in self.columns],
+            "ordering": [self.ordering.mode.value, self.ordering.column],
+        }
+        return hashlib.sha256(json.dumps(derives, sort_keys=True).encode()).hexdigest()[:16]
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-able view, stored in ``reprocess.pipelines`` for audit."""
+        return {
+            "name": self.name,
+            "topics": list(self.topics),
+            "consumer_group": self.consumer_group,
+            "key": list(self.key),
+            "columns": {c.name: {"type": c.type.value, "path": c.path, "required": c.required} for c in self.columns},
+            "target_table": self.qualified_target,
+            "ordering": {"mode": self.ordering.mode.value, "column": self.ordering.column},
+            "tombstones": self.tombstones.value,
+            "batch_size": self.batch_size,
+            "max_record_bytes": self.max_record_bytes,
+            "max_dead_letter_ratio": self.max_dead_letter_ratio,
+            "schedule": self.schedule,
+            "reconcile": {"cron": self.reconcile_cron, "auto_heal": self.auto_heal},
+        }
+
+
+class _SpecParser:
+    """Turns a YAML mapping into a spec; each error names the file and the field."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def fail(self, field_name: str, problem: str) -> SpecError:
+        return SpecError(f"{self.source}: field '{field_name}': {problem}")
+
+    def ident(self, value: object, field_name: str) -> str:
+        if not isinstance(value, str) or not _IDENT.match(value):
+            raise self.fail(field_name, f"{value!r} is not a lowercase SQL identifier ([a-z_][a-z0-9_]*)")
+        return value
+
+    def positive_int(self, raw: Mapping[str, Any], name: str, default: int) -> int:
+        value = raw.get(name, default)
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise self.fail(name, f"must be a positive integer, got {value!r}")
+        return value
+
+    def parse(self, raw: object) -> PipelineSpec:
+        if not isinstance(raw, Mapping):
+            raise SpecError(f"{self.source}: a pipeline spec must be a mapping, got {type(raw).__name__}")
+        known = {
+            "name", "description", "topics", "consumer_group", "key", "columns", "target_table",
+            "ordering", "tombstones", "batch_size", "max_record_bytes", "max_dead_letter_ratio", "schedule",
+            "reconcile", "owner", "tags", "format",
+        }  # fmt: skip
+        unknown = sorted(map(str, set(raw) - known))
+        if unknown:
+            raise self.fail(unknown[0], f"unknown field (allowed: {', '.join(sorted(known))})")
+        if raw.get("format", "json") != "json":
+            raise self.fail("format", f"only 'json' is supported, got {raw.get('format')!r}")
+        name = self.ident(raw.get("name"), "name")
+        topics = raw.get("topics")
+        if not isinstance(topics, list) or not topics or not all(isinstance(t, str) and t for t in topics):
+            raise self.fail("topics", f"must be a non-empty list of topic names, got {topics!r}")
+        columns = self.columns(raw.get("columns"))
+        names = {c.name for c in columns}
+        key = raw.get("key")
+        if isinstance(key, str):
+            key = [key]
+        if not isinstance(key, list) or not key or not all(k in names for k in key):
+            raise self.fail("key", f"must list one or more of the columns {sorted(names)}, got {key!r}")
+        columns = tuple(ColumnSpec(c.name, c.type, c.path, True) if c.name in key else c for c in columns)
+        ordering = Ordering.parse(
+            raw.get("ordering", "offset"),
+            required={c.name: c.required for c in columns},
+            topics=topics,
+            fail=self.fail,
+        )
+        schema, _, table = str(raw.get("target_table", f"public.{name}")).rpartition(".")
+        ratio = raw.get("max_dead_letter_ratio", 0.05)
+        if isinstance(ratio, bool) or not isinstance(ratio, int | float) or not 0 <= ratio <= 1:
+            raise self.fail("max_dead_letter_ratio", f"must be a number in [0, 1], got {ratio!r}")
+        reconcile = raw.get("reconcile", {}) or {}
+        if not isinstance(reconcile, Mapping):
+            raise self.fail("reconcile", "must be a mapping with 'cron' and 'auto_heal'")
+        group = raw.get("consumer_group", f"reprocess-{name}")
+        if not isinstance(group, str) or not group:
+            raise self.fail("consumer_group", f"must be a non-empty string, got {group!r}")
+        schedule = raw.get("schedule")
+        if schedule is not None and not isinstance(schedule, str):
+            raise self.fail("schedule", f"must be a cron string or preset like '@hourly', got {schedule!r}")
+        return PipelineSpec(
+            name=name,
+            topics=tuple(topics),
+            consumer_group=group,
+            key=tuple(key),
+            columns=columns,
+            target_schema=self.ident(schema or "public", "target_table"),
+            target_table=self.ident(table, "target_table"),
+            ordering=ordering,
+            tombstones=self.tombstones(raw.get("tombstones", "dead_letter"), ordering),
+            batch_size=self.positive_int(raw, "batch_size", 1_000_000),
+            max_record_bytes=self.positive_int(raw, "max_record_bytes", 1_048_576),
+            max_dead_letter_ratio=float(ratio),
+            schedule=schedule,
+            reconcile_cron=str(reconcile.get("cron", "0 0 * * *")),
+            auto_heal=bool(reconcile.get("auto_heal", False)),
+            owner=str(raw.get("owner", "data-eng")),
+            description=str(raw.get("description") or "").strip(),
+            source_file=self.source,
+            tags=self.tags(raw.get("tags")),
+        )
+
+    def tombstones(self, raw: object, ordering: Ordering) -> TombstoneMode:
+        """A tombstone has no payload, so it carries no version: it can only be ordered by its
+        place in its partition's log. Under column ordering that place says nothing about the
+        versions on other partitions, so ``delete`` needs offset ordering."""
+        try:
+            mode = TombstoneMode(str(raw))
+        except ValueError:
+            raise self.fail("tombstones", f"{raw!r} is not 'dead_letter' or 'delete'") from None
+        if mode is TombstoneMode.DELETE and ordering.column is not None:
+            raise self.fail(
+                "tombstones",
+                f"'delete' needs ordering: offset; this pipeline orders by {ordering.column!r}, and a tombstone "
+                "(null value) has no version to compare, so an older version could resurrect the key or a newer "
+                "one be deleted. Order the pipeline by offset to delete on tombstones, or keep them as dead letters",
+            )
+        return mode
+
+    def tags(self, raw: object) -> tuple[str, ...]:
+        if raw is None:
+            return ()
+        if isinstance(raw, str):
+            return (raw,)
+        if not isinstance(raw, list):
+            raise self.fail("tags", f"must be a list of strings, got {raw!r}")
+        return tuple(str(t) for t in raw)
+
+    def columns(self, raw: object) -> tuple[ColumnSpec, ...]:
+        if not isinstance(raw, Mapping) or not raw:
+            raise self.fail("columns", "must map column name → {type, path, required}")
+        out = []
+        for col_name, col in raw.items():
+            where = f"columns.{col_name}"
+            self.ident(col_name, where)
+            if col_name.startswith("_kafka") or col_name == "_run_id":
+                raise self.fail(where, "names starting with _kafka and _run_id are lineage columns")
+            col = {"type": col} if isinstance(col, str) else col
+            if not isinstance(col, Mapping):
+                raise self.fail(where, f"must be a type name or a mapping, got {col!r}")
+            try:
+                col_type = ColumnType(col.get("type", "text"))
+            except ValueError:
+                allowed = ", ".join(t.value for t in ColumnType)
+                raise self.fail(f"{where}.type", f"{col.get('type')!r} is not one of: {allowed}") from None
+            path = col.get("path", col_name)
+            if not isinstance(path, str) or not re.fullmatch(r"[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*", path):
+                raise self.fail(f"{where}.path", f"must be a dotted JSON path like 'a.b', got {path!r}")
+            out.append(ColumnSpec(col_name, col_type, path, bool(col.get("required", False))))
+        return tuple(out)
+
+
+def pipelines_dir() -> Path:
+    """The folder of specs: ``REPROCESS_PIPELINES_DIR`` (the tests use it) or the repo's ``pipelines/``."""
+    import os
+
+    return Path(os.environ.get("REPROCESS_PIPELINES_DIR") or Path(__file__).resolve().parent.parent / "pipelines")
+
+
+def find_spec(name: str, directory: Path | None = None) -> PipelineSpec:
+    """The spec named ``name``; the error lists the pipelines that exist."""
+    specs = load_specs(directory or pipelines_dir())
+    for spec in specs:
+        if spec.name == name:
+            return spec
+    raise SpecError(f"no pipeline named {name!r} in {directory or pipelines_dir()} (have: {[s.name for s in specs]})")
+
+
+def load_specs(directory: Path) -> list[PipelineSpec]:
+    """Every ``*.yaml`` spec in a folder, sorted by name; duplicate names are an error."""
+    specs = [PipelineSpec.from_file(p) for p in sorted(directory.glob("*.yaml"))]
+    seen: dict[str, str] = {}
+    for s in specs:
+        if s.name in seen:
+            raise SpecError(f"{s.source_file}: field 'name': {s.name!r} is also used by {seen[s.name]}")
+        seen[s.name] = s.source_file
+    return specs

@@ -1,0 +1,17 @@
+"""The shape of a stage row, shared by the Spark job that writes it, the stage table and COPY
+that hold it, and the merge and reconciliation that read it."""
+
+from __future__ import annotations
+
+from reprocess.core.spec import PipelineSpec
+
+ROW: str = "row"
+DEAD: str = "dead"
+TOMBSTONE: str = "tombstone"  # a null value that deletes its key (spec ``tombstones: delete``)
+LINEAGE: tuple[str, ...] = ("_kafka_topic", "_kafka_partition", "_kafka_offset", "_kafka_timestamp")
+STAGE_EXTRA: tuple[str, ...] = ("_records", "_error", "_raw_key", "_raw_value")
+
+
+def stage_columns(spec: PipelineSpec) -> list[str]:
+    """Column order shared by the Spark output, the stage table and COPY."""
+    return ["_kind", *(c.name for c in spec.columns), *LINEAGE, *STAGE_EXTRA]

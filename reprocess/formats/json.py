@@ -1,0 +1,144 @@
+"""The ``json`` format: a Kafka value holding a JSON object, its fields picked by dotted path
+and typed per the spec's columns.
+
+Everything runs as Spark SQL expressions (``from_json`` with a schema of strings, then
+``try_cast`` per column), not row by row in Python. :func:`decode` adds to the records the
+columns of the decoder contract (:mod:`reprocess.formats.contract`): each column's typed value,
+a tombstone's key columns, and ``_error`` naming the first problem of a record.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from reprocess.core.spec import ColumnSpec, PipelineSpec, TombstoneMode
+from reprocess.formats.contract import key_name, typed_name
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+
+def _sql_str(s: str) -> str:
+    return "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _raw_name(i: int) -> str:
+    return f"_r_{i}"
+
+
+CORRUPT: str = "_corrupt_record"
+
+
+def json_schema(spec: PipelineSpec) -> str:
+    """The ``from_json`` schema: every mapped field read as STRING (typed later with
+    ``try_cast``, so a type error is told apart from a missing field), nested by path, plus
+    the column that receives records that are not a JSON object.
+
+    Examples
+    --------
+    >>> spec = PipelineSpec.from_mapping({"name": "p", "topics": ["t"], "key": ["id"],
+    ...     "columns": {"id": "text", "n": {"type": "bigint", "path": "meta.n"}}})
+    >>> json_schema(spec)
+    'struct<`id`:string,`meta`:struct<`n`:string>,`_corrupt_record`:string>'
+    """
+    return _schema_of(spec.columns)
+
+
+def _schema_of(columns: tuple[ColumnSpec, ...]) -> str:
+    tree: dict[str, object] = {}
+    for c in columns:
+        node = tree
+        *parents, leaf = c.path.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})  # type: ignore[assignment]
+        node[leaf] = None
+
+    def render(node: dict[str, object]) -> str:
+        return ",".join(f"`{k}`:{'string' if v is None else 'struct<' + render(v) + '>'}" for k, v in node.items())  # type: ignore[arg-type]
+
+    return f"struct<{render(tree)},`{CORRUPT}`:string>"
+
+
+def _extract_fields(spec: PipelineSpec) -> list[str]:
+    """Each field's text and typed value, extracted ONCE per record (the CASE reuses them).
+
+    ``from_json`` with a fixed schema parses 2.8x faster than ``try_parse_json`` +
+    ``try_variant_get`` (1 M order events, local[2]: 7.1 s → 2.5 s), which itself was 1.9x
+    faster once each field was extracted once instead of in every CASE branch.
+    """
+    out = []
+    for i, c in enumerate(spec.columns):
+        ref = "_j." + ".".join(f"`{p}`" for p in c.path.split("."))
+        out.append(f"{ref} AS {_raw_name(i)}")
+        typed = _raw_name(i) if c.type.spark_type == "string" else f"try_cast({ref} AS {c.type.spark_type})"
+        out.append(f"{typed} AS {typed_name(i)}")
+    return out
+
+
+def _from_json(text: str, schema: str, alias: str) -> str:
+    """``from_json`` that keeps text that is not a JSON object in the corrupt-record column."""
+    return (
+        f"from_json({text}, {_sql_str(schema)}, map('mode', 'PERMISSIVE', 'columnNameOfCorruptRecord', "
+        f"'{CORRUPT}')) AS {alias}"
+    )
+
+
+def _tombstone_key_fields(spec: PipelineSpec) -> list[str]:
+    """A tombstone's key columns, read from the Kafka KEY (its value is null): by each key
+    column's path when the key is a JSON object (Debezium, Kafka Connect), else, for a
+    one-column key, the key's text itself. A key that maps to no value makes a dead letter."""
+    single = len(spec.key_columns) == 1
+    out = []
+    for c in spec.key_columns:
+        ref = "_kj." + ".".join(f"`{p}`" for p in c.path.split("."))
+        fallback = "_kstr" if single else "NULL"
+        raw = f"CASE WHEN _kj IS NOT NULL AND _kj.`{CORRUPT}` IS NULL THEN {ref} ELSE {fallback} END"
+        out.append(raw if c.type.spark_type == "string" else f"try_cast({raw} AS {c.type.spark_type})")
+    return [f"{e} AS {key_name(i)}" for i, e in enumerate(out)]
+
+
+def _error_expression(spec: PipelineSpec) -> str:
+    """A CASE that names the first problem of a record, or NULL for a good one (or a tombstone)."""
+    cases = []
+    if spec.tombstones is TombstoneMode.DELETE:
+        unmapped = " OR ".join(f"{key_name(i)} IS NULL" for i in range(len(spec.key_columns)))
+        cases += [
+            f"WHEN value IS NULL AND ({unmapped}) THEN concat('tombstone key does not map to the key columns: ', "
+            "coalesce(left(_kstr, 80), '(no key)'))",
+            "WHEN value IS NULL THEN NULL",
+        ]
+    cases += [
+        "WHEN value IS NULL OR length(value) = 0 THEN 'empty value'",
+        f"WHEN length(value) > {spec.max_record_bytes} THEN concat('oversized value: ', length(value), "
+        f"' bytes > max_record_bytes {spec.max_record_bytes}')",
+        "WHEN NOT is_valid_utf8(_str) THEN 'value is not valid UTF-8'",
+        f"WHEN _j IS NULL OR _j.`{CORRUPT}` IS NOT NULL THEN concat('malformed JSON or not a JSON object: ', "
+        "left(_str, 80))",
+    ]
+    for i, c in enumerate(spec.columns):
+        r, t = _raw_name(i), typed_name(i)
+        if c.required:
+            cases.append(f"WHEN {r} IS NULL THEN {_sql_str('missing required field ' + c.path)}")
+        cases.append(
+            f"WHEN {r} IS NOT NULL AND {t} IS NULL THEN "
+            f"concat({_sql_str(f'type error: field {c.path} is not {c.type.value}: ')}, left({r}, 80))"
+        )
+    return "CASE " + " ".join(cases) + " END"
+
+
+def decode(records: DataFrame, spec: PipelineSpec) -> DataFrame:
+    """Kafka records plus the contract's columns: typed values, tombstone keys and ``_error``."""
+    from pyspark.sql import functions as F
+
+    parsed = (
+        records.selectExpr("*", "CAST(value AS STRING) AS _str")
+        .selectExpr("*", _from_json("_str", json_schema(spec), "_j"))
+        .selectExpr("*", *_extract_fields(spec))
+    )
+    if spec.tombstones is TombstoneMode.DELETE:
+        parsed = (
+            parsed.selectExpr("*", "CAST(key AS STRING) AS _kstr")
+            .selectExpr("*", _from_json("_kstr", _schema_of(spec.key_columns), "_kj"))
+            .selectExpr("*", *_tombstone_key_fields(spec))
+        )
+    return parsed.withColumn("_error", F.expr(_error_expression(spec)))

@@ -1,0 +1,270 @@
+"""Daily reconciliation: prove that what Kafka holds for a time window landed in Postgres.
+
+For each partition, the window's Kafka range is ``[offset_for(start), offset_for(end))``
+(verified against the records' own timestamps). The check then compares:
+
+(a) Kafka's range with (b) the ledger's committed ranges: every offset must be covered;
+(c) the window's records with the target: for every key whose newest valid record (by the
+    pipeline's :class:`~reprocess.core.ordering.Ordering`) lies in the window, the target row must
+    carry exactly that record's lineage (topic, partition, offset), or a record that is newer by
+    the same Ordering (a later window's update). A row that is absent is *missing*; a row that
+    carries an older record is *stale*. Every invalid record of the window must be in
+    ``reprocess.dead_letters``. Marker and aborted-transaction offsets carry no record.
+
+The heavy part runs on the Spark engine with the backfill's own parse rules and dedupe
+(:func:`reprocess.spark.job.stage_window` stages the newest record per key under the check id); this
+module only plans the window (:func:`plan_window`) and compares in Postgres by an anti-join with
+typed keys (:func:`record_verdicts`), so the Airflow worker never reads records or loads Spark.
+
+One ``reconciliations`` row per partition holds the verdict; a gap raises
+:class:`ReconciliationGap` naming the exact range and the backfill that closes it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from psycopg2 import sql
+from sqlalchemy import Engine, text
+
+from reprocess.core.errors import ReconciliationGap, ReprocessError
+from reprocess.core.ordering import LINEAGE_ORDER
+from reprocess.core.ranges import OffsetRange, TopicPartition, backfill_conf, healing_range, uncovered
+from reprocess.core.spec import PipelineSpec, TombstoneMode
+from reprocess.core.stage_rows import DEAD, ROW
+from reprocess.operations.plan import offsets_for_time, take_snapshot
+from reprocess.postgres.db import one_row, pg_cursor
+from reprocess.postgres.evolve import stale_in_range
+from reprocess.postgres.stage import drop_stage, stage_identifier
+from reprocess.postgres.target import markers_identifier, newest_per_key, target_identifier
+
+log = logging.getLogger(__name__)
+
+_COMMITTED = text(
+    "SELECT start_offset, end_offset FROM reprocess.committed_ranges "
+    "WHERE pipeline = :pipeline AND topic = :topic AND partition = :partition AND end_offset > :start "
+    "AND start_offset < :end ORDER BY start_offset"
+)
+_UPSERT = text(
+    "INSERT INTO reprocess.reconciliations (pipeline, window_start, window_end, topic, partition, kafka_start, "
+    "kafka_end, committed_end, verdict, detail, check_id, heal_conf) VALUES (:pipeline, :ws, :we, :topic, :partition, "
+    ":ks, :ke, :ce, :verdict, :detail, :check_id, CAST(:heal_conf AS jsonb)) "
+    "ON CONFLICT (pipeline, window_start, topic, partition) DO UPDATE SET "
+    "window_end = EXCLUDED.window_end, kafka_start = EXCLUDED.kafka_start, kafka_end = EXCLUDED.kafka_end, "
+    "committed_end = EXCLUDED.committed_end, verdict = EXCLUDED.verdict, detail = EXCLUDED.detail, "
+    "check_id = EXCLUDED.check_id, heal_conf = EXCLUDED.heal_conf, checked_at = now()"
+)
+_RECORDED_HEAL = text(
+    "SELECT DISTINCT heal_conf FROM reprocess.reconciliations WHERE pipeline = :pipeline AND window_start = :ws "
+    "AND check_id = :check_id AND verdict = 'gap'"
+)
+
+
+EXAMPLE_KEYS = 2  # example keys named in a verdict's detail
+
+
+@dataclass(frozen=True, slots=True)
+class KeyCheck:
+    """One partition's side of the anti-join: keys whose newest window record lies in it."""
+
+    keys: int = 0
+    missing: int = 0  # no target row
+    stale: int = 0  # a target row older (by the Ordering) than the newest record
+    missing_examples: tuple[str, ...] = ()
+    stale_examples: tuple[str, ...] = ()
+    dead: int = 0  # invalid records of the window
+    dead_unrecorded: int = 0  # ... that reprocess.dead_letters does not hold
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionVerdict:
+    range: OffsetRange
+    uncovered: list[tuple[int, int]]  # offset ranges of the window the ledger never committed
+    committed: list[tuple[int, int]]  # the ledger's committed ranges overlapping the window
+    keys: KeyCheck = field(default_factory=KeyCheck)
+    stale: str = ""  # rows of the window derived by an older spec version (evolve.stale_in_range)
+
+    @property
+    def needs_whole_window(self) -> bool:
+        """Rows are missing or stale: their records may lie anywhere in the window."""
+        return bool(self.keys.missing or self.keys.stale or self.keys.dead_unrecorded or self.stale)
+
+    @property
+    def ok(self) -> bool:
+        return not self.uncovered and not self.needs_whole_window
+
+    def detail(self) -> str:
+        k = self.keys
+        if self.ok:
+            return f"{k.keys} keys, {k.dead} dead letters, all accounted for"
+        parts = [f"uncovered offsets {', '.join(f'[{a}, {b})' for a, b in self.uncovered)}"] if self.uncovered else []
+        if k.missing:
+            parts.append(f"{k.missing} keys missing from the target (e.g. {', '.join(k.missing_examples)})")
+        if k.stale:
+            parts.append(
+                f"stale: {k.stale} keys whose target row is older than their newest record "
+                f"(e.g. {', '.join(k.stale_examples)})"
+            )
+        if k.dead_unrecorded:
+            parts.append(f"{k.dead_unrecorded} invalid records not in the dead letters")
+        if self.stale:
+            parts.append(self.stale)
+        return "; ".join(parts)
+
+
+def plan_window(
+    kafka: Mapping[str, Any], spec: PipelineSpec, window_start: datetime, window_end: datetime
+) -> list[OffsetRange]:
+    """The window's offset range per partition of the spec's topics (from the records' timestamps)."""
+    snapshots = take_snapshot(kafka, spec, spec.topics)
+    starts = offsets_for_time(kafka, snapshots, int(window_start.timestamp() * 1000))
+    ends = offsets_for_time(kafka, snapshots, int(window_end.timestamp() * 1000))
+    return [OffsetRange(s.topic, s.partition, starts[s.tp], max(starts[s.tp], ends[s.tp])) for s in snapshots]
+
+
+def _key_checks_sql(spec: PipelineSpec, stage: sql.Composable) -> sql.Composed:
+    """Per (topic, partition) of the window's newest record per key: keys, missing, stale, examples.
+
+    The newest record is a row or, with ``tombstones: delete``, a tombstone; the key's current
+    state is its target row or its deletion marker (at most one exists). It is right when it
+    carries the newest record's lineage or a newer one by the Ordering; absent is *missing*,
+    older is *stale*. Keys join with their own types (the stage has the target's column types),
+    so a numeric ``1.5`` matches ``1.500``.
+    """
+    n, c = sql.Identifier("n"), sql.Identifier("c")
+    ident = sql.Identifier
+    keys = sql.SQL(", ").join(map(ident, spec.key))
+    fields = sql.SQL(", ").join(map(ident, dict.fromkeys([*spec.ordering.fields, *LINEAGE_ORDER])))
+    if spec.tombstones is TombstoneMode.DELETE:
+        newest = newest_per_key(spec, stage)
+        current_sql = "SELECT {keys}, {fields} FROM {target} UNION ALL SELECT {keys}, {fields} FROM {markers}"
+    else:
+        newest = sql.SQL("SELECT * FROM {stage} WHERE _kind = {row}").format(stage=stage, row=sql.Literal(ROW))
+        current_sql = "SELECT {keys}, {fields} FROM {target}"
+    current = sql.SQL(current_sql).format(
+        keys=keys, fields=fields, target=target_identifier(spec), markers=markers_identifier(spec)
+    )
+    key_eq = sql.SQL(" AND ").join(sql.SQL("c.{k} = n.{k}").format(k=ident(k)) for k in spec.key)
+    key_text = sql.SQL("concat_ws('|', {})").format(
+        sql.SQL(", ").join(sql.SQL("n.{}::text").format(ident(k)) for k in spec.key)
+    )
+    missing = sql.SQL("c.{} IS NULL").format(ident(spec.key[0]))
+    stale = sql.SQL(
+        "c.{k0} IS NOT NULL AND (c._kafka_topic, c._kafka_partition, c._kafka_offset) IS DISTINCT FROM "
+        "(n._kafka_topic, n._kafka_partition, n._kafka_offset) AND NOT ({current_newer})"
+    ).format(k0=ident(spec.key[0]), current_newer=spec.ordering.newer_sql(n, c))
+    return sql.SQL(
+        "WITH n AS ({newest}), c AS ({current}) "
+        "SELECT n._kafka_topic, n._kafka_partition, count(*), "
+        "count(*) FILTER (WHERE {missing}), count(*) FILTER (WHERE {stale}), "
+        "(array_agg({key_text} ORDER BY {key_text}) FILTER (WHERE {missing}))[1:{ex}], "
+        "(array_agg({key_text} ORDER BY {key_text}) FILTER (WHERE {stale}))[1:{ex}] "
+        "FROM n LEFT JOIN c ON {key_eq} GROUP BY 1, 2"
+    ).format(
+        newest=newest, current=current, missing=missing, stale=stale, key_text=key_text,
+        ex=sql.Literal(EXAMPLE_KEYS), key_eq=key_eq,
+    )  # fmt: skip
+
+
+def _dead_checks_sql(stage: sql.Composable) -> sql.Composed:
+    """Per (topic, partition): the window's invalid records, and those not in the dead letters."""
+    return sql.SQL(
+        'SELECT s._kafka_topic, s._kafka_partition, count(*), count(*) FILTER (WHERE d."offset" IS NULL) '
+        "FROM {stage} s LEFT JOIN reprocess.dead_letters d ON d.pipeline = %(pipeline)s "
+        'AND d.topic = s._kafka_topic AND d.partition = s._kafka_partition AND d."offset" = s._kafka_offset '
+        "WHERE s._kind = {dead} GROUP BY 1, 2"
+    ).format(stage=stage, dead=sql.Literal(DEAD))
+
+
+def record_verdicts(
+    engine: Engine,
+    spec: PipelineSpec,
+    ranges: Sequence[OffsetRange],
+    window_start: datetime,
+    window_end: datetime,
+    check_id: str,
+) -> list[PartitionVerdict]:
+    """Compare the check's stage (written by :func:`reprocess.spark.job.stage_window`) with the target
+    and the ledger, store one verdict row per partition (tagged ``check_id``, the healing backfill
+    conf on gap rows) and drop the stage, all in one transaction.
+
+    Raises
+    ------
+    ReconciliationGap
+        Offsets of the window are not committed, or rows are missing or stale; the message
+        names the ranges and gives the backfill conf that closes them.
+    """
+    stage = stage_identifier(spec, check_id)
+    verdicts = []
+    with engine.begin() as conn:
+        cur = pg_cursor(conn)
+        cur.execute("SELECT to_regclass(%s)", (stage.as_string(cur),))
+        if one_row(cur)[0] is None:
+            raise ReprocessError(
+                f"{spec.name}: the stage of check {check_id} does not exist; re-run the window's Spark task"
+            )
+        cur.execute(_dead_checks_sql(stage), {"pipeline": spec.name})
+        dead = {TopicPartition(topic, partition): (n, unrecorded) for topic, partition, n, unrecorded in cur.fetchall()}
+        cur.execute(_key_checks_sql(spec, stage))
+        found = {TopicPartition(row[0], row[1]): row[2:] for row in cur.fetchall()}
+        checks: dict[TopicPartition, KeyCheck] = {}
+        for tp in {*dead, *found}:
+            keys, missing, stale, missing_ex, stale_ex = found.get(tp, (0, 0, 0, None, None))
+            checks[tp] = KeyCheck(
+                keys, missing, stale, tuple(missing_ex or ()), tuple(stale_ex or ()), *dead.get(tp, (0, 0))
+            )
+        for r in ranges:
+            params = {"pipeline": spec.name, "topic": r.topic, "partition": r.partition, "start": r.start, "end": r.end}
+            committed = [(a, b) for a, b in conn.execute(_COMMITTED, params)]
+            verdicts.append(
+                PartitionVerdict(
+                    r, uncovered(r.start, r.end, committed), committed, checks.get(r.tp, KeyCheck()),
+                    stale_in_range(conn, spec, r),
+                )
+            )  # fmt: skip
+        bad = [v for v in verdicts if not v.ok]
+        conf = heal_conf(bad) if bad else None
+        for v in verdicts:
+            conn.execute(
+                _UPSERT,
+                {"pipeline": spec.name, "ws": window_start, "we": window_end, "topic": v.range.topic,
+                 "partition": v.range.partition, "ks": v.range.start, "ke": v.range.end,
+                 "ce": max((b for _, b in v.committed), default=None), "verdict": "ok" if v.ok else "gap",
+                 "detail": v.detail(), "check_id": check_id, "heal_conf": None if v.ok else json.dumps(conf)},
+            )  # fmt: skip
+            log.info("reconcile pipeline=%s topic=%s partition=%d offsets=[%d,%d) verdict=%s %s", spec.name,
+                     v.range.topic, v.range.partition, v.range.start, v.range.end, "ok" if v.ok else "gap",
+                     v.detail())  # fmt: skip
+        drop_stage(conn.connection, spec, check_id)
+    if conf is not None:
+        raise ReconciliationGap(
+            f"{spec.name} window [{window_start.isoformat()}, {window_end.isoformat()}): "
+            + "; ".join(f"{v.range.topic}[{v.range.partition}] {v.detail()}" for v in bad)
+            + f". Close it with {spec.dag_id('backfill')} and conf {json.dumps(conf)}",
+            heal_conf=conf,
+        )
+    return verdicts
+
+
+def heal_conf(bad: list[PartitionVerdict]) -> dict[str, Any]:
+    """The backfill trigger conf that replays the gaps: the uncovered span, or the window's whole
+    range when rows are missing or stale (their records may lie anywhere in it)."""
+    return backfill_conf(v.range if v.needs_whole_window else healing_range(v.range, v.uncovered) for v in bad)
+
+
+def recorded_heal_conf(
+    engine: Engine, spec: PipelineSpec, window_start: datetime, check_id: str
+) -> dict[str, Any] | None:
+    """The backfill conf stored on the gap rows that check ``check_id`` recorded, or None when it
+    recorded no gap (it found none, or it failed before its verdicts: then there is nothing to heal).
+    """
+    with engine.connect() as conn:
+        confs = conn.execute(_RECORDED_HEAL, {"pipeline": spec.name, "ws": window_start, "check_id": check_id}).all()
+    if len(confs) > 1:
+        raise ReprocessError(f"{spec.name}: check {check_id} stored {len(confs)} different heal confs; expected one")
+    return confs[0][0] if confs else None

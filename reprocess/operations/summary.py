@@ -1,0 +1,120 @@
+"""A run's summary: what was planned, read, upserted, dead-lettered, lost and committed."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sqlalchemy import Engine, text
+
+from reprocess.core.spec import PipelineSpec
+from reprocess.postgres import queries
+from reprocess.postgres.evolve import live_version, stale_message, stale_rows
+
+_COMMITTED_POSITIONS = text(
+    "SELECT topic, partition, next_offset FROM reprocess.consumer_offsets WHERE pipeline = :pipeline "
+    "ORDER BY topic, partition"
+)
+
+
+def run_summary(
+    engine: Engine, pipeline: str, run_id: str, *, spec: PipelineSpec | None = None, **extra: Any
+) -> dict[str, Any]:
+    """Built from Postgres alone, so it states what is durably true, not what a task believed.
+
+    With ``spec``, it also says which rows of the target an older spec version derived.
+    ``extra`` (e.g. ``dry_run``, ``warnings``) is stored with it.
+    """
+    with engine.begin() as conn:
+        if spec is not None and (version := live_version(conn, spec)) is not None:
+            stale = stale_rows(conn, spec, version)
+            extra = {**extra, "spec_version": version, "stale_rows": {str(k): n for k, n in stale.items()},
+                     "stale_message": stale_message(stale, version)}  # fmt: skip
+        run = conn.execute(queries.RUN_COUNTS, {"run_id": run_id}).one()
+        ranges = [
+            {"topic": r.topic, "partition": r.partition, "start": r.start_offset, "end": r.end_offset}
+            for r in conn.execute(queries.RUN_RANGES, {"run_id": run_id})
+        ]
+        ledger = [
+            {"topic": r.topic, "partition": r.partition, "next_offset": r.next_offset}
+            for r in conn.execute(_COMMITTED_POSITIONS, {"pipeline": pipeline})
+        ]
+        summary = {
+            "run_id": run_id,
+            "pipeline": pipeline,
+            "state": run.state,
+            "planned_ranges": ranges,
+            "records_read": run.records_read or 0,
+            "rows_upserted": run.rows_upserted or 0,
+            "rows_inserted": run.rows_inserted or 0,
+            "rows_rederived": run.rows_rederived or 0,
+            "rows_newer": (run.rows_upserted or 0) - (run.rows_inserted or 0) - (run.rows_rederived or 0),
+            "rows_deleted": run.rows_deleted or 0,
+            # Found in this run's records vs stored now: a replay finds dead letters an earlier run stored.
+            "dead_letters": run.dead_letters or 0,
+            "dead_letters_new": run.dead_letters_new or 0,
+            "lost_ranges": run.lost_ranges or [],
+            "committed_offsets": ledger,
+            "wall_seconds": round(float(run.seconds), 1),
+            "error": run.error,
+            **extra,
+        }
+        conn.execute(queries.SET_SUMMARY, {"run_id": run_id, "summary": json.dumps(summary)})
+    return summary
+
+
+def format_summary(summary: dict[str, Any]) -> str:
+    """Markdown for the run note and the demo's console output."""
+    lines = [
+        f"**{summary['pipeline']}** run `{summary['run_id']}`: **{summary['state']}** in {summary['wall_seconds']} s",
+        "",
+        f"- records read: {summary['records_read']}",
+        f"- rows upserted: {summary['rows_upserted']} ({_kinds(summary)})",
+        f"- rows deleted by tombstones: {summary.get('rows_deleted', 0)}",
+        f"- dead letters: {summary['dead_letters']} found in this run, {summary.get('dead_letters_new', 0)} "
+        "newly stored",
+        f"- lost ranges: {summary['lost_ranges'] or 'none'}",
+        *(
+            [f"- spec v{summary['spec_version']}: {summary.get('stale_message') or 'every row derived by it'}"]
+            if "spec_version" in summary
+            else []
+        ),
+        "",
+        "| topic | partition | planned [start, end) | committed next offset |",
+        "|---|---|---|---|",
+    ]
+    ledger = {(x["topic"], x["partition"]): x["next_offset"] for x in summary["committed_offsets"]}
+    for r in summary["planned_ranges"]:
+        lines.append(
+            f"| {r['topic']} | {r['partition']} | [{r['start']}, {r['end']}) | "
+            f"{ledger.get((r['topic'], r['partition']), '-')} |"
+        )
+    if summary.get("error"):
+        lines += ["", f"error: {summary['error']}"]
+    return "\n".join(lines)
+
+
+def format_note(summary: dict[str, Any] | None, state: str, error: str | None) -> str:
+    """A compact run note (the UI caps notes at 1000 characters)."""
+    if not summary:
+        return f"reprocess run {state}" + (f": {error}" if error else "")
+    ranges = ", ".join(f"{r['topic']}[{r['partition']}] [{r['start']},{r['end']})" for r in summary["planned_ranges"])
+    lost = summary["lost_ranges"] or "none"
+    head = "DRY RUN (nothing read or written)" if summary.get("dry_run") else summary["state"]
+    return (
+        f"**{head}** · {summary['records_read']} records read · {summary['rows_upserted']} rows upserted "
+        f"({_kinds(summary)}) · "
+        f"{summary['dead_letters']} dead letters found ({summary.get('dead_letters_new', 0)} new) · "
+        f"lost: {lost} · {summary['wall_seconds']} s"
+        + (f" · {summary['stale_message']}" if summary.get("stale_message") else "")
+        + "\n\n"
+        f"ranges: {ranges}" + (f"\n\nerror: {error}" if error else "")
+    )
+
+
+def _kinds(summary: dict[str, Any]) -> str:
+    """What the upserted rows were: new keys, newer records, rows re-derived from the same record."""
+    return (
+        f"{summary.get('rows_inserted', 0)} new, {summary.get('rows_newer', 0)} newer, "
+        f"{summary.get('rows_rederived', 0)} re-derived"
+    )

@@ -1,0 +1,64 @@
+"""Chunked runs: cut a plan into batches that each commit atomically, and resume after a failure.
+
+A batch holds at most ``batch_size`` offsets per partition. Batch ``k`` is a child run
+``<run_id>#<k>`` with its own ranges, stage and commit, so a run of n batches that fails in
+batch k+1 keeps batches 0..k and starts again at k+1.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from sqlalchemy import Engine
+
+from reprocess.core.ranges import OffsetRange
+from reprocess.core.runs import RunPlan, RunState
+from reprocess.postgres import store
+
+log = logging.getLogger(__name__)
+
+
+def split_batches(ranges: tuple[OffsetRange, ...] | list[OffsetRange], batch_size: int) -> list[list[OffsetRange]]:
+    """Batch k holds ``[start + k·size, start + (k+1)·size)`` of every partition still unfinished.
+
+    Examples
+    --------
+    >>> [[(r.partition, r.start, r.end) for r in b] for b in split_batches([OffsetRange("t", 0, 0, 5),
+    ...                                                                     OffsetRange("t", 1, 10, 12)], 2)]
+    [[(0, 0, 2), (1, 10, 12)], [(0, 2, 4)], [(0, 4, 5)]]
+    """
+    batches: list[list[OffsetRange]] = []
+    k = 0
+    while True:
+        batch = [
+            OffsetRange(r.topic, r.partition, r.start + k * batch_size, min(r.start + (k + 1) * batch_size, r.end))
+            for r in ranges
+            if r.start + k * batch_size < r.end
+        ]
+        if not batch:
+            return batches
+        batches.append(batch)
+        k += 1
+
+
+def run_in_batches(
+    engine: Engine, plan: RunPlan, batch_size: int, stage_and_commit: Callable[[RunPlan, int, int], None]
+) -> int:
+    """Create the child runs once, then stage+commit each one not yet committed, in order.
+
+    Returns the number of batches. ``stage_and_commit(child_plan, k, n)`` does one batch.
+    """
+    batches = split_batches(plan.ranges, batch_size)
+    n = len(batches)
+    with engine.begin() as conn:
+        states = store.create_batch_runs(conn, plan.run_id, batches)
+    for k in range(n):
+        child = store.child_run_id(plan.run_id, k)
+        if states.get(child) is RunState.COMMITTED:
+            log.info("batch run_id=%s %d of %d already committed: resuming after it", plan.run_id, k + 1, n)
+            continue
+        with engine.connect() as conn:
+            child_plan = store.load_plan(conn, child)
+        stage_and_commit(child_plan, k, n)
+    return n

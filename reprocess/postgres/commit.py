@@ -1,0 +1,258 @@
+"""The commit protocol (DESIGN §2): one Postgres transaction makes a staged run visible.
+
+Read top to bottom, :func:`commit_run` is the protocol: lock, check state, fence, merge,
+dead letters, ledger, run state, drop the stage. Either all of it is visible or none of it.
+A chunked run's batches each go through the same protocol (:func:`commit_staged_batch`); the
+run's own commit then only checks that every batch committed and sums them. Run rows and
+state transitions are written through :mod:`reprocess.postgres.store`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+
+from sqlalchemy import Connection, Engine
+
+from reprocess.core.errors import FencedRunError, ReprocessError, SchemaChangeError, StageRefusedError
+from reprocess.core.ranges import OffsetRange, TopicPartition
+from reprocess.core.runs import RunKind, RunState
+from reprocess.core.spec import PipelineSpec, TombstoneMode
+from reprocess.postgres import queries, store
+from reprocess.postgres.db import one_row, pg_cursor
+from reprocess.postgres.stage import drop_stage, stage_identifier
+from reprocess.postgres.target import (
+    apply_tombstones_sql,
+    dead_letters_sql,
+    drop_superseded_markers_sql,
+    merge_sql,
+    resolve_dead_letters_sql,
+    shadow_spec,
+    stage_counts_sql,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class CommitResult:
+    run_id: str
+    already_committed: bool
+    records_read: int
+    rows_staged: int
+    rows_upserted: int
+    dead_letters: int  # dead letters found in this run's records
+    dead_letters_new: int  # of those, stored now (a replay finds the ones an earlier run stored)
+    rows_deleted: int  # rows deleted by tombstones (spec ``tombstones: delete``)
+    rows_inserted: int = 0  # of rows_upserted: new keys
+    rows_rederived: int = 0  # of rows_upserted: the same record, derived differently (a spec change)
+
+
+def commit_run(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResult:
+    """Merge a staged run into the target and advance the ledger, atomically and once.
+
+    A run whose stage can never commit (fenced, dead letters over the threshold, rows lost) is
+    marked ``failed`` with the reason, in a transaction of its own after the rollback, so its
+    note says why and the next planning drops its stage (stage.drop_leftover_stages).
+
+    Raises
+    ------
+    FencedRunError
+        An incremental run whose planned starts no longer match the ledger.
+    StageRefusedError
+        Its dead letters exceed the pipeline's threshold, or its stage lost rows.
+    ReprocessError
+        The run is not staged.
+    """
+    try:
+        return _commit_once(engine, spec, run_id)
+    except (FencedRunError, StageRefusedError) as refused:
+        with engine.begin() as conn:
+            store.mark_failed(conn, run_id, str(refused))
+        raise
+
+
+def _commit_once(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResult:
+    """DESIGN §2's steps 1-6 in one transaction."""
+    with engine.begin() as conn:
+        # 1. One committer per pipeline; the run row is locked against a second commit of it.
+        conn.execute(queries.PIPELINE_LOCK, {"pipeline": spec.name})
+        run = store.lock_run(conn, run_id)
+        if run is None:
+            raise ReprocessError(f"{spec.name}: run {run_id} does not exist; plan it first")
+        if run.state == RunState.COMMITTED:
+            log.info("commit run_id=%s pipeline=%s already committed: no-op", run_id, spec.name)
+            return _committed_result(conn, run_id)
+        if run.state != RunState.STAGED:
+            raise ReprocessError(f"{spec.name}: run {run_id} is {run.state}, not staged; run the Spark stage first")
+        # A rebuild's batches merge into its shadow table; its own commit is the swap (rebuild.swap_in).
+        rebuild = store.is_rebuild(conn, run_id)
+        target = shadow_spec(spec) if rebuild else spec
+        # A chunked run committed batch by batch (each through this protocol, see
+        # commit_staged_batch); its own commit only checks and sums them.
+        totals = None if rebuild else sum_committed_batches(conn, run_id)
+        if totals is not None:
+            log.info("commit run_id=%s pipeline=%s all batches committed %s", run_id, spec.name, totals)
+            return CommitResult(run_id, False, **totals)
+        plan = store.load_plan(conn, run_id)
+
+        starts = _accounted_starts(conn, run_id, plan.ranges)
+
+        # 2. Incremental runs: compare-and-set on the ledger fences concurrent or zombie runs.
+        if RunKind(run.kind) is RunKind.INCREMENTAL:
+            _check_fence(conn, spec, run_id, starts)
+        spec_version = _check_spec_version(conn, spec, run_id, live=not rebuild)
+
+        stage = stage_identifier(spec, run_id)
+        cur = pg_cursor(conn)
+        cur.execute("SELECT to_regclass(%s)", (stage.as_string(cur),))
+        has_stage = one_row(cur)[0] is not None
+        if not has_stage and not plan.is_empty:
+            raise ReprocessError(f"{spec.name}: run {run_id} is staged but its stage table is gone; re-run the stage")
+        records, staged, dead, upserted, dead_new, deleted, inserted, rederived = 0, 0, 0, 0, 0, 0, 0, 0
+        if has_stage:
+            cur.execute(stage_counts_sql(stage))
+            records, staged, dead = (int(x) for x in one_row(cur))
+            if run.stage_rows is not None and staged + dead != run.stage_rows:
+                raise StageRefusedError(
+                    f"{spec.name}: run {run_id}'s stage holds {staged + dead} rows but the Spark job staged "
+                    f"{run.stage_rows}; the stage was lost or altered (a Postgres crash-restart empties UNLOGGED "
+                    "tables). Nothing was committed: re-run spark_read_stage."
+                )
+            if records and dead / records > spec.max_dead_letter_ratio:
+                raise StageRefusedError(
+                    f"{spec.name}: run {run_id} has {dead} dead letters in {records} records "
+                    f"({dead / records:.1%} > max_dead_letter_ratio {spec.max_dead_letter_ratio:.1%}); nothing "
+                    "was committed. Inspect the stage, fix the producer or the spec, or raise the threshold."
+                )
+            # 3. Merge: a newer record replaces the row (or its deletion marker); the same record
+            #    re-derives it when it derives differently; tombstones newer than the row delete it
+            #    and leave a marker, so replays never resurrect.
+            cur.execute(merge_sql(target, stage), {"run_id": run_id, "spec_version": spec_version})
+            upserted, inserted, rederived = (int(x) for x in one_row(cur))
+            if spec.tombstones is TombstoneMode.DELETE:
+                cur.execute(apply_tombstones_sql(target, stage), {"run_id": run_id})
+                deleted = int(one_row(cur)[0])
+                cur.execute(drop_superseded_markers_sql(target, stage))
+            # 4. Dead letters, in the same transaction as the good rows; earlier ones whose record
+            #    now parses (a redrive after a fix) are marked resolved by this run.
+            cur.execute(resolve_dead_letters_sql(stage), {"pipeline": spec.name, "run_id": run_id})
+            cur.execute(dead_letters_sql(stage), {"pipeline": spec.name, "run_id": run_id})
+            dead_new = cur.rowcount
+
+        # 5. Ledger, committed ranges (a rebuild moves them at its swap), run state.
+        for r in () if rebuild else plan.ranges:
+            params = {"pipeline": spec.name, "run_id": run_id, "topic": r.topic, "partition": r.partition,
+                      "start": r.start, "end": r.end}  # fmt: skip
+            conn.execute(queries.ADVANCE_LEDGER, {**params, "start": starts[r.tp]})
+            conn.execute(queries.INSERT_COMMITTED_RANGE, params)
+        counts = {"records_read": records, "rows_staged": staged, "rows_upserted": upserted, "dead_letters": dead,
+                  "dead_letters_new": dead_new, "rows_deleted": deleted, "rows_inserted": inserted,
+                  "rows_rederived": rederived}  # fmt: skip
+        store.mark_committed(conn, run_id, counts)
+
+        # 6. The stage has served its purpose.
+        if has_stage:
+            drop_stage(conn.connection, spec, run_id)
+    log.info(
+        "commit run_id=%s pipeline=%s records=%d staged=%d upserted=%d deleted=%d dead_letters=%d (new %d)",
+        run_id, spec.name, records, staged, upserted, deleted, dead, dead_new,
+    )  # fmt: skip
+    return CommitResult(run_id, False, **counts)
+
+
+def commit_staged_batch(engine: Engine, spec: PipelineSpec, batch_run_id: str, stage_rows: int) -> CommitResult:
+    """One batch of a chunked run: record what the Spark job staged, then the protocol above."""
+    with engine.begin() as conn:
+        store.mark_staged(conn, batch_run_id, stage_rows)
+    return commit_run(engine, spec, batch_run_id)
+
+
+def commit_empty_run(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResult:
+    """A plan with nothing to read commits at once: its empty ranges are recorded, no Spark runs."""
+    with engine.begin() as conn:
+        store.mark_staged(conn, run_id, None)
+    return commit_run(engine, spec, run_id)
+
+
+def sum_committed_batches(conn: Connection, run_id: str) -> dict[str, int] | None:
+    """Mark a chunked run committed once every batch is; None when the run has no batches.
+
+    Runs inside commit_run's transaction, which holds the run's lock.
+
+    Raises
+    ------
+    ReprocessError
+        Naming the first batch that is not committed.
+    """
+    children = store.batch_runs(conn, run_id)
+    if not children:
+        return None
+    pending = [c for c in children if c.state != RunState.COMMITTED]
+    if pending:
+        raise ReprocessError(
+            f"run {run_id}: batch {pending[0].batch_index + 1} of {len(children)} is {pending[0].state}, "
+            "not committed; re-run the Spark task to resume from it"
+        )
+    totals = {name: sum(getattr(c, name) or 0 for c in children) for name in store.RUN_COUNTS}
+    store.mark_parent_committed(conn, run_id, len(children), totals)
+    return totals
+
+
+def _accounted_starts(conn: Connection, run_id: str, ranges: Iterable[OffsetRange]) -> dict[TopicPartition, int]:
+    """Per partition, the lowest offset the run accounts for: its range start, or the start of
+    the lost range (allow_data_loss) that ends there. The ledger may move across a recorded loss,
+    never across an unrecorded one, so the next incremental run does not trip over it again.
+    """
+    lost = {(x["topic"], x["partition"], x["end"]): x["start"] for x in store.accepted_lost_ranges(conn, run_id)}
+    return {r.tp: lost.get((r.topic, r.partition, r.start), r.start) for r in ranges}
+
+
+def _check_fence(conn: Connection, spec: PipelineSpec, run_id: str, starts: dict[TopicPartition, int]) -> None:
+    ledger = {
+        TopicPartition(r.topic, r.partition): r.next_offset
+        for r in conn.execute(queries.LEDGER_FOR_UPDATE, {"pipeline": spec.name})
+    }
+    moved = [
+        f"{tp}: planned from {start}, ledger now at {ledger[tp]}"
+        for tp, start in starts.items()
+        if tp in ledger and ledger[tp] != start
+    ]
+    if moved:
+        raise FencedRunError(
+            f"{spec.name}: run {run_id} is fenced: another run moved the ledger since it was planned "
+            f"({'; '.join(moved)}). Nothing was committed; the next incremental run picks up from the ledger."
+        )
+
+
+def _check_spec_version(conn: Connection, spec: PipelineSpec, run_id: str, *, live: bool) -> int:
+    """The spec version the run's rows are stamped with; refuses a commit under another spec or table.
+
+    A run is planned (and staged by Spark) under one spec version; if the spec file changed
+    since, or the target was migrated or rebuilt to another version, its stage no longer fits:
+    the commit stops with this message instead of a Postgres error in the middle of the merge.
+    """
+    row = conn.execute(queries.RUN_SPEC_VERSIONS, {"run_id": run_id, "fingerprint": spec.fingerprint}).one()
+    planned = row.planned if row.planned is not None else row.spec
+    if live and row.live is not None and row.live != planned:
+        raise FencedRunError(
+            f"{spec.name}: run {run_id} was planned for spec v{planned} but {spec.qualified_target} is at "
+            f"v{row.live} (migrated or rebuilt since); nothing was committed. Trigger the run again."
+        )
+    if row.spec is None or row.spec != planned:
+        raise SchemaChangeError(
+            f"{spec.name}: run {run_id} was planned under spec v{planned} but {spec.source_file} is now "
+            f"{'an unregistered spec' if row.spec is None else f'v{row.spec}'}; nothing was committed. Trigger "
+            "the run again: planning registers the new spec and migrates the table (or says why it cannot)."
+        )
+    return int(planned)
+
+
+def _committed_result(conn: Connection, run_id: str) -> CommitResult:
+    row = store.committed_counts(conn, run_id)
+    return CommitResult(run_id, True, **{name: getattr(row, name) or 0 for name in store.RUN_COUNTS})
+
+
+def result_dict(result: CommitResult) -> dict[str, object]:
+    return asdict(result)

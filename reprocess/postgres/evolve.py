@@ -1,0 +1,188 @@
+"""Keep a pipeline's target table and its spec version in step, and say which rows an older spec derived.
+
+Each distinct spec fingerprint is a version (v1, v2, ...) in ``reprocess.spec_versions``. Registering
+a new version and altering the table happen in ONE transaction: a nullable column is added in
+place (a backfill then fills it); a change that cannot be applied in place (a type change, a new
+key, a dropped column) raises :class:`SchemaChangeError` before anything is read, naming what
+changed and offering the rebuild, never a Postgres error in the middle of a commit.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any, Final
+
+from psycopg2 import sql
+from sqlalchemy import Connection, text
+
+from reprocess.core.errors import SchemaChangeError
+from reprocess.core.ranges import OffsetRange
+from reprocess.core.spec import ColumnSpec, ColumnType, PipelineSpec
+from reprocess.postgres.db import pg_cursor
+from reprocess.postgres.target import LINEAGE_COLUMNS, create_target_sql, target_identifier
+
+log = logging.getLogger(__name__)
+
+# ``format_type`` spells these differently from the DDL the spec uses.
+_PG_SPELLING: Final = {ColumnType.TIMESTAMPTZ: "timestamp with time zone"}
+
+_REGISTER_VERSION: Final = text(
+    "INSERT INTO reprocess.spec_versions (pipeline, version, fingerprint, spec) "
+    "SELECT :pipeline, coalesce(max(version), 0) + 1, :fingerprint, CAST(:spec AS jsonb) "
+    "FROM reprocess.spec_versions WHERE pipeline = :pipeline ON CONFLICT (pipeline, fingerprint) DO NOTHING"
+)
+_VERSION_OF: Final = text(
+    "SELECT version FROM reprocess.spec_versions WHERE pipeline = :pipeline AND fingerprint = :fingerprint"
+)
+_LIVE_VERSION: Final = text("SELECT spec_version FROM reprocess.pipelines WHERE name = :pipeline")
+_SET_LIVE_VERSION: Final = text("UPDATE reprocess.pipelines SET spec_version = :version WHERE name = :pipeline")
+_LIVE_COLUMNS: Final = text(
+    "SELECT a.attname, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a "
+    "WHERE a.attrelid = to_regclass(:table) AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum"
+)
+_LIVE_KEY: Final = text(
+    "SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) "
+    "WHERE i.indrelid = to_regclass(:table) AND i.indisprimary ORDER BY array_position(i.indkey, a.attnum)"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaDiff:
+    added: tuple[ColumnSpec, ...]  # nullable payload columns the table lacks: ALTER TABLE … ADD COLUMN
+    changes: tuple[str, ...]  # what cannot be applied in place
+
+    @property
+    def in_place(self) -> bool:
+        return not self.changes
+
+
+def diff_schema(spec: PipelineSpec, columns: dict[str, str], key: tuple[str, ...]) -> SchemaDiff:
+    """Compare the spec with a table's payload columns (name → ``format_type``) and primary key.
+
+    Examples
+    --------
+    >>> spec = PipelineSpec.from_mapping({"name": "p", "topics": ["t"], "key": ["id"],
+    ...     "columns": {"id": "bigint", "note": "text", "at": "timestamptz"}})
+    >>> diff = diff_schema(spec, {"id": "bigint", "at": "timestamp with time zone", "_run_id": "text"}, ("id",))
+    >>> [c.name for c in diff.added], diff.changes
+    (['note'], ())
+    >>> diff_schema(spec, {"id": "text", "at": "timestamp with time zone", "old": "int"}, ("id",)).changes
+    ('column id: type text → bigint', 'column old: dropped from the spec')
+    """
+    added, changes = [], []
+    for c in spec.columns:
+        want = _PG_SPELLING.get(c.type, c.type.value)
+        if c.name not in columns:
+            if c.name in spec.key:
+                changes.append(f"column {c.name}: new key column")
+            else:
+                added.append(c)
+        elif columns[c.name] != want:
+            changes.append(f"column {c.name}: type {columns[c.name]} → {want}")
+    names = {c.name for c in spec.columns}
+    changes += [f"column {n}: dropped from the spec" for n in columns if n not in names and n not in LINEAGE_COLUMNS]
+    if tuple(key) != spec.key:
+        changes.append(f"key ({', '.join(key)}) → ({', '.join(spec.key)})")
+    return SchemaDiff(tuple(added), tuple(changes))
+
+
+def register_version(conn: Connection, spec: PipelineSpec) -> int:
+    """The spec's version number, registering it as the next one when its fingerprint is new."""
+    params = {"pipeline": spec.name, "fingerprint": spec.fingerprint, "spec": json.dumps(spec.as_dict())}
+    conn.execute(_REGISTER_VERSION, params)
+    return int(conn.execute(_VERSION_OF, params).scalar_one())
+
+
+def live_version(conn: Connection, spec: PipelineSpec) -> int | None:
+    """The spec version the live target table is at (None before versions were recorded)."""
+    return conn.execute(_LIVE_VERSION, {"pipeline": spec.name}).scalar()
+
+
+def migrate_target(conn: Connection, spec: PipelineSpec) -> int:
+    """Create or alter the live target for the spec and make its version current; returns it.
+
+    Runs in the caller's transaction, under the pipeline's advisory lock.
+
+    Raises
+    ------
+    SchemaChangeError
+        The table cannot take the spec in place; nothing was changed.
+    """
+    version = register_version(conn, spec)
+    table = target_identifier(spec)
+    with pg_cursor(conn) as cur:
+        name = table.as_string(cur)
+        columns = {n: t for n, t in conn.execute(_LIVE_COLUMNS, {"table": name})}
+        if not columns:
+            cur.execute(create_target_sql(spec))
+        else:
+            key = tuple(conn.execute(_LIVE_KEY, {"table": name}).scalars())
+            diff = diff_schema(spec, columns, key)
+            if not diff.in_place:
+                raise SchemaChangeError(
+                    f"{spec.name}: spec {spec.source_file} (v{version}) cannot be applied to {spec.qualified_target} "
+                    f"(at v{live_version(conn, spec)}) in place: {'; '.join(diff.changes)}. Nothing was changed "
+                    f"and nothing was read. Rebuild the table from the log: trigger {spec.dag_id('backfill')} with "
+                    "mode=rebuild (Safety section); the live table is served until the rebuilt one is swapped in."
+                )
+            for c in diff.added:
+                cur.execute(
+                    sql.SQL("ALTER TABLE {} ADD COLUMN {} {}").format(table, sql.Identifier(c.name), sql.SQL(c.type))
+                )
+                log.info("schema pipeline=%s table=%s added column %s %s (v%d)", spec.name, name, c.name, c.type,
+                         version)  # fmt: skip
+            # Tables created before spec versions were recorded gain the lineage column.
+            cur.execute(sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS _spec_version int").format(table))
+    conn.execute(_SET_LIVE_VERSION, {"pipeline": spec.name, "version": version})
+    return version
+
+
+def stale_rows(conn: Connection, spec: PipelineSpec, version: int, where: Any = None) -> dict[int | None, int]:
+    """Rows of the target derived by another spec version than ``version``: version → rows.
+
+    ``where`` (a ``psycopg2.sql`` condition on lineage columns, with bound values) narrows it to
+    a partition's window for reconciliation.
+    """
+    query = sql.SQL("SELECT _spec_version, count(*) FROM {} WHERE _spec_version IS DISTINCT FROM {}{} GROUP BY 1")
+    with pg_cursor(conn) as cur:
+        cur.execute(
+            query.format(
+                target_identifier(spec),
+                sql.Literal(version),
+                sql.SQL(" AND {}").format(where) if where else sql.SQL(""),
+            )
+        )
+        return {v: int(n) for v, n in cur.fetchall()}
+
+
+def stale_in_range(conn: Connection, spec: PipelineSpec, r: OffsetRange) -> str:
+    """Reconciliation's check: rows of one partition's window derived by an older spec ("" if none)."""
+    version = live_version(conn, spec)
+    if version is None:
+        return ""
+    where = sql.SQL("_kafka_topic = {} AND _kafka_partition = {} AND _kafka_offset >= {} AND _kafka_offset < {}")
+    return stale_message(
+        stale_rows(conn, spec, version, where.format(*map(sql.Literal, (r.topic, r.partition, r.start, r.end)))),
+        version,
+    )
+
+
+def stale_message(stale: dict[int | None, int], version: int) -> str:
+    """What a user reads: which rows an older spec derived and what to do.
+
+    Examples
+    --------
+    >>> stale_message({3: 12345, None: 2}, 4)
+    '12,345 rows from spec v3, 2 rows from before spec versions; current is v4: run a backfill to re-derive'
+    >>> stale_message({}, 4)
+    ''
+    """
+    if not stale:
+        return ""
+    parts = [
+        f"{n:,} rows from " + (f"spec v{v}" if v is not None else "before spec versions")
+        for v, n in sorted(stale.items(), key=lambda x: (x[0] is None, x[0] or 0))
+    ]
+    return f"{', '.join(parts)}; current is v{version}: run a backfill to re-derive"

@@ -1,0 +1,221 @@
+"""The run-scoped stage: an UNLOGGED table that Spark executors fill with COPY.
+
+A stage belongs to one run (its name derives from the run id). The Spark job drops and
+re-creates it before writing, so a retried attempt never doubles rows; the commit drops it.
+Each Spark task COPYs its rows in one transaction, so a failed task leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
+
+import psycopg2
+from psycopg2 import sql
+from sqlalchemy import Engine, text
+
+from reprocess.core.spec import PipelineSpec
+from reprocess.core.stage_rows import stage_columns
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from psycopg2.extensions import connection as PgConnection
+
+log = logging.getLogger(__name__)
+
+STAGE_SCHEMA: Final = "reprocess_stage"
+
+
+def stage_identifier(spec: PipelineSpec, run_id: str) -> sql.Composed:
+    return sql.SQL("{}.{}").format(sql.Identifier(STAGE_SCHEMA), sql.Identifier(spec.stage_table(run_id)))
+
+
+CHECK_COMMENT: Final = "reconciliation check "
+
+
+def create_stage(conn: PgConnection, spec: PipelineSpec, run_id: str, *, check: bool = False) -> None:
+    """(Re)create the run's stage empty: whatever a dead attempt left is dropped first.
+
+    A reconciliation check's stage (``check``) has no run row to be found by, so its table's
+    comment names the check: :func:`drop_leftover_check_stages` finds it that way.
+    """
+    types = {c.name: c.type.value for c in spec.columns}
+    types.update(
+        {
+            "_kind": "text",
+            "_kafka_topic": "text",
+            "_kafka_partition": "int",
+            "_kafka_offset": "bigint",
+            "_kafka_timestamp": "timestamptz",
+            "_records": "bigint",
+            "_error": "text",
+            "_raw_key": "text",
+            "_raw_value": "text",
+        }
+    )
+    table = stage_identifier(spec, run_id)
+    columns = sql.SQL(", ").join(
+        sql.SQL("{} {}").format(sql.Identifier(c), sql.SQL(types[c])) for c in stage_columns(spec)
+    )
+    with conn.cursor() as cur:
+        cur.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(STAGE_SCHEMA)))
+        cur.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(table))
+        cur.execute(sql.SQL("CREATE UNLOGGED TABLE {} ({})").format(table, columns))
+        if check:
+            cur.execute(sql.SQL("COMMENT ON TABLE {} IS {}").format(table, sql.Literal(CHECK_COMMENT + run_id)))
+
+
+def drop_stage(conn: Any, spec: PipelineSpec, run_id: str) -> None:
+    with conn.cursor() as cur:
+        cur.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(stage_identifier(spec, run_id)))
+
+
+def _attempt_key(run_id: str) -> str:
+    """Batches (``<run>#<k>``) are staged by their parent run's attempt, so they share its key."""
+    return "reprocess-stage:" + run_id.split("#", 1)[0]
+
+
+@contextmanager
+def live_attempt(db_url: str, run_id: str) -> Iterator[None]:
+    """Held by a Spark attempt while it (re)creates and fills a run's stages and marks them staged.
+
+    A session advisory lock on its own connection: it ends with the attempt, even a killed one
+    (the server drops the session), so :func:`drop_leftover_stages` never drops a stage under a
+    live writer and always can after a dead one.
+    """
+    conn = psycopg2.connect(db_url)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT pg_advisory_lock(hashtext(%s))", (_attempt_key(run_id),))
+        yield
+    finally:
+        conn.close()
+
+
+def drop_leftover_stages(engine: Engine, spec: PipelineSpec) -> list[str]:
+    """Drop the stages the pipeline's failed and abandoned runs left; returns the run ids.
+
+    A run that is ``failed`` (a failed or fenced commit, a dead-letter ratio over the threshold,
+    a Spark job that died) or still ``planned`` (its attempt died before marking it staged) will
+    never commit its stage: a retry re-creates it from empty anyway. ``staged`` runs keep theirs
+    (their commit task may still come) and committed runs dropped theirs in the commit. A stage
+    a live attempt holds (:func:`live_attempt`) is skipped.
+    """
+    with engine.begin() as conn:
+        tables = set(conn.execute(_STAGE_TABLES, {"schema": STAGE_SCHEMA}).scalars())
+        if not tables:
+            return []
+        runs = [r for r in conn.execute(_LEFTOVER_RUNS, {"pipeline": spec.name}).scalars()]
+    dropped = []
+    for run_id in runs:
+        if spec.stage_table(run_id) not in tables:
+            continue
+        with engine.begin() as conn:
+            if not conn.execute(_TRY_ATTEMPT_LOCK, {"key": _attempt_key(run_id)}).scalar():
+                continue  # a live attempt is writing it
+            if conn.execute(_LEFTOVER_RUNS_ONE, {"run_id": run_id}).scalar() is None:
+                continue  # re-staged or committed meanwhile
+            drop_stage(conn.connection, spec, run_id)
+        dropped.append(run_id)
+    if dropped:
+        log.info("pipeline=%s dropped the stages of runs no attempt will commit: %s", spec.name, dropped)
+    return dropped
+
+
+def drop_leftover_check_stages(engine: Engine, spec: PipelineSpec) -> list[str]:
+    """Drop the stages the pipeline's earlier reconciliation checks left; returns the check ids.
+
+    A check drops its stage when it records its verdicts; one whose Spark task or verdicts
+    failed leaves it, and a retry of the DAG run is a new check with a new id. A stage a live
+    window job holds (:func:`live_attempt`) is skipped. Called when the pipeline's next check
+    is planned (the reconcile DAG runs one check at a time).
+    """
+    with engine.begin() as conn:
+        found = conn.execute(_CHECK_TABLES, {"schema": STAGE_SCHEMA, "prefix": CHECK_COMMENT + "%"}).all()
+    dropped = []
+    for relname, comment in found:
+        check_id = comment.removeprefix(CHECK_COMMENT)
+        if spec.stage_table(check_id) != relname:
+            continue  # another pipeline's check
+        with engine.begin() as conn:
+            if not conn.execute(_TRY_ATTEMPT_LOCK, {"key": _attempt_key(check_id)}).scalar():
+                continue  # its window job is writing it
+            drop_stage(conn.connection, spec, check_id)
+        dropped.append(check_id)
+    if dropped:
+        log.info("pipeline=%s dropped the stages of checks that never recorded verdicts: %s", spec.name, dropped)
+    return dropped
+
+
+_CHECK_TABLES: Final = text(
+    "SELECT c.relname, obj_description(c.oid, 'pg_class') FROM pg_class c "
+    "JOIN pg_namespace n ON n.oid = c.relnamespace "
+    "WHERE n.nspname = :schema AND c.relkind = 'r' AND obj_description(c.oid, 'pg_class') LIKE :prefix"
+)
+_STAGE_TABLES: Final = text(
+    "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+    "WHERE n.nspname = :schema AND c.relkind = 'r'"
+)
+_LEFTOVER_RUNS: Final = text(
+    "SELECT run_id FROM reprocess.runs WHERE pipeline = :pipeline AND state IN ('planned', 'failed')"
+)
+_LEFTOVER_RUNS_ONE: Final = text(
+    "SELECT 1 FROM reprocess.runs WHERE run_id = :run_id AND state IN ('planned', 'failed')"
+)
+# Transaction-scoped: the cleanup holds it only while it drops, so an attempt starting then waits.
+_TRY_ATTEMPT_LOCK: Final = text("SELECT pg_try_advisory_xact_lock(hashtext(:key))")
+
+
+@dataclass(frozen=True, slots=True)
+class StageCopier:
+    """``df.mapInArrow(StageCopier(...), COPIED_SCHEMA)``: each Spark task COPYs its Arrow
+    batches into the stage in ONE transaction and yields how many rows it wrote.
+
+    A plain function over ``mapInArrow`` rather than a Python data source writer: the writer
+    costs two extra Python planner processes per job (write plan, commit), ~2 s of a small run.
+    ``dsn`` (the libpq URL) travels inside the pickled function: the executors may run in
+    another environment than the driver (a Spark Connect server's Python workers, a cluster),
+    so an environment variable set for the driver would not reach them. It is left out of the
+    repr, so it never appears in a plan's text or a log.
+    """
+
+    table: str
+    columns: tuple[str, ...]
+    dsn: str = field(repr=False)
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import psycopg2
+        import pyarrow as pa
+        import pyarrow.csv as pacsv
+
+        schema_name, _, table = self.table.partition(".")
+        copy = sql.SQL("COPY {}.{} ({}) FROM STDIN WITH (FORMAT csv)").format(
+            sql.Identifier(schema_name), sql.Identifier(table), sql.SQL(", ").join(map(sql.Identifier, self.columns))
+        )
+        options = pacsv.WriteOptions(include_header=False)
+        rows = 0
+        conn = psycopg2.connect(self.dsn)
+        try:
+            with conn, conn.cursor() as cur:
+                # The stage is UNLOGGED and checked by row count before any commit reads it, so
+                # its COPY needs no wait for a WAL flush (the target's merge keeps the server's).
+                cur.execute("SET LOCAL synchronous_commit TO off")
+                statement = copy.as_string(cur)
+                for batch in batches:
+                    if batch.num_rows == 0:
+                        continue
+                    buffer = io.BytesIO()
+                    pacsv.write_csv(batch, buffer, options)
+                    buffer.seek(0)
+                    cur.copy_expert(statement, buffer, size=1 << 20)
+                    rows += batch.num_rows
+        finally:
+            conn.close()
+        yield pa.RecordBatch.from_pydict({"rows": [rows]}, schema=pa.schema([("rows", pa.int64())]))
+
+
+COPIED_SCHEMA: Final = "rows bigint"

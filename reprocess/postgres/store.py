@@ -1,0 +1,253 @@
+"""Runs and plans in Postgres: the one owner of their rows and state transitions.
+
+Planning, the Spark job, batches and the commit protocol call these functions instead of
+writing ``reprocess.runs``/``run_ranges``/``offset_snapshots`` themselves, so every state
+change is guarded in one place and the behaviour modules do not import each other
+(store sits below plan, batches and commit). Each function takes the caller's ``conn`` and
+runs inside the caller's transaction; none commits.
+
+State machine of a run (``runs.state``)::
+
+    planned ─► staged ─► committed
+       │  ▲       │
+       ▼  │       ▼
+      failed ◄────┘          dry_run (a plan that reads nothing)
+
+A staged or committed run's plan is final: a zombie plan attempt (an Airflow task retried
+while the first one still runs) finds the guard in :func:`save_plan` and keeps the plan.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Final
+
+from sqlalchemy import Connection, Engine, Row, text
+
+from reprocess.core.ranges import OffsetRange, PartitionSnapshot
+from reprocess.core.runs import LostRange, RunKind, RunPlan, RunState
+from reprocess.core.spec import PipelineSpec, TombstoneMode
+from reprocess.postgres import queries
+from reprocess.postgres.db import pg_cursor
+from reprocess.postgres.evolve import migrate_target, register_version
+from reprocess.postgres.target import REBUILD, create_markers_sql
+
+log = logging.getLogger(__name__)
+
+FINAL_PLAN_STATES: Final = frozenset({RunState.STAGED, RunState.COMMITTED})
+# A committed run's counts (columns of reprocess.runs, fields of commit.CommitResult).
+RUN_COUNTS: Final = (
+    "records_read", "rows_staged", "rows_upserted", "dead_letters", "dead_letters_new", "rows_deleted",
+    "rows_inserted", "rows_rederived",
+)  # fmt: skip
+
+_CREATE_CHILD: Final = text(
+    "INSERT INTO reprocess.runs (run_id, pipeline, kind, state, request, parent_run_id, batch_index, batch_count, "
+    "dag_id, dag_run_id, planned_at) SELECT :child, pipeline, kind, 'planned', request, run_id, :k, :n, dag_id, "
+    "dag_run_id, now() FROM reprocess.runs WHERE run_id = :parent ON CONFLICT (run_id) DO NOTHING"
+)
+_CHILDREN: Final = text(
+    "SELECT run_id, state, batch_index, records_read, rows_staged, rows_upserted, dead_letters, dead_letters_new, "
+    "rows_deleted, rows_inserted, rows_rederived FROM reprocess.runs WHERE parent_run_id = :parent ORDER BY batch_index"
+)
+_MARK_PARENT_COMMITTED: Final = text(
+    "UPDATE reprocess.runs SET state = 'committed', committed_at = now(), records_read = :records_read, "
+    "rows_staged = :rows_staged, rows_upserted = :rows_upserted, dead_letters = :dead_letters, "
+    "dead_letters_new = :dead_letters_new, rows_deleted = :rows_deleted, rows_inserted = :rows_inserted, "
+    "rows_rederived = :rows_rederived, error = NULL, batch_count = :n "
+    "WHERE run_id = :run_id"
+)
+
+
+def ensure_pipeline(engine: Engine, spec: PipelineSpec, *, rebuild: bool = False) -> int:
+    """Register the spec (and its version) and create or evolve its target table; returns the version.
+
+    For a rebuild only the version is registered: the live table stays as it is until the swap.
+
+    Raises
+    ------
+    SchemaChangeError
+        The live table cannot take the spec in place (evolve.migrate_target); nothing changed.
+    """
+    with engine.begin() as conn:
+        conn.execute(queries.PIPELINE_LOCK, {"pipeline": spec.name})
+        conn.execute(
+            queries.UPSERT_PIPELINE,
+            {"name": spec.name, "target": spec.qualified_target, "spec": json.dumps(spec.as_dict())},
+        )
+        if rebuild:
+            return register_version(conn, spec)
+        version = migrate_target(conn, spec)
+        if spec.tombstones is TombstoneMode.DELETE:
+            with pg_cursor(conn) as cur:
+                cur.execute(create_markers_sql(spec))
+        return version
+
+
+def run_state(conn: Connection, run_id: str) -> RunState | None:
+    state = conn.execute(queries.RUN_STATE, {"run_id": run_id}).scalar()
+    return None if state is None else RunState(state)
+
+
+def save_plan(
+    conn: Connection,
+    spec: PipelineSpec,
+    request_kind: RunKind,
+    stored_request: Mapping[str, Any],
+    run_id: str,
+    *,
+    state: RunState,
+    snapshots: Sequence[PartitionSnapshot] = (),
+    ranges: Sequence[OffsetRange] = (),
+    lost: Sequence[LostRange] = (),
+    dag_id: str | None = None,
+    dag_run_id: str | None = None,
+    error: str | None = None,
+    spec_version: int | None = None,
+) -> RunPlan | None:
+    """Store a run's plan (or its planning failure) unless the run already staged or committed.
+
+    The guarded upsert of the run row and the rewrite of its ranges and snapshots happen in
+    the caller's ONE transaction: the upsert takes the run's row lock only when the run is
+    still re-plannable, so a zombie attempt can never replace the ranges a stage was built from.
+
+    ``spec_version`` (from :func:`ensure_pipeline`) is the spec version the run's rows are stamped with.
+    Returns None when the plan was stored, or the run's existing (final) plan, untouched.
+    """
+    updated = conn.execute(
+        queries.UPSERT_PLANNED_RUN,
+        {
+            "run_id": run_id,
+            "pipeline": spec.name,
+            "kind": request_kind.value,
+            "state": state.value,
+            "request": json.dumps(stored_request, default=str),
+            "lost": json.dumps([lost_dict(x) for x in lost]),
+            "dag_id": dag_id,
+            "dag_run_id": dag_run_id,
+            "error": error,
+        },
+    ).rowcount
+    if not updated:
+        log.info("plan run_id=%s pipeline=%s already staged or committed: keeping its plan", run_id, spec.name)
+        return load_plan(conn, run_id)
+    conn.execute(queries.DELETE_PLAN_RANGES, {"run_id": run_id})
+    conn.execute(queries.DELETE_PLAN_SNAPSHOTS, {"run_id": run_id})
+    if snapshots:
+        conn.execute(
+            queries.INSERT_SNAPSHOT,
+            [{"run_id": run_id, "topic": s.topic, "partition": s.partition, "log_start": s.log_start,
+              "log_end": s.log_end, "group_committed": s.group_committed} for s in snapshots],
+        )  # fmt: skip
+    insert_ranges(conn, run_id, ranges)
+    if spec_version is not None:
+        conn.execute(queries.SET_RUN_SPEC_VERSION, {"run_id": run_id, "version": spec_version})
+    return None
+
+
+def insert_ranges(conn: Connection, run_id: str, ranges: Iterable[OffsetRange]) -> None:
+    rows = [
+        {"run_id": run_id, "topic": r.topic, "partition": r.partition, "start": r.start, "end": r.end} for r in ranges
+    ]
+    if rows:
+        conn.execute(queries.INSERT_RUN_RANGE, rows)
+
+
+def lost_dict(lost: LostRange) -> dict[str, Any]:
+    return {"topic": lost.topic, "partition": lost.partition, "start": lost.start, "end": lost.end}
+
+
+def load_plan(conn: Connection, run_id: str) -> RunPlan:
+    row = conn.execute(queries.RUN_HEADER, {"run_id": run_id}).one()
+    ranges = tuple(
+        OffsetRange(r.topic, r.partition, r.start_offset, r.end_offset)
+        for r in conn.execute(queries.RUN_RANGES, {"run_id": run_id})
+    )
+    lost = tuple(LostRange(**x) for x in (row.lost_ranges or []))
+    return RunPlan(run_id, row.pipeline, RunKind(row.kind), ranges, lost, (), {r.tp: r.width for r in ranges})
+
+
+def lock_run(conn: Connection, run_id: str) -> Row[Any] | None:
+    """The run's (state, kind, stage_rows), locked against a second commit of it."""
+    return conn.execute(queries.LOCK_RUN, {"run_id": run_id}).one_or_none()
+
+
+def is_rebuild(conn: Connection, run_id: str) -> bool:
+    """The run (or, for a batch, its parent) writes a shadow table to be swapped in (rebuild.py)."""
+    return conn.execute(queries.RUN_MODE, {"run_id": run_id}).scalar() == REBUILD
+
+
+def mark_rebuild(conn: Connection, run_id: str) -> None:
+    conn.execute(queries.SET_RUN_MODE, {"run_id": run_id, "mode": REBUILD})
+
+
+def mark_staged(conn: Connection, run_id: str, stage_rows: int | None) -> None:
+    """planned/failed/staged → staged with the row count the stage must hold at commit."""
+    conn.execute(queries.MARK_STAGED, {"run_id": run_id, "stage_rows": stage_rows})
+
+
+def mark_failed(conn: Connection, run_id: str, error: str) -> None:
+    """Any state but committed → failed, with the reason the run note shows."""
+    conn.execute(queries.MARK_FAILED, {"run_id": run_id, "error": error})
+
+
+def record_failed_request(
+    engine: Engine,
+    spec: PipelineSpec,
+    kind: RunKind,
+    run_id: str,
+    params: Mapping[str, Any] | None,
+    error: str,
+    *,
+    dag_id: str | None = None,
+    dag_run_id: str | None = None,
+) -> None:
+    """A trigger request that did not parse is still a run: failed, with its params and the error."""
+    ensure_pipeline(engine, spec)
+    with engine.begin() as conn:
+        stored = {"params": dict(params) if params is not None else None, "parsed": None}
+        save_plan(conn, spec, kind, stored, run_id, state=RunState.FAILED, dag_id=dag_id, dag_run_id=dag_run_id,
+                  error=error)  # fmt: skip
+
+
+def mark_committed(conn: Connection, run_id: str, counts: Mapping[str, int]) -> None:
+    conn.execute(queries.MARK_COMMITTED, {"run_id": run_id, **counts})
+
+
+def committed_counts(conn: Connection, run_id: str) -> Row[Any]:
+    return conn.execute(queries.RUN_COUNTS, {"run_id": run_id}).one()
+
+
+def accepted_lost_ranges(conn: Connection, run_id: str) -> list[dict[str, Any]]:
+    """Lost ranges the run (or, for a batch, its parent run) accepted with allow_data_loss."""
+    return [x for (x,) in conn.execute(queries.RUN_LOST_RANGES, {"run_id": run_id})]
+
+
+# --------------------------------------------------------------------------- batches (child runs)
+def create_batch_runs(conn: Connection, parent: str, batches: Sequence[Sequence[OffsetRange]]) -> dict[str, RunState]:
+    """Child run ``<parent>#<k>`` per batch, created once (a resumed run keeps its batches' ranges).
+
+    Returns each child's state.
+    """
+    n = len(batches)
+    for k, batch in enumerate(batches):
+        child = child_run_id(parent, k)
+        conn.execute(_CREATE_CHILD, {"child": child, "parent": parent, "k": k, "n": n})
+        if not conn.execute(queries.RUN_RANGES, {"run_id": child}).first():
+            insert_ranges(conn, child, batch)
+    return {r.run_id: RunState(r.state) for r in batch_runs(conn, parent)}
+
+
+def child_run_id(run_id: str, k: int) -> str:
+    return f"{run_id}#{k}"
+
+
+def batch_runs(conn: Connection, parent: str) -> list[Row[Any]]:
+    """A chunked run's batches in order, with their states and counts (empty: not chunked)."""
+    return list(conn.execute(_CHILDREN, {"parent": parent}))
+
+
+def mark_parent_committed(conn: Connection, run_id: str, n: int, totals: Mapping[str, int]) -> None:
+    conn.execute(_MARK_PARENT_COMMITTED, {"run_id": run_id, "n": n, **totals})

@@ -1,0 +1,215 @@
+"""The Spark side of a run: bounded read → parse/validate/dedupe → COPY into the run's stage.
+
+Runs where the Spark session's client is: the Airflow task over Spark Connect, or the
+spark-submit driver (``spark_apps/run_job.py``); :func:`stage_job` is the entry both
+launchers call (``reprocess.airflow.spark_task``). One Spark action: the write.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import psycopg2
+from psycopg2 import sql
+
+from reprocess.core.errors import DataLossError, ReadError
+from reprocess.core.ranges import OffsetRange, window_ranges
+from reprocess.core.runs import RunPlan, RunState
+from reprocess.core.spec import PipelineSpec
+from reprocess.core.stage_rows import stage_columns
+from reprocess.kafka.reader import KafkaRangeDataSource, reader_options
+from reprocess.postgres import store
+from reprocess.postgres.batches import run_in_batches
+from reprocess.postgres.commit import commit_staged_batch
+from reprocess.postgres.db import libpq_url, make_engine, one_row
+from reprocess.postgres.stage import (
+    COPIED_SCHEMA,
+    STAGE_SCHEMA,
+    StageCopier,
+    create_stage,
+    live_attempt,
+    stage_identifier,
+)
+from reprocess.spark.transform import to_stage
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+
+def register_sources(spark: SparkSession) -> None:
+    spark.dataSource.register(KafkaRangeDataSource)
+
+
+def stage_job(
+    spark: SparkSession, *, spec: str, run_id: str, db_url: str, kafka_config: str, batch_size: str | None = None
+) -> bool:
+    """The stage job as the Spark task launches it (``reprocess.airflow.spark_task``): string arguments
+    from the task, ``db_url`` and ``kafka_config`` (librdkafka JSON) from its connections."""
+    register_sources(spark)
+    size = int(batch_size) if batch_size else None
+    return read_and_stage(spark, PipelineSpec.from_file(Path(spec)), run_id, db_url, json.loads(kafka_config), size)
+
+
+def window_job(
+    spark: SparkSession, *, spec: str, check_id: str, starting: str, ending: str, db_url: str, kafka_config: str
+) -> int:
+    """Reconciliation's Spark job as the Spark task launches it (``reprocess.airflow.spark_task``): the
+    window's ranges as Spark offset JSONs, ``db_url`` and ``kafka_config`` from the connections."""
+    register_sources(spark)
+    spec_ = PipelineSpec.from_file(Path(spec))
+    return stage_window(spark, spec_, check_id, window_ranges(starting, ending), db_url, json.loads(kafka_config))
+
+
+def read_and_stage(
+    spark: SparkSession,
+    spec: PipelineSpec,
+    run_id: str,
+    db_url: str,
+    kafka: Mapping[str, Any],
+    batch_size: int | None = None,
+) -> bool:
+    """Stage a planned run; returns False when there was nothing to do (already committed).
+
+    A run wider than ``batch_size`` offsets on some partition is cut into batches that are
+    staged and committed one after the other (each atomically); a re-run resumes after the
+    last committed batch. The ``commit_transaction`` task then only checks and sums them.
+    """
+    with live_attempt(libpq_url(db_url), run_id):  # plan_run's stage cleanup never drops ours
+        return _read_and_stage(spark, spec, run_id, db_url, kafka, batch_size)
+
+
+def _read_and_stage(
+    spark: SparkSession,
+    spec: PipelineSpec,
+    run_id: str,
+    db_url: str,
+    kafka: Mapping[str, Any],
+    batch_size: int | None,
+) -> bool:
+    engine = make_engine(db_url)
+    with engine.begin() as conn:
+        state = store.run_state(conn, run_id)
+        if state is None:
+            raise RuntimeError(f"{spec.name}: run {run_id} has no plan; run plan_offsets first")
+        if state == RunState.COMMITTED:
+            log.info("stage run_id=%s pipeline=%s already committed: nothing to do", run_id, spec.name)
+            return False
+        plan = store.load_plan(conn, run_id)
+        rebuild = store.is_rebuild(conn, run_id)
+    size = batch_size or spec.batch_size
+    started = time.monotonic()
+    # A rebuild always runs in batches: they fill its shadow table, and its own commit is the swap.
+    if rebuild or any(r.width > size for r in plan.ranges):
+
+        def stage_and_commit(batch: RunPlan, k: int, n: int) -> None:
+            t0 = time.monotonic()
+            rows = _stage(spark, spec, batch.run_id, batch.ranges, db_url, kafka)
+            result = commit_staged_batch(engine, spec, batch.run_id, rows)
+            seconds = time.monotonic() - t0
+            log.info(
+                "batch run_id=%s pipeline=%s %d of %d records=%d upserted=%d dead_letters=%d rows_per_s=%.0f",
+                run_id, spec.name, k + 1, n, result.records_read, result.rows_upserted, result.dead_letters,
+                result.records_read / seconds if seconds else 0,
+            )  # fmt: skip
+
+        run_in_batches(engine, plan, size, stage_and_commit)
+        rows = None  # the batches hold the data; the run itself has no stage
+    else:
+        rows = _stage(spark, spec, plan.run_id, plan.ranges, db_url, kafka)
+    with engine.begin() as conn:
+        store.mark_staged(conn, run_id, rows)
+    log.info(
+        "stage run_id=%s pipeline=%s ranges=%d seconds=%.1f",
+        run_id, spec.name, len(plan.ranges), time.monotonic() - started,
+    )  # fmt: skip
+    engine.dispose()
+    return True
+
+
+def stage_window(
+    spark: SparkSession,
+    spec: PipelineSpec,
+    check_id: str,
+    ranges: Sequence[OffsetRange],
+    db_url: str,
+    kafka: Mapping[str, Any],
+) -> int:
+    """Reconciliation's heavy part: the newest valid record per key of a window's ``ranges`` (by
+    the pipeline's Ordering, with the backfill's own parse rules) and every dead letter, staged
+    under ``check_id`` for the anti-join in Postgres (:func:`reprocess.operations.reconcile.record_verdicts`).
+    """
+    with live_attempt(libpq_url(db_url), check_id):  # the next check's cleanup never drops ours
+        return _stage(spark, spec, check_id, ranges, db_url, kafka, check=True)
+
+
+def reader_error(exc: Exception) -> DataLossError | ReadError | None:
+    """The reader's own error inside a failed Spark action, raised again as its type.
+
+    A Spark task's Python exception reaches the client as Spark's exception, its traceback in
+    the text; raised as itself, the task fails the way the reader meant (a DataLossError is not
+    retried: it needs a decision) and its message, which says the fix, is the task's error.
+
+    Examples
+    --------
+    >>> spark_says = "[PYTHON_EXCEPTION] ... reprocess.core.errors.DataLossError: t[0] [5, 9): out of range"
+    >>> reader_error(RuntimeError(spark_says))
+    DataLossError('t[0] [5, 9): out of range')
+    >>> reader_error(RuntimeError("java.lang.OutOfMemoryError: Java heap space")) is None
+    True
+    """
+    for kind in (DataLossError, ReadError):
+        found = re.search(rf"\b{kind.__name__}: (.+)", str(exc))
+        if found:
+            return kind(found.group(1).strip())
+    return None
+
+
+def _stage(
+    spark: SparkSession,
+    spec: PipelineSpec,
+    stage_id: str,
+    ranges: Sequence[OffsetRange],
+    db_url: str,
+    kafka: Mapping[str, Any],
+    *,
+    check: bool = False,
+) -> int:
+    """One Spark action: read the ranges, parse, dedupe, COPY into the fresh stage of ``stage_id``
+    (a run, a batch or, with ``check``, a reconciliation check).
+
+    Returns the rows the stage holds afterwards, which the commit checks against.
+    """
+    with psycopg2.connect(libpq_url(db_url)) as pg:
+        create_stage(pg, spec, stage_id, check=check)  # a retried attempt starts from an empty stage
+    pg.close()
+    ranges = [r for r in ranges if r.width > 0]
+    if not ranges:
+        return 0
+    records = spark.read.format("kafka-range").options(**reader_options(kafka, ranges, None)).load()
+    copier = StageCopier(f"{STAGE_SCHEMA}.{spec.stage_table(stage_id)}", tuple(stage_columns(spec)), libpq_url(db_url))
+    try:
+        copied = sum(row.rows for row in to_stage(records, spec).mapInArrow(copier, COPIED_SCHEMA).collect())
+    except Exception as exc:
+        own = reader_error(exc)
+        if own is None:
+            raise
+        raise own from exc
+    with psycopg2.connect(libpq_url(db_url)) as pg, pg.cursor() as cur:
+        cur.execute(sql.SQL("SELECT count(*) FROM {}").format(stage_identifier(spec, stage_id)))
+        rows = int(one_row(cur)[0])
+    pg.close()
+    if rows != copied:  # e.g. a task attempt that COPYed and was then run again
+        raise RuntimeError(
+            f"{spec.name}: run {stage_id}'s stage holds {rows} rows but the Spark tasks reported {copied}; "
+            "re-run the stage (it starts from an empty table)"
+        )
+    log.info("stage run_id=%s pipeline=%s rows=%d", stage_id, spec.name, rows)
+    return rows
