@@ -20,7 +20,7 @@ from typing import Final
 
 from devstack.process import REPO
 
-SOURCES: Final = ("pyproject.toml", "README.md", "reprocess", "spark_apps", "sql")
+SOURCES: Final = ("pyproject.toml", "README.md", "reprocess", "spark_apps", "sql", "devstack")
 
 
 def build(out: Path) -> Path:

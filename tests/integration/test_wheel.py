@@ -61,7 +61,7 @@ def _fresh_database(name: str) -> str:
 def test_wheel_carries_migrations_and_entry_point_and_the_dag_file_runs_from_it(tmp_path):
     wheel = devstack.wheel.build(tmp_path / "dist")
     members = zipfile.ZipFile(wheel).namelist()
-    shipped = sorted(Path(m).name.removesuffix(".sql") for m in members if m.startswith("reprocess/sql/"))
+    shipped = sorted(Path(m).stem for m in members if m.startswith("reprocess/sql/") and m.endswith(".sql"))
     # The top-level sql/ and spark_apps/ land inside the package; every library folder ships.
     assert shipped == sorted(p.stem for p in (REPO_ROOT / "sql").glob("[0-9][0-9][0-9]_*.sql"))
     assert "reprocess/spark_apps/run_job.py" in members
