@@ -316,7 +316,7 @@ def pipelines_dir() -> Path:
     """The folder of specs: ``REPROCESS_PIPELINES_DIR`` (the tests use it) or the repo's ``pipelines/``."""
     import os
 
-    return Path(os.environ.get("REPROCESS_PIPELINES_DIR") or Path(__file__).resolve().parent.parent / "pipelines")
+    return Path(os.environ.get("REPROCESS_PIPELINES_DIR") or Path(__file__).resolve().parents[2] / "pipelines")
 
 
 def find_spec(name: str, directory: Path | None = None) -> PipelineSpec:

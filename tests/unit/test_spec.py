@@ -156,3 +156,11 @@ def test_load_specs_refuses_two_files_with_the_same_pipeline_name(tmp_path):
     with pytest.raises(SpecError) as caught:
         load_specs(tmp_path)
     assert str(caught.value) == f"{second}: field 'name': 'orders' is also used by {first}"
+
+
+def test_the_default_folder_of_specs_is_the_repositorys_pipelines_folder(monkeypatch):
+    from reprocess.core.spec import pipelines_dir
+
+    monkeypatch.delenv("REPROCESS_PIPELINES_DIR", raising=False)
+    assert pipelines_dir() == Path(__file__).resolve().parents[2] / "pipelines"
+    assert (pipelines_dir() / "orders.yaml").is_file()
