@@ -52,14 +52,19 @@ class CommitResult:
 def commit_run(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResult:
     """Merge a staged run into the target and advance the ledger, atomically and once.
 
-    A run whose stage can never commit (fenced, dead letters over the threshold, rows lost) is
-    marked ``failed`` with the reason, in a transaction of its own after the rollback, so its
-    note says why and the next planning drops its stage (stage.drop_leftover_stages).
+    A run whose stage can never commit (fenced, dead letters over the threshold, rows lost, the
+    spec changed since it was planned) is marked ``failed`` with the reason, in a transaction of
+    its own after the rollback, so its note says why. The next planning drops the stage of a
+    fenced or refused run (stage.drop_leftover_stages; it stays for inspection until then); a
+    spec change drops it at once, since a stage of the old spec's columns is no use to anyone and
+    the next planning may itself stop at the change (a rebuild is needed) before it cleans up.
 
     Raises
     ------
     FencedRunError
         An incremental run whose planned starts no longer match the ledger.
+    SchemaChangeError
+        The spec file changed since the run was planned.
     StageRefusedError
         Its dead letters exceed the pipeline's threshold, or its stage lost rows.
     ReprocessError
@@ -67,9 +72,11 @@ def commit_run(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResult:
     """
     try:
         return _commit_once(engine, spec, run_id)
-    except (FencedRunError, StageRefusedError) as refused:
+    except (FencedRunError, StageRefusedError, SchemaChangeError) as refused:
         with engine.begin() as conn:
             store.mark_failed(conn, run_id, str(refused))
+            if isinstance(refused, SchemaChangeError):
+                drop_stage(conn.connection, spec, run_id)
         raise
 
 

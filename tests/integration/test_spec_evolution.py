@@ -14,6 +14,7 @@ import yaml
 from sqlalchemy import text
 
 from reprocess.core.errors import FencedRunError, ReconciliationGap, SchemaChangeError
+from reprocess.core.ranges import OffsetRange
 from reprocess.core.runs import RunRequest
 from reprocess.kafka import demo_data
 from reprocess.operations.plan import plan_run
@@ -129,3 +130,27 @@ def test_a_run_planned_under_one_spec_is_not_committed_under_another(kafka_confi
 
     with pytest.raises(FencedRunError, match=r"planned for spec v1 but .* is at v2 \(migrated or rebuilt since\)"):
         commit_run(engine, v2, plan.run_id)
+
+
+def test_a_commit_refused_for_a_spec_change_fails_the_run_with_the_reason_and_drops_its_stage(
+    engine, db_url, unique_name
+):
+    """The spec file changed between stage and commit and the new spec was never planned: the
+    commit is refused (SchemaChangeError), and the run must not stay ``staged`` forever with no
+    reason while its UNLOGGED stage is kept for a commit that can never come."""
+    from tests.integration.helpers import runs, stage_count
+    from tests.integration.staging import Record, mark_staged, plan_ranges, write_stage
+
+    v1 = orders_spec(unique_name, unique_name, columns=_columns(currency=None))
+    run_id = f"{unique_name}-1"
+    plan_ranges(engine, v1, run_id, "backfill", [OffsetRange(unique_name, 0, 0, 1)])
+    order = {"order_id": "o-1", "customer_id": "c", "status": "new", "updated_at": BASE}
+    mark_staged(engine, run_id, write_stage(db_url, v1, run_id, [Record(0, 0, order)]))
+    v2 = orders_spec(unique_name, unique_name)  # currency added to the file after the stage
+
+    with pytest.raises(SchemaChangeError, match=r"planned under spec v1 but .* is now an unregistered spec"):
+        commit_run(engine, v2, run_id)
+    (run,) = runs(engine, v2)
+    assert run.state == "failed"
+    assert "planned under spec v1" in run.error and "Trigger the run again" in run.error
+    assert stage_count(engine, v2, run_id) is None
