@@ -13,6 +13,7 @@ import logging
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
+from psycopg2 import sql
 from sqlalchemy import Connection, Engine
 
 from reprocess.core.errors import FencedRunError, ReprocessError, SchemaChangeError, StageRefusedError
@@ -26,6 +27,7 @@ from reprocess.postgres.target import (
     apply_tombstones_sql,
     dead_letters_sql,
     drop_superseded_markers_sql,
+    known_dead_letters_sql,
     merge_sql,
     resolve_dead_letters_sql,
     shadow_spec,
@@ -127,12 +129,7 @@ def _commit_once(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResul
                     f"{run.stage_rows}; the stage was lost or altered (a Postgres crash-restart empties UNLOGGED "
                     "tables). Nothing was committed: re-run spark_read_stage."
                 )
-            if records and dead / records > spec.max_dead_letter_ratio:
-                raise StageRefusedError(
-                    f"{spec.name}: run {run_id} has {dead} dead letters in {records} records "
-                    f"({dead / records:.1%} > max_dead_letter_ratio {spec.max_dead_letter_ratio:.1%}); nothing "
-                    "was committed. Inspect the stage, fix the producer or the spec, or raise the threshold."
-                )
+            _check_dead_letter_ratio(conn, spec, run_id, stage, records, dead)
             # 3. Merge: a newer record replaces the row (or its deletion marker); the same record
             #    re-derives it when it derives differently; tombstones newer than the row delete it
             #    and leave a marker, so replays never resurrect.
@@ -214,6 +211,33 @@ def _accounted_starts(conn: Connection, run_id: str, ranges: Iterable[OffsetRang
     """
     lost = {(x["topic"], x["partition"], x["end"]): x["start"] for x in store.accepted_lost_ranges(conn, run_id)}
     return {r.tp: lost.get((r.topic, r.partition, r.start), r.start) for r in ranges}
+
+
+def _check_dead_letter_ratio(
+    conn: Connection, spec: PipelineSpec, run_id: str, stage: sql.Composable, records: int, dead: int
+) -> None:
+    """Refuse a stage whose NEW dead letters exceed ``max_dead_letter_ratio`` of the records that can land.
+
+    Records that are already open dead letters and fail again (a replay, or a redrive of one
+    error kind that re-reads another kind between them) are neither new nor able to land, so
+    they count on neither side. A batch is judged with its whole run: the run's committed
+    batches, and the offsets its later batches have still to read (at most one record each), so
+    a burst inside one batch is judged as the unbatched run would be, and a refused incremental's
+    next run, which starts at the same offsets, dilutes the burst with every record that arrived since.
+    """
+    with pg_cursor(conn) as cur:
+        cur.execute(known_dead_letters_sql(stage), {"pipeline": spec.name})
+        known = int(one_row(cur)[0])
+    run = conn.execute(queries.RUN_BATCH_SIBLINGS, {"run_id": run_id}).one()
+    new_dead = dead - known + int(run.new_dead)
+    landable = records - known + int(run.landable) + int(run.unread)
+    if landable and new_dead / landable > spec.max_dead_letter_ratio:
+        raise StageRefusedError(
+            f"{spec.name}: run {run_id} has {new_dead} new dead letters in {landable} records that can land "
+            f"({new_dead / landable:.1%} > max_dead_letter_ratio {spec.max_dead_letter_ratio:.1%}; its records read "
+            f"again that were dead letters already and still fail do not count: {known}); nothing was committed. "
+            "Inspect the stage, fix the producer or the spec, or raise the threshold."
+        )
 
 
 def _check_fence(conn: Connection, spec: PipelineSpec, run_id: str, starts: dict[TopicPartition, int]) -> None:

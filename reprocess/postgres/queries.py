@@ -67,6 +67,19 @@ MARK_FAILED: Final = text(
     "UPDATE reprocess.runs SET state = 'failed', error = :error WHERE run_id = :run_id AND state <> 'committed'"
 )
 
+# The dead-letter ratio of a batch is judged over its whole run (commit._check_dead_letter_ratio):
+# what the run's committed batches landed and found new, and the offsets its other batches have
+# still to read (at most one record each). Zeros for a run that is not a batch.
+RUN_BATCH_SIBLINGS: Final = text(
+    "WITH sib AS (SELECT s.* FROM reprocess.runs s JOIN reprocess.runs me ON s.parent_run_id = me.parent_run_id "
+    "WHERE me.run_id = :run_id AND s.run_id <> me.run_id) "
+    "SELECT coalesce(sum(records_read - dead_letters + coalesce(dead_letters_new, dead_letters)) "
+    "FILTER (WHERE state = 'committed'), 0) AS landable, "
+    "coalesce(sum(coalesce(dead_letters_new, dead_letters)) FILTER (WHERE state = 'committed'), 0) AS new_dead, "
+    "(SELECT coalesce(sum(r.end_offset - r.start_offset), 0) FROM reprocess.run_ranges r JOIN sib "
+    "ON sib.run_id = r.run_id WHERE sib.state <> 'committed') AS unread FROM sib"
+)
+
 # FOR UPDATE serialises two commits of the same run; the advisory lock serialises the pipeline.
 LOCK_RUN: Final = text("SELECT state, kind, stage_rows FROM reprocess.runs WHERE run_id = :run_id FOR UPDATE")
 

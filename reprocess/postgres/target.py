@@ -252,6 +252,16 @@ def dead_letters_sql(stage: sql.Composable) -> sql.Composed:
     ).format(stage=stage, dead=sql.Literal(DEAD))
 
 
+def known_dead_letters_sql(stage: sql.Composable) -> sql.Composed:
+    """Stage dead rows that are already open dead letters (a replay or a redrive read them again
+    and they still fail): not new, so the dead-letter ratio does not count them. Binds ``pipeline``."""
+    return sql.SQL(
+        "SELECT count(*) FROM {stage} s JOIN reprocess.dead_letters d ON d.pipeline = %(pipeline)s "
+        'AND d.topic = s._kafka_topic AND d.partition = s._kafka_partition AND d."offset" = s._kafka_offset '
+        "AND d.resolved_run_id IS NULL WHERE s._kind = {dead}"
+    ).format(stage=stage, dead=sql.Literal(DEAD))
+
+
 def resolve_dead_letters_sql(stage: sql.Composable) -> sql.Composed:
     """Open dead letters inside the run's ranges whose record is not dead in this run's stage:
     the record was read again and now parses (a redrive). They are kept, marked with the run.
