@@ -58,10 +58,8 @@ def test_a_redrive_of_one_error_kind_interleaved_with_another_lands_the_records_
     burst = range(100, 150)
     amount_dead = {o for o in burst if o % 5 in (0, 2)}
     malformed = {o for o in burst if o % 5 in (1, 3)}
-    first = [
-        Record(0, o, None, AMOUNT) if o in amount_dead else Record(0, o, None, MALFORMED) if o in malformed else _good(o)
-        for o in range(1000)
-    ]  # fmt: skip
+    errors = {**dict.fromkeys(amount_dead, AMOUNT), **dict.fromkeys(malformed, MALFORMED)}
+    first = [Record(0, o, None, errors[o]) if o in errors else _good(o) for o in range(1000)]
     assert stage_and_commit(engine, db_url, spec, f"{unique_name}-1", first).dead_letters == 40
 
     with engine.connect() as conn:
