@@ -177,7 +177,11 @@ def build_run_dag(spec: PipelineSpec, kind: RunKind) -> DAG:
             plan = plan_run(
                 engine, kafka_config(), spec, request, run_key, dag_id=dag.dag_id, dag_run_id=run_id, params=params
             )
-            if plan.is_empty and not request.dry_run:
+            if plan.is_empty and not request.dry_run and request.rebuild:
+                from reprocess.operations.rebuild import swap_in_empty
+
+                swap_in_empty(engine, kafka_config(), spec, run_key)  # an empty log still rebuilds by a swap
+            elif plan.is_empty and not request.dry_run:
                 from reprocess.postgres.commit import commit_empty_run
 
                 commit_empty_run(engine, spec, run_key)

@@ -110,6 +110,9 @@ class PipelineSpec:
     description: str = ""
     source_file: str = ""
     tags: tuple[str, ...] = field(default_factory=tuple)
+    # The deletion markers' table (schema reprocess_deleted); empty: the pipeline's name. Not a
+    # spec field: a rebuild's shadow spec names its own (postgres.target.shadow_spec).
+    markers_table: str = ""
 
     @property
     def key_columns(self) -> tuple[ColumnSpec, ...]:

@@ -127,14 +127,15 @@ def plan_window(
     return [OffsetRange(s.topic, s.partition, starts[s.tp], max(starts[s.tp], ends[s.tp])) for s in snapshots]
 
 
-def _key_checks_sql(spec: PipelineSpec, stage: sql.Composable) -> sql.Composed:
+def key_checks_sql(spec: PipelineSpec, stage: sql.Composable) -> sql.Composed:
     """Per (topic, partition) of the window's newest record per key: keys, missing, stale, examples.
 
     The newest record is a row or, with ``tombstones: delete``, a tombstone; the key's current
     state is its target row or its deletion marker (at most one exists). It is right when it
     carries the newest record's lineage or a newer one by the Ordering; absent is *missing*,
     older is *stale*. Keys join with their own types (the stage has the target's column types),
-    so a numeric ``1.5`` matches ``1.500``.
+    so a numeric ``1.5`` matches ``1.500``. A rebuild verifies its shadow with it too
+    (:mod:`reprocess.operations.rebuild_verify`).
     """
     n, c = sql.Identifier("n"), sql.Identifier("c")
     ident = sql.Identifier
@@ -210,7 +211,7 @@ def record_verdicts(
             )
         cur.execute(_dead_checks_sql(stage), {"pipeline": spec.name})
         dead = {TopicPartition(topic, partition): (n, unrecorded) for topic, partition, n, unrecorded in cur.fetchall()}
-        cur.execute(_key_checks_sql(spec, stage))
+        cur.execute(key_checks_sql(spec, stage))
         found = {TopicPartition(row[0], row[1]): row[2:] for row in cur.fetchall()}
         checks: dict[TopicPartition, KeyCheck] = {}
         for tp in {*dead, *found}:

@@ -25,6 +25,7 @@ from reprocess.postgres.db import one_row, pg_cursor
 from reprocess.postgres.stage import drop_stage, stage_identifier
 from reprocess.postgres.target import (
     apply_tombstones_sql,
+    dead_letters_owner,
     dead_letters_sql,
     drop_superseded_markers_sql,
     known_dead_letters_sql,
@@ -97,7 +98,13 @@ def _commit_once(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResul
             raise ReprocessError(f"{spec.name}: run {run_id} is {run.state}, not staged; run the Spark stage first")
         # A rebuild's batches merge into its shadow table; its own commit is the swap (rebuild.swap_in).
         rebuild = store.is_rebuild(conn, run_id)
+        if rebuild and not store.is_batch(conn, run_id):
+            raise ReprocessError(
+                f"{spec.name}: run {run_id} is a rebuild: it commits by swapping its shadow in (rebuild.swap_in, "
+                "the commit task of its DAG run), never as a plain run; nothing was committed"
+            )
         target = shadow_spec(spec) if rebuild else spec
+        owner = dead_letters_owner(spec, rebuild=rebuild)  # whose dead letters this run writes
         # A chunked run committed batch by batch (each through this protocol, see
         # commit_staged_batch); its own commit only checks and sums them.
         totals = None if rebuild else sum_committed_batches(conn, run_id)
@@ -129,7 +136,7 @@ def _commit_once(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResul
                     f"{run.stage_rows}; the stage was lost or altered (a Postgres crash-restart empties UNLOGGED "
                     "tables). Nothing was committed: re-run spark_read_stage."
                 )
-            _check_dead_letter_ratio(conn, spec, run_id, stage, records, dead)
+            _check_dead_letter_ratio(conn, spec, run_id, stage, records, dead, owner)
             # 3. Merge: a newer record replaces the row (or its deletion marker); the same record
             #    re-derives it when it derives differently; tombstones newer than the row delete it
             #    and leave a marker, so replays never resurrect.
@@ -140,9 +147,11 @@ def _commit_once(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResul
                 deleted = int(one_row(cur)[0])
                 cur.execute(drop_superseded_markers_sql(target, stage))
             # 4. Dead letters, in the same transaction as the good rows; earlier ones whose record
-            #    now parses (a redrive after a fix) are marked resolved by this run.
-            cur.execute(resolve_dead_letters_sql(stage), {"pipeline": spec.name, "run_id": run_id})
-            cur.execute(dead_letters_sql(stage), {"pipeline": spec.name, "run_id": run_id})
+            #    now parses (a redrive after a fix) are marked resolved by this run. A rebuild's
+            #    batches keep theirs apart and resolve nothing: its swap does both (rebuild.swap_in).
+            if not rebuild:
+                cur.execute(resolve_dead_letters_sql(stage), {"pipeline": owner, "run_id": run_id})
+            cur.execute(dead_letters_sql(stage), {"pipeline": owner, "run_id": run_id})
             dead_new = cur.rowcount
 
         # 5. Ledger, committed ranges (a rebuild moves them at its swap), run state.
@@ -214,7 +223,7 @@ def _accounted_starts(conn: Connection, run_id: str, ranges: Iterable[OffsetRang
 
 
 def _check_dead_letter_ratio(
-    conn: Connection, spec: PipelineSpec, run_id: str, stage: sql.Composable, records: int, dead: int
+    conn: Connection, spec: PipelineSpec, run_id: str, stage: sql.Composable, records: int, dead: int, owner: str
 ) -> None:
     """Refuse a stage whose NEW dead letters exceed ``max_dead_letter_ratio`` of the records that can land.
 
@@ -226,7 +235,7 @@ def _check_dead_letter_ratio(
     next run, which starts at the same offsets, dilutes the burst with every record that arrived since.
     """
     with pg_cursor(conn) as cur:
-        cur.execute(known_dead_letters_sql(stage), {"pipeline": spec.name})
+        cur.execute(known_dead_letters_sql(stage), {"pipeline": owner})
         known = int(one_row(cur)[0])
     run = conn.execute(queries.RUN_BATCH_SIBLINGS, {"run_id": run_id}).one()
     new_dead = dead - known + int(run.new_dead)

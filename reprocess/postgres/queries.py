@@ -157,6 +157,7 @@ RUN_MODE: Final = text(
     "SELECT coalesce(parent.mode, r.mode) FROM reprocess.runs r "
     "LEFT JOIN reprocess.runs parent ON parent.run_id = r.parent_run_id WHERE r.run_id = :run_id"
 )
+RUN_IS_BATCH: Final = text("SELECT parent_run_id IS NOT NULL FROM reprocess.runs WHERE run_id = :run_id")
 SET_RUN_MODE: Final = text("UPDATE reprocess.runs SET mode = :mode WHERE run_id = :run_id")
 
 SET_RUN_SPEC_VERSION: Final = text("UPDATE reprocess.runs SET spec_version = :version WHERE run_id = :run_id")

@@ -39,10 +39,21 @@ REBUILD: Final = "rebuild"  # the run mode that writes a shadow table (rebuild.p
 
 
 def shadow_spec(spec: PipelineSpec) -> PipelineSpec:
-    """The same spec writing to ``<table>__rebuild`` (a valid identifier: at most 63 bytes)."""
+    """The same spec writing to ``<table>__rebuild`` and its own deletion markers
+    ``reprocess_deleted.<pipeline>__rebuild`` (valid identifiers: at most 63 bytes), so a rebuild
+    writes no state of the live pipeline before its swap."""
     import dataclasses
 
-    return dataclasses.replace(spec, target_table=f"{spec.target_table[:54]}__rebuild")
+    return dataclasses.replace(
+        spec, target_table=f"{spec.target_table[:54]}__rebuild", markers_table=f"{spec.name[:54]}__rebuild"
+    )
+
+
+def dead_letters_owner(spec: PipelineSpec, *, rebuild: bool) -> str:
+    """The ``pipeline`` value of the dead letters a run writes: a rebuild's are kept apart (under
+    ``<pipeline>/rebuild``, never a pipeline name) until its swap moves them to the pipeline, so
+    a rebuild that is never swapped in leaves the live dead letters as they were."""
+    return f"{spec.name}/rebuild" if rebuild else spec.name
 
 
 def target_identifier(spec: PipelineSpec) -> sql.Composed:
@@ -54,7 +65,7 @@ MARKERS_SCHEMA: Final = "reprocess_deleted"
 
 def markers_identifier(spec: PipelineSpec) -> sql.Composed:
     """The pipeline's deletion markers (``tombstones: delete``): key + the tombstone's lineage."""
-    return sql.SQL("{}.{}").format(sql.Identifier(MARKERS_SCHEMA), sql.Identifier(spec.name))
+    return sql.SQL("{}.{}").format(sql.Identifier(MARKERS_SCHEMA), sql.Identifier(spec.markers_table or spec.name))
 
 
 def create_markers_sql(spec: PipelineSpec) -> sql.Composed:

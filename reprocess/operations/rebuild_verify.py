@@ -1,0 +1,186 @@
+"""Verify a rebuild's shadow against Kafka before it may replace the live table.
+
+The check is reconciliation's own (:func:`reprocess.operations.reconcile.key_checks_sql`): for
+every key whose newest valid record lies in the rebuilt ranges, the shadow's state (its row or,
+with ``tombstones: delete``, its deletion marker) must carry that record or a newer one. Keys
+are compared in Postgres with the target's column types, so a numeric ``1.5`` matches the stored
+``1.500000000``, ``"2026-11-01T00:00:00Z"`` matches a timestamptz and ``5`` a double ``5.0``;
+a tombstone is a record like any other, so a deleted key is right when its marker is.
+
+The records are read here with confluent-kafka (the swap runs in the commit task, without
+Spark), each key field taken as the text Spark's ``from_json`` gives a string-typed field, and
+cast by Postgres; a key that Postgres cannot cast is counted missing (never swapped silently).
+Records the rebuild stored as dead letters are skipped: they are accounted for as dead letters.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
+
+from psycopg2 import sql
+from sqlalchemy import Connection, Engine, text
+
+from reprocess.core.errors import ReprocessError
+from reprocess.core.ranges import OffsetRange
+from reprocess.core.spec import ColumnSpec, PipelineSpec, TombstoneMode
+from reprocess.core.stage_rows import ROW, TOMBSTONE
+from reprocess.operations.reconcile import key_checks_sql
+from reprocess.postgres import store
+from reprocess.postgres.db import pg_cursor
+from reprocess.postgres.target import dead_letters_owner, shadow_spec, target_identifier
+
+_DEAD_OFFSETS: Final = text(
+    'SELECT "offset" FROM reprocess.dead_letters WHERE pipeline = :pipeline AND topic = :topic '
+    'AND partition = :partition AND "offset" >= :start AND "offset" < :end'
+)
+_RAW: Final = sql.Identifier("_rebuild_records")
+_NEWEST: Final = sql.Identifier("_rebuild_newest")
+
+
+def verify_shadow(engine: Engine, kafka: Mapping[str, Any], spec: PipelineSpec, run_id: str) -> dict[str, int]:
+    """Reconcile the shadow of rebuild ``run_id`` against Kafka; returns what was checked.
+
+    Raises
+    ------
+    ReprocessError
+        Naming the partitions whose keys are missing or stale, with example keys; nothing was swapped.
+    """
+    shadow = shadow_spec(spec)
+    owner = dead_letters_owner(spec, rebuild=True)
+    with engine.begin() as conn:
+        plan = store.load_plan(conn, run_id)
+        conn.execute(text("SET LOCAL TimeZone = 'UTC'"))  # Spark's session zone for times without one
+        _create_raw(conn, shadow)
+        records = 0
+        for r in plan.ranges:
+            dead = {o for (o,) in conn.execute(_DEAD_OFFSETS, _range_params(owner, r))}
+            records += _load_range(conn, shadow, kafka, r, dead)
+        with pg_cursor(conn) as cur:
+            cur.execute(_newest_sql(shadow))
+            cur.execute(key_checks_sql(shadow, _NEWEST))
+            found = cur.fetchall()
+            cur.execute(sql.SQL("SELECT count(*) FROM {}").format(target_identifier(shadow)))
+            (rows,) = cur.fetchone() or (0,)
+    bad = {f"{topic}[{partition}]": (missing, stale, [*(m or []), *(s or [])])
+           for topic, partition, _, missing, stale, m, s in found if missing or stale}  # fmt: skip
+    if bad:
+        detail = "; ".join(f"{tp}: {m} missing, {s} stale (e.g. {', '.join(ex)})" for tp, (m, s, ex) in bad.items())
+        raise ReprocessError(
+            f"{spec.name}: rebuild {run_id} is incomplete: {shadow.qualified_target} does not hold the newest record "
+            f"of every key: {detail}. Nothing was swapped; {spec.qualified_target} is unchanged. Re-run the rebuild."
+        )
+    return {"records_checked": records, "keys_checked": sum(int(row[2]) for row in found), "shadow_rows": int(rows)}
+
+
+def _range_params(owner: str, r: OffsetRange) -> dict[str, Any]:
+    return {"pipeline": owner, "topic": r.topic, "partition": r.partition, "start": r.start, "end": r.end}
+
+
+def _fields(spec: PipelineSpec) -> list[ColumnSpec]:
+    """The columns the check needs from a record: the key, then the ordering column."""
+    names = dict.fromkeys([*spec.key, *([spec.ordering.column] if spec.ordering.column else [])])
+    by_name = {c.name: c for c in spec.columns}
+    return [by_name[n] for n in names]
+
+
+def _create_raw(conn: Connection, spec: PipelineSpec) -> None:
+    columns = sql.SQL(", ").join(sql.SQL("{} text").format(sql.Identifier(c.name)) for c in _fields(spec))
+    with pg_cursor(conn) as cur:
+        cur.execute(
+            sql.SQL(
+                "CREATE TEMP TABLE {raw} ({columns}, _kind text NOT NULL, _kafka_topic text NOT NULL, "
+                "_kafka_partition int NOT NULL, _kafka_offset bigint NOT NULL) ON COMMIT DROP"
+            ).format(raw=_RAW, columns=columns)
+        )
+
+
+def _load_range(conn: Connection, spec: PipelineSpec, kafka: Mapping[str, Any], r: OffsetRange, dead: set[int]) -> int:
+    """COPY one range's valid records (key and ordering fields as text) into the raw table."""
+    from reprocess.kafka.reader import read_range
+
+    fields = _fields(spec)
+    out = io.StringIO()
+    writer = csv.writer(out)
+    records = 0
+    for batch in read_range(kafka, r):
+        for rec in batch.select(["offset", "key", "value"]).to_pylist():
+            records += 1
+            if rec["offset"] in dead:
+                continue
+            values = _record_fields(spec, fields, rec["key"], rec["value"])
+            if values is not None:
+                kind = ROW if rec["value"] is not None else TOMBSTONE
+                writer.writerow(
+                    [*("\\N" if v is None else v for v in values), kind, r.topic, r.partition, rec["offset"]]
+                )
+    out.seek(0)
+    with pg_cursor(conn) as cur:
+        cur.copy_expert(sql.SQL("COPY {} FROM STDIN (FORMAT csv, NULL '\\N')").format(_RAW), out)
+    return records
+
+
+def _record_fields(
+    spec: PipelineSpec, fields: Iterable[ColumnSpec], key: bytes | None, value: bytes | None
+) -> list[str | None] | None:
+    """The fields' texts of a record, or None when it carries no state (a null value kept as a
+    dead letter, which the rebuild stored and the caller skips)."""
+    if value is None:
+        if spec.tombstones is not TombstoneMode.DELETE:
+            return None
+        doc = _json(key)
+        if not isinstance(doc, dict):  # a plain key is the text of a one-column key
+            return [key.decode("utf-8", "replace")] if key is not None and len(spec.key) == 1 else None
+        return [_text(_at(doc, c.path)) for c in fields if c.name in spec.key]
+    doc = _json(value)
+    return [_text(_at(doc, c.path)) for c in fields] if isinstance(doc, dict) else None
+
+
+def _json(raw: bytes | None) -> Any:
+    """JSON with numbers kept as their text, as Spark's ``from_json`` reads a string field."""
+    try:
+        return json.loads(raw or b"", parse_int=str, parse_float=str, parse_constant=str)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None
+
+
+def _at(doc: Any, path: str) -> Any:
+    for part in path.split("."):
+        doc = doc.get(part) if isinstance(doc, dict) else None
+    return doc
+
+
+def _text(node: Any) -> str | None:
+    if node is None or isinstance(node, str):
+        return node
+    if isinstance(node, bool):
+        return "true" if node else "false"
+    return json.dumps(node, separators=(",", ":"))
+
+
+def _newest_sql(spec: PipelineSpec) -> sql.Composed:
+    """The newest record per key (rows and tombstones), typed as the target's columns.
+
+    A text that Postgres cannot cast becomes NULL (``pg_input_is_valid``), so its key is
+    reported missing instead of failing the check with a cast error.
+    """
+    typed = sql.SQL(", ").join(
+        sql.SQL("CASE WHEN pg_input_is_valid({c}, {t}) THEN CAST({c} AS {type}) END AS {c}").format(
+            c=sql.Identifier(c.name), t=sql.Literal(c.type.value), type=sql.SQL(c.type.value)
+        )
+        for c in _fields(spec)
+    )
+    return sql.SQL(
+        "CREATE TEMP TABLE {newest} ON COMMIT DROP AS SELECT DISTINCT ON ({key}) * FROM "
+        "(SELECT {typed}, _kind, _kafka_topic, _kafka_partition, _kafka_offset FROM {raw}) AS _t "
+        "ORDER BY {key}, {order}"
+    ).format(
+        newest=_NEWEST,
+        key=sql.SQL(", ").join(map(sql.Identifier, spec.key)),
+        typed=typed,
+        raw=_RAW,
+        order=spec.ordering.newest_first_sql(),
+    )
