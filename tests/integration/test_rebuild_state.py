@@ -87,3 +87,80 @@ def test_typed_keys_and_deleted_keys_verify_and_swap_in(kafka_config, engine, un
     assert {(n.normalize(), t, d): s for n, t, d, s in rows} == {
         (n.normalize(), t, d): s for (n, t, d), s in expected.items()
     }
+
+
+def _dead_letters(engine, pipeline: str) -> dict[int, str | None]:
+    """offset → the run that resolved it (None: open) of the pipeline's dead letters."""
+    with engine.connect() as conn:
+        rows = conn.execute(
+            text('SELECT "offset", resolved_run_id FROM reprocess.dead_letters WHERE pipeline = :p'), {"p": pipeline}
+        ).all()
+    return dict(rows)
+
+
+def test_a_rebuild_writes_only_shadow_state_until_its_swap_which_carries_what_hangs_off_the_table(
+    kafka_config, engine, unique_name
+):
+    """``tombstones: delete``, key ``id`` text → bigint, ``s`` no longer required. The live pipeline
+    lags (it read [0, 4)): key 1 is deleted there (marker @2), the record @3 lacks ``s`` (a dead
+    letter under v1, a row under v2), and key 1 comes back @4. The rebuild's batches must leave
+    the live markers and dead letters alone (the live markers have the old key type); the swap
+    must refuse while a view reads the live table, then carry over grants, indexes and
+    publications, and land the oracle's rows, markers and dead letters."""
+    columns = {"id": {"type": "text"}, "s": {"type": "text", "required": True}}
+    v1 = orders_spec(
+        unique_name, unique_name, key=["id"], columns=columns, tombstones="delete", max_dead_letter_ratio=0.5
+    )
+    topic = Topic(kafka_config, unique_name)
+    topic.send("1", {"id": "1", "s": "a"})  # 0
+    topic.send("2", {"id": "2", "s": "b"})  # 1
+    topic.send("1", None)  # 2: deletes 1
+    topic.send("3", {"id": "3"})  # 3: no s
+    end = {unique_name: {"0": 4}}
+    live = plan_run(engine, kafka_config, v1, RunRequest.from_params({"end_mode": "offsets",
+                    "end_value": json.dumps(end)}), f"{unique_name}-live")  # fmt: skip
+    run_spark_stage(v1, live.run_id)
+    commit_run(engine, v1, live.run_id)
+    topic.send("1", {"id": "1", "s": "a2"})  # 4: 1 comes back, not read by the live pipeline yet
+    markers = f'reprocess_deleted."{v1.name}"'
+    live_state = (_table(engine, v1.qualified_target, "id, s"), _table(engine, markers, "id, _kafka_offset"))
+    assert live_state == ([("2", "b")], [("1", 2)])
+    assert _dead_letters(engine, v1.name) == {3: None}
+
+    reader = f"r_{unique_name}"[:60]
+    with engine.begin() as conn:
+        conn.execute(text(f"CREATE ROLE {reader}"))
+        conn.execute(text(f"GRANT USAGE ON SCHEMA {v1.target_schema} TO {reader}"))
+        conn.execute(text(f"GRANT SELECT ON {v1.qualified_target} TO {reader}"))
+        conn.execute(text(f"CREATE INDEX by_s ON {v1.qualified_target} (s)"))
+        conn.execute(text(f"CREATE PUBLICATION p_{unique_name} FOR TABLE {v1.qualified_target}"))
+        conn.execute(text(f"CREATE VIEW {v1.target_schema}.recent AS SELECT id, s FROM {v1.qualified_target}"))
+
+    v2 = orders_spec(unique_name, unique_name, key=["id"], tombstones="delete", max_dead_letter_ratio=0.5,
+                     columns={"id": {"type": "bigint"}, "s": {"type": "text"}})  # fmt: skip
+    rebuild = plan_run(engine, kafka_config, v2, RunRequest.from_params(REBUILD), f"{unique_name}-rebuild")
+    run_spark_stage(v2, rebuild.run_id, batch_size=2)
+    # Batches committed: the live pipeline's table, markers and dead letters are as they were.
+    assert (_table(engine, v1.qualified_target, "id, s"), _table(engine, markers, "id, _kafka_offset")) == live_state
+    assert _dead_letters(engine, v1.name) == {3: None}
+
+    with pytest.raises(ReprocessError, match=rf"view {v1.target_schema}\.recent\b.*Nothing was swapped"):
+        swap_in(engine, kafka_config, v2, rebuild.run_id)
+    assert _table(engine, v1.qualified_target, "id, s") == [("2", "b")]
+    with engine.begin() as conn:
+        conn.execute(text(f"DROP VIEW {v1.target_schema}.recent"))
+    swap_in(engine, kafka_config, v2, rebuild.run_id)
+
+    # The oracle, by offset: 1 → a2 @4 (its tombstone @2 is older), 2 → b @1, 3 → no s @3.
+    assert sorted(_table(engine, v2.qualified_target, "id, s, _kafka_offset")) == [(1, "a2", 4), (2, "b", 1),
+                                                                                  (3, None, 3)]  # fmt: skip
+    assert _table(engine, markers, "id, _kafka_offset") == []  # 1's row is newer than its tombstone
+    assert _dead_letters(engine, v2.name) == {3: rebuild.run_id}  # parses now: resolved by the rebuild
+    with engine.connect() as conn:
+        checks = conn.execute(
+            text("SELECT has_table_privilege(:r, :t, 'SELECT'), "
+                 "(SELECT indrelid::regclass::text FROM pg_index WHERE indexrelid = to_regclass(:i)), "
+                 "(SELECT array_agg(schemaname || '.' || tablename) FROM pg_publication_tables WHERE pubname = :p)"),
+            {"r": reader, "t": v2.qualified_target, "i": f"{v2.target_schema}.by_s", "p": f"p_{unique_name}"},
+        ).one()  # fmt: skip
+    assert tuple(checks) == (True, v2.qualified_target, [v2.qualified_target])
