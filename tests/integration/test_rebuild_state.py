@@ -164,3 +164,77 @@ def test_a_rebuild_writes_only_shadow_state_until_its_swap_which_carries_what_ha
             {"r": reader, "t": v2.qualified_target, "i": f"{v2.target_schema}.by_s", "p": f"p_{unique_name}"},
         ).one()  # fmt: skip
     assert tuple(checks) == (True, v2.qualified_target, [v2.qualified_target])
+
+
+def _runs(engine, spec) -> dict[str, tuple[str, list[Any]]]:
+    with engine.connect() as conn:
+        rows = conn.execute(
+            text("SELECT run_id, state, lost_ranges FROM reprocess.runs WHERE pipeline = :p AND parent_run_id IS NULL"),
+            {"p": spec.name},
+        ).all()
+    return {r.run_id: (r.state, r.lost_ranges) for r in rows}
+
+
+def test_the_swap_keeps_rows_the_log_no_longer_holds_unless_their_loss_is_allowed(engine, tmp_path, unique_name):
+    """Retention deleted [0, 3) after the live pipeline committed k0..k5 (a retention proxy in
+    front of a broker of the test's own answers as Apache Kafka does). A rebuild reads [3, 6):
+    swapping it in would drop k0..k2 with nothing recorded, so it is refused with the count;
+    with allow_data_loss the rows go and the run records the lost range."""
+    from tests.integration.retention_proxy import retention_broker
+
+    with retention_broker(tmp_path) as (proxy, kafka):
+        spec = orders_spec(unique_name, unique_name, key=["id"], columns={"id": "text", "s": "text"})
+        topic = Topic(kafka, unique_name)
+        for i in range(6):
+            topic.send(f"k{i}", {"id": f"k{i}", "s": f"v{i}"})
+        live = plan_run(engine, kafka, spec, RunRequest.incremental(), f"{unique_name}-live")
+        run_spark_stage(spec, live.run_id, kafka=kafka)
+        commit_run(engine, spec, live.run_id)
+        proxy.log_start[(unique_name, 0)] = 3
+
+        refused = plan_run(engine, kafka, spec, RunRequest.from_params(REBUILD), f"{unique_name}-rebuild")
+        assert [(r.start, r.end) for r in refused.ranges] == [(3, 6)]
+        run_spark_stage(spec, refused.run_id, batch_size=4, kafka=kafka)
+        with pytest.raises(ReprocessError, match=r"would drop 3 rows .*\[0\]: 3 rows from offset 0 below the log "
+                           r"start 3.*allow_data_loss=true"):  # fmt: skip
+            swap_in(engine, kafka, spec, refused.run_id)
+        assert sorted(_table(engine, spec.qualified_target, "id, s")) == [(f"k{i}", f"v{i}") for i in range(6)]
+
+        allowed = plan_run(engine, kafka, spec, RunRequest.from_params({**REBUILD, "allow_data_loss": True}),
+                           f"{unique_name}-allowed")  # fmt: skip
+        run_spark_stage(spec, allowed.run_id, batch_size=4, kafka=kafka)
+        swap_in(engine, kafka, spec, allowed.run_id)
+    assert sorted(_table(engine, spec.qualified_target, "id, s")) == [(f"k{i}", f"v{i}") for i in range(3, 6)]
+    assert _runs(engine, spec)[allowed.run_id] == (
+        "committed", [{"topic": unique_name, "partition": 0, "start": 0, "end": 3}]
+    )  # fmt: skip
+
+
+def test_a_rebuild_with_nothing_to_read_commits_only_by_its_swap(kafka_config, engine, unique_name):
+    """An empty topic: the rebuild's plan is empty. Committing it as a plain empty run (what the
+    DAG did) marks it committed with the old table still live; it must go through the swap."""
+    from reprocess.postgres.commit import commit_empty_run
+
+    v1 = orders_spec(unique_name, unique_name, key=["id"], columns={"id": "text", "s": "text"})
+    demo_data.create_topic(kafka_config, unique_name, 1)
+    live = plan_run(engine, kafka_config, v1, RunRequest.incremental(), f"{unique_name}-live")
+    commit_empty_run(engine, v1, live.run_id)
+    v2 = orders_spec(unique_name, unique_name, key=["id"], columns={"id": "bigint", "s": "text"})
+    rebuild = plan_run(engine, kafka_config, v2, RunRequest.from_params(REBUILD), f"{unique_name}-rebuild")
+    assert rebuild.is_empty
+
+    with pytest.raises(ReprocessError, match="commits by swapping its shadow in"):
+        commit_empty_run(engine, v2, rebuild.run_id)
+    assert _runs(engine, v2)[rebuild.run_id][0] != "committed"
+    from reprocess.operations.rebuild import swap_in_empty
+
+    swap_in_empty(engine, kafka_config, v2, rebuild.run_id)
+    with engine.connect() as conn:
+        id_type = conn.execute(
+            text("SELECT data_type FROM information_schema.columns WHERE table_schema = :s AND table_name = :t "
+                 "AND column_name = 'id'"), {"s": v2.target_schema, "t": v2.target_table}
+        ).scalar_one()  # fmt: skip
+        live_version = conn.execute(
+            text("SELECT spec_version FROM reprocess.pipelines WHERE name = :p"), {"p": v2.name}
+        ).scalar_one()
+    assert (id_type, live_version, _runs(engine, v2)[rebuild.run_id][0]) == ("bigint", 2, "committed")
