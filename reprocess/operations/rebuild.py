@@ -148,9 +148,10 @@ def swap_in(engine: Engine, kafka: Mapping[str, Any], spec: PipelineSpec, run_id
                 raise ReprocessError(f"{spec.name}: rebuild {run_id} has no committed batches; run the Spark stage")
             totals = {name: 0 for name in store.RUN_COUNTS}
             store.mark_committed(conn, run_id, totals)
-        _check_rows_beyond_the_log(conn, spec, plan)
-        _carry_over(conn, spec, stamp)
-        _rename(conn, spec.target_schema, spec.target_table, f"{spec.target_table[:43]}__old_{stamp}")
+        if _exists(conn, target_identifier(spec)):  # a pipeline's first run may be its rebuild
+            _check_rows_beyond_the_log(conn, spec, plan)
+            _carry_over(conn, spec, stamp)
+            _rename(conn, spec.target_schema, spec.target_table, f"{spec.target_table[:43]}__old_{stamp}")
         _rename(conn, shadow.target_schema, shadow.target_table, spec.target_table)
         if _exists(conn, markers_identifier(spec)):
             _rename(conn, MARKERS_SCHEMA, spec.markers_table or spec.name, f"{spec.name[:43]}__old_{stamp}")
