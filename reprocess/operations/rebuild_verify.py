@@ -99,27 +99,26 @@ def _create_raw(conn: Connection, spec: PipelineSpec) -> None:
 
 
 def _load_range(conn: Connection, spec: PipelineSpec, kafka: Mapping[str, Any], r: OffsetRange, dead: set[int]) -> int:
-    """COPY one range's valid records (key and ordering fields as text) into the raw table."""
+    """COPY one range's valid records (key and ordering fields as text) into the raw table, one
+    COPY per fetched batch (memory stays one batch, whatever the range's size)."""
     from reprocess.kafka.reader import read_range
 
     fields = _fields(spec)
-    out = io.StringIO()
-    writer = csv.writer(out)
+    copy = sql.SQL("COPY {} FROM STDIN (FORMAT csv, NULL '\\N')").format(_RAW)
     records = 0
-    for batch in read_range(kafka, r):
-        for rec in batch.select(["offset", "key", "value"]).to_pylist():
-            records += 1
-            if rec["offset"] in dead:
-                continue
-            values = _record_fields(spec, fields, rec["key"], rec["value"])
-            if values is not None:
-                kind = ROW if rec["value"] is not None else TOMBSTONE
-                writer.writerow(
-                    [*("\\N" if v is None else v for v in values), kind, r.topic, r.partition, rec["offset"]]
-                )
-    out.seek(0)
     with pg_cursor(conn) as cur:
-        cur.copy_expert(sql.SQL("COPY {} FROM STDIN (FORMAT csv, NULL '\\N')").format(_RAW), out)
+        for batch in read_range(kafka, r):
+            out = io.StringIO()
+            writer = csv.writer(out)
+            for rec in batch.select(["offset", "key", "value"]).to_pylist():
+                records += 1
+                values = None if rec["offset"] in dead else _record_fields(spec, fields, rec["key"], rec["value"])
+                if values is not None:
+                    kind = ROW if rec["value"] is not None else TOMBSTONE
+                    texts = ["\\N" if v is None else v for v in values]
+                    writer.writerow([*texts, kind, r.topic, r.partition, rec["offset"]])
+            out.seek(0)
+            cur.copy_expert(copy, out)
     return records
 
 
