@@ -164,6 +164,9 @@ def test_a_rebuild_writes_only_shadow_state_until_its_swap_which_carries_what_ha
             {"r": reader, "t": v2.qualified_target, "i": f"{v2.target_schema}.by_s", "p": f"p_{unique_name}"},
         ).one()  # fmt: skip
     assert tuple(checks) == (True, v2.qualified_target, [v2.qualified_target])
+    with engine.begin() as conn:  # roles are the cluster's, not the test database's
+        conn.execute(text(f"DROP OWNED BY {reader}"))
+        conn.execute(text(f"DROP ROLE {reader}"))
 
 
 def _runs(engine, spec) -> dict[str, tuple[str, list[Any]]]:
