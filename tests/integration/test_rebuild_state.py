@@ -155,6 +155,12 @@ def test_a_rebuild_writes_only_shadow_state_until_its_swap_which_carries_what_ha
     assert sorted(_table(engine, v2.qualified_target, "id, s, _kafka_offset")) == [(1, "a2", 4), (2, "b", 1),
                                                                                   (3, None, 3)]  # fmt: skip
     assert _table(engine, markers, "id, _kafka_offset") == []  # 1's row is newer than its tombstone
+    with engine.connect() as conn:  # the live markers were kept beside the old table, never dropped
+        (old_markers,) = conn.execute(
+            text("SELECT tablename FROM pg_tables WHERE schemaname = 'reprocess_deleted' AND tablename LIKE :t"),
+            {"t": f"{v1.name[:43]}\\_\\_old\\_%"},
+        ).scalars()  # fmt: skip
+    assert _table(engine, f'reprocess_deleted."{old_markers}"', "id, _kafka_offset") == [("1", 2)]
     assert _dead_letters(engine, v2.name) == {3: rebuild.run_id}  # parses now: resolved by the rebuild
     with engine.connect() as conn:
         checks = conn.execute(
