@@ -7,7 +7,11 @@
 FROM python:3.11.14-slim-bookworm AS wheel
 WORKDIR /src
 COPY pyproject.toml README.md ./
+# The folders the build maps into the package (pyproject.toml; devstack/wheel.py SOURCES).
 COPY reprocess ./reprocess
+COPY spark_apps ./spark_apps
+COPY sql ./sql
+COPY devstack ./devstack
 RUN pip wheel --no-cache-dir --no-deps --wheel-dir /dist .
 
 # Stage 2: Java 17 for Spark, the pinned dependency set, the wheel (not an editable checkout).
@@ -20,11 +24,11 @@ COPY --from=wheel /dist /tmp/dist
 RUN pip install --no-cache-dir -c /tmp/constraints.txt /tmp/dist/reprocess-*.whl \
     && rm -rf /tmp/dist /tmp/constraints.txt
 
-# The DAG file, the pipeline specs and the Airflow plugin (compose may bind-mount newer ones).
+# The DAG file and the pipeline specs (compose may bind-mount newer ones); the Airflow plugin and
+# provider come with the wheel (entry points), so there is no plugins folder.
 WORKDIR /opt/reprocess
 COPY dags ./dags
 COPY pipelines ./pipelines
-COPY plugins ./plugins
 
 # An unprivileged user owns everything a process writes: Airflow's home (logs, the auth file
 # volume) and Spark's work and log folders.
@@ -33,7 +37,6 @@ RUN useradd --uid 50000 --gid 0 --home-dir /opt/airflow --create-home airflow \
     && chown -R 50000:0 /opt/airflow /opt/spark
 ENV AIRFLOW_HOME=/opt/airflow \
     AIRFLOW__CORE__DAGS_FOLDER=/opt/reprocess/dags \
-    AIRFLOW__CORE__PLUGINS_FOLDER=/opt/reprocess/plugins \
     AIRFLOW__CORE__LOAD_EXAMPLES=False \
     SPARK_HOME=/usr/local/lib/python3.11/site-packages/pyspark \
     SPARK_WORKER_DIR=/opt/spark/work \

@@ -3,9 +3,11 @@
 Used where the library must come from the package as users install it, not from the checkout:
 the wheel test, and the standalone cluster's executors. The wheel is built from a copy of the
 sources (a stale ``build/`` folder could smuggle deleted files into it). The environment is a
-venv with the wheel installed ``--no-deps``; its dependencies come from the project venv
-through a ``.pth`` that only adds a path, so the project's editable install of ``reprocess``
-is not active there and ``import reprocess`` finds the wheel's copy.
+venv with the wheel installed ``--no-deps``; its dependencies are the project venv's, linked
+entry by entry into its site-packages, except the project's own (editable) ``reprocess``: its
+``.pth`` and its metadata. So ``import reprocess`` finds the wheel's copy, and only the wheel's
+entry points (Airflow's provider and plugin discovery, the ``reprocess`` command's metadata) are
+seen, once, as on a machine where ``pip install reprocess`` is the only install.
 """
 
 from __future__ import annotations
@@ -48,9 +50,26 @@ def install_env(venv: Path, wheel: Path) -> Path:
     python = venv / "bin" / "python"
     pip = [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--disable-pip-version-check"]
     subprocess.run([*pip, "--no-deps", str(wheel)], check=True)
-    site = subprocess.run(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True, capture_output=True, text=True,
-    ).stdout.strip()  # fmt: skip
-    (Path(site) / "project_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    site = Path(
+        subprocess.run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            check=True, capture_output=True, text=True,
+        ).stdout.strip()
+    )  # fmt: skip
+    for dep in Path(sysconfig.get_paths()["purelib"]).iterdir():
+        if not (_is_project_install(dep.name) or (site / dep.name).exists()):
+            (site / dep.name).symlink_to(dep)
     return python
+
+
+def _is_project_install(name: str) -> bool:
+    """The project venv's editable ``reprocess``: its import hook and its metadata (entry points).
+
+    Examples
+    --------
+    >>> _is_project_install("__editable__.reprocess-0.1.0.pth"), _is_project_install("reprocess-0.1.0.dist-info")
+    (True, True)
+    >>> _is_project_install("pyspark")
+    False
+    """
+    return name.startswith(("__editable__.reprocess-", "__editable___reprocess_", "reprocess-"))

@@ -11,7 +11,7 @@ export PATH="$_repo/.venv/bin:$PATH"
 
 export AIRFLOW_HOME="${AIRFLOW_HOME:-$REPROCESS_STATE_DIR/airflow}"
 export AIRFLOW__CORE__DAGS_FOLDER="$_repo/dags"
-export AIRFLOW__CORE__PLUGINS_FOLDER="$_repo/plugins"
+# No plugins folder: the installed package registers its plugin (entry point airflow.plugins).
 export AIRFLOW__CORE__LOAD_EXAMPLES=False
 export AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION=False
 

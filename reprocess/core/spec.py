@@ -315,11 +315,15 @@ class _SpecParser:
         return tuple(out)
 
 
+# Points the DAG files and the ``reprocess`` command at another folder of specs (the tests use it).
+PIPELINES_DIR_ENV: Final = "REPROCESS_PIPELINES_DIR"
+
+
 def pipelines_dir() -> Path:
     """The folder of specs: ``REPROCESS_PIPELINES_DIR`` (the tests use it) or the repo's ``pipelines/``."""
     import os
 
-    return Path(os.environ.get("REPROCESS_PIPELINES_DIR") or Path(__file__).resolve().parents[2] / "pipelines")
+    return Path(os.environ.get(PIPELINES_DIR_ENV) or Path(__file__).resolve().parents[2] / "pipelines")
 
 
 def find_spec(name: str, directory: Path | None = None) -> PipelineSpec:

@@ -14,9 +14,7 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -30,6 +28,7 @@ from reprocess.core.runs import EndMode, RunKind, RunRequest, StartMode
 from reprocess.kafka import demo_data
 from reprocess.operations.plan import plan_run
 from reprocess.postgres.store import ensure_pipeline
+from tests.integration import airflow_http
 from tests.integration.browser import Browser, ensure_chromium
 from tests.integration.helpers import orders_spec, run_dag
 
@@ -90,34 +89,8 @@ def airflow_ui() -> Iterator[dict[str, str]]:
         assert stopped.returncode == 0, stopped.stdout + stopped.stderr
 
 
-def _token(url: str, user: str, password: str) -> str:
-    request = urllib.request.Request(
-        f"{url}/auth/token",
-        data=json.dumps({"username": user, "password": password}).encode(),
-        headers={"Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=10) as resp:
-        return str(json.load(resp)["access_token"])
-
-
-def _get(url: str, path: str, token: str | None = None) -> tuple[int, bytes]:
-    """(status, body) of a GET, with a Bearer token or none; no redirects followed."""
-
-    class NoRedirect(urllib.request.HTTPRedirectHandler):
-        def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-            return None
-
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    opener = urllib.request.build_opener(NoRedirect)
-    try:
-        with opener.open(urllib.request.Request(f"{url}{path}", headers=headers), timeout=30) as resp:
-            return resp.status, resp.read()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read()
-
-
 def _api(url: str, password: str, path: str) -> dict[str, Any]:
-    status, body = _get(url, path, _token(url, "admin", password))
+    status, body = airflow_http.get(url, path, airflow_http.token(url, "admin", password))
     assert status == 200, (path, status, body[:500])
     return json.loads(body)
 
@@ -408,8 +381,8 @@ def _check_access(ui: dict[str, str], denied: str, allowed: str) -> None:
     passwords = json.loads(
         (Path(os.environ["AIRFLOW_HOME"]) / "simple_auth_manager_passwords.json.generated").read_text()
     )
-    admin = _token(url, "admin", ui["password"])
-    viewer = _token(url, "viewer", passwords["viewer"])
+    admin = airflow_http.token(url, "admin", ui["password"])
+    viewer = airflow_http.token(url, "viewer", passwords["viewer"])
 
     def routes(name: str) -> list[str]:
         api = f"/reprocess/api/pipelines/{name}"
@@ -431,16 +404,17 @@ def _check_access(ui: dict[str, str], denied: str, allowed: str) -> None:
     ]
     matrix: dict[str, dict[str, int]] = {}
     for who, token in (("anonymous", None), ("bad token", "not.a.jwt"), ("admin", admin), ("viewer", viewer)):
-        matrix[who] = {path: _get(url, path, token)[0] for path in every + routes(allowed)}
+        matrix[who] = {path: airflow_http.get(url, path, token)[0] for path in every + routes(allowed)}
     print("access matrix:\n" + json.dumps(matrix, indent=1))
     assert all(code in (401, 403) for code in matrix["anonymous"].values())
     assert all(code in (401, 403) for code in matrix["bad token"].values())
     assert all(code in (200, 303) for code in matrix["admin"].values())
     assert all(code in (200, 303) for code in matrix["viewer"].values())  # roles only: a viewer reads all DAGs
     # Request strings are bound values: an injection attempt is just a kind that matches nothing.
-    status, body = _get(url, f"/reprocess/api/pipelines/{denied}/dead-letters?kind=%27%20OR%20%271%27%3D%271", admin)
+    injection = f"/reprocess/api/pipelines/{denied}/dead-letters?kind=%27%20OR%20%271%27%3D%271"
+    status, body = airflow_http.get(url, injection, admin)
     assert status == 200 and json.loads(body)["dead_letters"] == []
-    html = _get(url, f"/reprocess/pipelines/{denied}", admin)[1].decode()
+    html = airflow_http.get(url, f"/reprocess/pipelines/{denied}", admin)[1].decode()
     assert "&lt;img src=x onerror=" in html and "<img src=x" not in html
 
 
@@ -452,7 +426,6 @@ def _check_dag_filter(monkeypatch: pytest.MonkeyPatch, denied: str, allowed: str
 
     from tests.integration.per_dag_auth import PerDagAuthManager
 
-    monkeypatch.syspath_prepend(str(REPO / "plugins"))
     monkeypatch.setenv("REPROCESS_TEST_DENIED_DAGS", f"viewer=reprocess_{denied}_")
     from reprocess.airflow.web import access
 

@@ -1,9 +1,12 @@
-"""The package as users install it: a built wheel in a scratch venv migrates and yields the DAGs.
+"""The package as users install it: a built wheel in a scratch venv migrates, yields the DAGs, and
+registers itself in an Airflow that has no plugins folder of ours.
 
 The wheel is built and installed into a fresh venv by :mod:`devstack.wheel` (dependencies from
-the project venv; the project's editable install is not active there). Everything then runs
-with that venv's Python from a folder outside the repository, so nothing can be imported from
-the checkout.
+the project venv; the project's editable install and its entry points are not there). Everything
+then runs with that venv's Python from a folder outside the repository, so nothing can be
+imported from the checkout: the DAG file is the two lines a user writes, the plugin and the
+provider come from the wheel's entry points, and that venv's ``airflow api-server`` serves the
+Coverage page.
 """
 
 from __future__ import annotations
@@ -14,10 +17,13 @@ import shutil
 import subprocess
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import devstack.wheel
+from devstack.process import free_port, spawn, stop_pid, wait_for_port
+from tests.integration import airflow_http
 from tests.integration.helpers import REPO_ROOT
 
 pytestmark = pytest.mark.integration("postgres")
@@ -43,6 +49,16 @@ print(json.dumps({
     "import_errors": {str(k): str(v) for k, v in bag.import_errors.items()},
 }))
 """
+
+
+# The DAG file a user writes (README "Install into your Airflow"), pointed at a folder of specs.
+USER_DAG_FILE = """from reprocess.airflow.factory import dags_from_specs
+globals().update(dags_from_specs({specs!r}))
+"""
+
+
+# plugins/reprocess_plugin.py as the repository had it before the entry point registered the plugin.
+OLD_SHIM = "from reprocess.airflow.plugin import ReprocessPlugin\n\n__all__ = ['ReprocessPlugin']\n"
 
 
 def _fresh_database(name: str) -> str:
@@ -90,3 +106,83 @@ def test_wheel_carries_migrations_and_entry_point_and_the_dag_file_runs_from_it(
     # The entry point runs as spark-submit runs it: as a script, from the installed folder.
     usage = subprocess.run([str(python), found["app"]], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert "usage: run_job.py module:function" in usage.stderr, usage.stderr
+
+    _airflow_serves_the_installed_plugin(tmp_path, python, env)
+
+
+def _airflow_serves_the_installed_plugin(tmp_path: Path, python: Path, env: dict[str, str]) -> None:
+    """That venv's api-server, with an empty plugins folder and a two-line DAG file over a copy of
+    the specs, serves the Coverage page and its API to a logged-in user only, lists the provider
+    and the plugin once, and shows the DAGs of the specs."""
+    home, plugins, dags, specs = (tmp_path / d for d in ("airflow_home", "plugins", "user_dags", "specs"))
+    for folder in (home, plugins, dags):
+        folder.mkdir()
+    shutil.copytree(REPO_ROOT / "pipelines", specs)
+    (dags / "pipelines.py").write_text(USER_DAG_FILE.format(specs=str(specs)))
+    (home / "passwords.json").write_text(json.dumps({"admin": "wheel-test"}))
+    port = free_port()
+    airflow_env = {k: v for k, v in env.items() if not k.startswith("AIRFLOW__") and k != "REPROCESS_PIPELINES_DIR"}
+    airflow_env |= {
+        "PATH": f"{python.parent}{os.pathsep}{env['PATH']}",
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(plugins),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": _fresh_database("airflow_wheel_test").replace(
+            "postgresql://", "postgresql+psycopg2://", 1
+        ),
+        "AIRFLOW_CONN_REPROCESS_DB": env["WHEEL_DB_URL"],
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(home / "passwords.json"),
+        "AIRFLOW__API_AUTH__JWT_SECRET": "wheel-test-only",
+    }
+    for args in (["db", "migrate"], ["dags", "reserialize"]):
+        done = subprocess.run([str(python), "-m", "airflow", *args], cwd=tmp_path, env=airflow_env,
+                              capture_output=True, text=True)  # fmt: skip
+        assert done.returncode == 0, f"airflow {' '.join(args)}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    log, pidfile = tmp_path / "api-server.log", tmp_path / "api-server.pid"
+    server = spawn(
+        [str(python), "-m", "airflow", "api-server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
+        log, pidfile, env=airflow_env, cwd=tmp_path,
+    )  # fmt: skip
+    try:
+        wait_for_port(port, 120, "the scratch venv's airflow api-server", log, server)
+        url = f"http://127.0.0.1:{port}"
+        admin = airflow_http.token(url, "admin", "wheel-test")
+
+        def api(path: str) -> Any:
+            status, body = airflow_http.get(url, path, admin)
+            assert status == 200, (path, status, body[:500])
+            return json.loads(body)
+
+        plugins_found = [p for p in api("/api/v2/plugins")["plugins"] if p["name"] == "reprocess"]
+        assert len(plugins_found) == 1, plugins_found
+        assert plugins_found[0]["source"].startswith("reprocess=="), plugins_found[0]
+        assert {v["name"] for v in plugins_found[0]["external_views"]} == {"Coverage"}
+        assert api("/api/v2/plugins/importErrors")["import_errors"] == []
+        # Without the plugin the UI's catch-all would answer these paths (200, the app's HTML).
+        for path in ("/reprocess/", "/reprocess/api/pipelines", "/reprocess/static/coverage.js"):
+            assert airflow_http.get(url, path)[0] in (401, 403), path
+            assert airflow_http.get(url, path, "not.a.jwt")[0] in (401, 403), path
+            status, body = airflow_http.get(url, path, admin)
+            assert status == 200, (path, status, body[:500])
+        assert b"<title>Reprocess coverage</title>" in airflow_http.get(url, "/reprocess/", admin)[1]
+        assert json.loads(airflow_http.get(url, "/reprocess/api/pipelines", admin)[1]) == []
+
+        providers = {p["package_name"]: p for p in api("/api/v2/providers")["providers"]}
+        assert providers["reprocess"]["version"] == "0.1.0", providers.get("reprocess")
+        dag_ids = {d["dag_id"] for d in api("/api/v2/dags?limit=100")["dags"]}
+        expected = {f"reprocess_{p.stem}_{k}" for p in specs.glob("*.yaml")
+                    for k in ("backfill", "incremental", "reconcile", "reset")}  # fmt: skip
+        assert dag_ids == expected
+        assert api("/api/v2/importErrors")["import_errors"] == []
+    finally:
+        stop_pid(pidfile, "the scratch venv's airflow api-server")
+
+    # A plugins folder still holding the shim older checkouts shipped: one plugin, not two.
+    (plugins / "reprocess_plugin.py").write_text(OLD_SHIM)
+    listed = subprocess.run([str(python), "-m", "airflow", "plugins", "--output", "json"], cwd=tmp_path,
+                            env=airflow_env, capture_output=True, text=True)  # fmt: skip
+    assert listed.returncode == 0, listed.stderr[-3000:]
+    names = [p["name"] for p in json.loads(listed.stdout[listed.stdout.index("[") :])]
+    assert names.count("reprocess") == 1, names
