@@ -15,7 +15,7 @@ stop:
 	@$(ENV) python scripts/spark_cluster.py stop && python scripts/services.py stop
 
 demo: services
-	@$(ENV) python -m reprocess.cli demo
+	@$(ENV) reprocess demo
 
 test: services
 	@$(ENV) python -m pytest $(PYTEST_ARGS)

@@ -1,9 +1,12 @@
-"""Command line: ``python -m reprocess.cli demo`` runs the main job on the embedded default;
-``python -m reprocess.cli produce`` only fills the demo topics;
-``python -m reprocess.cli reset PIPELINE --to-… [--execute]`` moves a pipeline's ledger deliberately;
-``status [PIPELINE] [--json]`` prints each partition's coverage, as ``kafka-consumer-groups
---describe`` prints a group's lag; ``redrive PIPELINE [--kind K] [--run R]`` prints the backfill
-confs that re-read a pipeline's open dead letters.
+"""The ``reprocess`` command (``python -m reprocess.cli`` runs the same).
+
+``reprocess demo`` produces the demo topics and runs their backfills through Airflow;
+``reprocess produce`` only fills the demo topics; ``reprocess status [PIPELINE]`` prints each
+partition's coverage, as ``kafka-consumer-groups --describe`` prints a group's lag;
+``reprocess reset PIPELINE --to-…`` moves a pipeline's ledger deliberately (dry run unless
+``--execute``); ``reprocess redrive PIPELINE`` prints the backfill confs that re-read a pipeline's
+open dead letters; ``reprocess validate [SPEC…]`` checks spec files offline and against the broker,
+Spark and the target table. Exit codes: see :data:`EXIT_CODES`.
 
 The demo creates topics ``orders`` (4 partitions: order events with several updates per order,
 malformed messages, transactional batches that leave marker gaps) and ``payments`` (2
@@ -21,12 +24,16 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Final
 
+from confluent_kafka import KafkaException
 from sqlalchemy import Engine, text
+from sqlalchemy.exc import OperationalError
 
 from reprocess.core.errors import ReprocessError
-from reprocess.core.spec import pipeline_dag_id
+from reprocess.core.spec import pipeline_dag_id, pipelines_dir
 from reprocess.kafka import demo_data
 from reprocess.kafka.clients import config_from_env, make_admin
 from reprocess.operations import coverage, redrive
@@ -34,6 +41,39 @@ from reprocess.operations.summary import format_summary, run_summary
 from reprocess.postgres.db import make_engine, migrate
 
 log = logging.getLogger("reprocess.cli")
+
+EXIT_OK: Final = 0
+EXIT_FOUND: Final = 1  # the command ran and found a problem: a failed run, an invalid spec, an unknown pipeline
+EXIT_USAGE: Final = 2  # the command line itself is wrong (argparse's own code)
+EXIT_UNREACHABLE: Final = 3  # a setting is missing or a service (Postgres, Kafka, Spark) did not answer
+EXIT_CODES: Final = (
+    f"exit codes: {EXIT_OK} done (validate: no problem), {EXIT_FOUND} a problem was found (a failed run, an "
+    f"invalid spec, an unknown pipeline, a refused reset), {EXIT_USAGE} wrong usage, {EXIT_UNREACHABLE} a setting "
+    "is missing or a service did not answer"
+)
+APP_DB_ENV: Final = "AIRFLOW_CONN_REPROCESS_DB"
+
+
+class Unreachable(Exception):
+    """A setting is missing or a service did not answer; the message says which and what to set."""
+
+
+def app_db_url() -> str:
+    """The app database, from the environment form of Airflow's ``reprocess_db`` connection."""
+    url = os.environ.get(APP_DB_ENV)
+    if not url:
+        raise Unreachable(
+            f"{APP_DB_ENV} is not set: export it as the app database's URL "
+            "(postgresql://USER:PASSWORD@HOST:PORT/DB, the reprocess_db connection), or `source scripts/env.sh`"
+        )
+    return url
+
+
+def app_engine() -> Engine:
+    """An engine on the migrated app database."""
+    engine = make_engine(app_db_url())
+    migrate(engine)
+    return engine
 
 
 def airflow(*args: str) -> None:
@@ -78,12 +118,11 @@ def produce(orders: int) -> None:
 def demo(orders: int) -> int:
     started = time.monotonic()
     prepare_airflow()
-    engine = make_engine(os.environ["AIRFLOW_CONN_REPROCESS_DB"])
-    migrate(engine)
+    engine = app_engine()
     produce(orders)
     ok = all(run_backfill(engine, name) for name in ("orders", "payments"))
     print(f"demo wall time: {time.monotonic() - started:.1f} s")
-    return 0 if ok else 1
+    return EXIT_OK if ok else EXIT_FOUND
 
 
 def run_backfill(engine: Engine, pipeline: str) -> bool:
@@ -118,15 +157,18 @@ def reset(args: argparse.Namespace) -> int:
     request = ResetRequest(
         mode, None if isinstance(value, bool) else str(value), tuple(args.topic or ()), tuple(args.partitions or ())
     )
-    engine = make_engine(os.environ["AIRFLOW_CONN_REPROCESS_DB"])
-    migrate(engine)
+    engine = app_engine()
     kafka = config_from_env()
     if args.execute:
         rows = execute_reset(engine, kafka, spec, request, reason=args.reason or "", requested_by=args.by)
     else:
         rows = plan_reset(engine, kafka, spec, request)
-    print(format_reset(spec, request, rows, executed=args.execute))
-    return 0
+    if args.json:
+        print(json.dumps({"executed": args.execute, "pipeline": spec.name, "mode": request.mode.value,
+                          "value": request.value, "partitions": [asdict(r) for r in rows]}, indent=2))  # fmt: skip
+    else:
+        print(format_reset(spec, request, rows, executed=args.execute))
+    return EXIT_OK
 
 
 def _reset_parser(sub: Any) -> None:
@@ -135,6 +177,9 @@ def _reset_parser(sub: Any) -> None:
     cmd = sub.add_parser(
         "reset",
         help="move a pipeline's ledger (dry run unless --execute), like kafka-consumer-groups --reset-offsets",
+        description="Move a pipeline's ledger (dry run unless --execute), like kafka-consumer-groups "
+        "--reset-offsets. Prints current -> new per partition and what the next incremental run would read.",
+        epilog=EXIT_CODES,
     )
     cmd.add_argument("pipeline", help="pipeline name (the spec's name)")
     to = cmd.add_mutually_exclusive_group(required=True)
@@ -152,6 +197,7 @@ def _reset_parser(sub: Any) -> None:
     run.add_argument("--execute", action="store_true", help="apply under the pipeline's lock and record it")
     cmd.add_argument("--reason", help="why (required with --execute; stored in reprocess.ledger_resets)")
     cmd.add_argument("--by", default=getpass.getuser(), help="who asks (default: the OS user)")
+    cmd.add_argument("--json", action="store_true", help="machine-readable output (one object per partition)")
 
 
 STATUS_COLUMNS = ("TOPIC", "PARTITION", "LOG-START", "LEDGER", "LOG-END", "LAG", "LAST-RUN", "RECONCILED")
@@ -160,20 +206,19 @@ STATUS_COLUMNS = ("TOPIC", "PARTITION", "LOG-START", "LEDGER", "LOG-END", "LAG",
 def status(pipeline: str | None, as_json: bool) -> int:
     """Per pipeline and partition: log start, ledger, log end (latest snapshot), lag, the run that
     last moved the ledger and the latest reconciliation verdict; the page's own queries."""
-    engine = make_engine(os.environ["AIRFLOW_CONN_REPROCESS_DB"])
-    migrate(engine)
+    engine = app_engine()
     with engine.connect() as conn:
         known = coverage.pipeline_names(conn)
         if pipeline is not None and pipeline not in known:
             known_text = ", ".join(known) or "none"
-            print(f"status: no pipeline named {pipeline!r} has run; known: {known_text}", file=sys.stderr)
-            return 1
+            print(f"reprocess status: no pipeline named {pipeline!r} has run; known: {known_text}", file=sys.stderr)
+            return EXIT_FOUND
         pipelines = coverage.overview(conn, [pipeline] if pipeline else known)
     engine.dispose()
     if as_json:
         out = [{**p.as_dict(), "partitions": [x.as_dict() for x in p.partitions]} for p in pipelines]
         print(json.dumps(out, indent=2))
-        return 0
+        return EXIT_OK
     for i, p in enumerate(pipelines):
         last = p.last_committed_at.isoformat(timespec="seconds") if p.last_committed_at else "never"
         print(
@@ -186,28 +231,50 @@ def status(pipeline: str | None, as_json: bool) -> int:
             for x in p.partitions
         ]  # fmt: skip
         print(_table(STATUS_COLUMNS, rows))
-    return 0
+    return EXIT_OK
 
 
 def redrive_command(pipeline: str, kind: str | None, run_id: str | None, max_gap: int, as_json: bool) -> int:
     """The backfill confs that re-read the open dead letters, and the commands that trigger them."""
-    engine = make_engine(os.environ["AIRFLOW_CONN_REPROCESS_DB"])
-    migrate(engine)
+    engine = app_engine()
     with engine.connect() as conn:
         plan = redrive.plan_redrive(conn, pipeline, kind, run_id, max_gap)
     engine.dispose()
     if as_json:
         print(json.dumps(plan.as_dict(), indent=2))
-        return 0
+        return EXIT_OK
     what = "".join([f" of kind {kind!r}" if kind else "", f" of run {run_id}" if run_id else ""])
     if not plan.confs:
         print(f"redrive {pipeline}: no open dead letters{what}; nothing to redrive")
-        return 0
+        return EXIT_OK
     print(f"redrive {pipeline}: {plan.dead_letters} open dead letters{what} in {len(plan.ranges)} ranges "
           f"-> {len(plan.confs)} backfill run(s):")  # fmt: skip
     for conf in plan.confs:
         print(f"airflow dags trigger {pipeline_dag_id(pipeline, 'backfill')} --conf '{json.dumps(conf)}'")
-    return 0
+    return EXIT_OK
+
+
+def validate_command(paths: list[str], online: bool, sample: int, as_json: bool) -> int:
+    """Every problem of every spec, each with its fix; online also the broker, a decoded sample and the table."""
+    from reprocess.operations.validate import format_findings, validate_offline, validate_online
+
+    report = validate_offline([Path(p) for p in paths] or [pipelines_dir()])
+    if online:
+        engine = make_engine(app_db_url())
+        kafka = config_from_env()
+        from reprocess.spark.sample import decode_sample, session_from_env
+
+        with session_from_env() as spark:
+            for spec in report.specs:
+                report.findings.extend(
+                    validate_online(spec, kafka, engine, lambda s, recs: decode_sample(spark, s, recs), sample)
+                )
+        engine.dispose()
+    if as_json:
+        print(json.dumps(report.as_dict(), indent=2))
+    else:
+        print(format_findings(report))
+    return EXIT_FOUND if report.errors else EXIT_OK
 
 
 def _table(header: tuple[str, ...], rows: Sequence[tuple[object, ...]]) -> str:
@@ -217,18 +284,36 @@ def _table(header: tuple[str, ...], rows: Sequence[tuple[object, ...]]) -> str:
     return "\n".join("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in cells)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m reprocess.cli", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    demo_cmd = sub.add_parser("demo", help="produce demo data and run the orders backfill through Airflow")
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="reprocess",
+        description="Exactly-once Kafka -> PostgreSQL reprocessing: inspect, move and check pipelines.",
+        epilog=EXIT_CODES,
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, summary: str, description: str = "") -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=summary, description=description or summary, epilog=EXIT_CODES)
+
+    demo_cmd = command("demo", "produce the demo topics and run their backfills through Airflow (airflow dags test)")
     demo_cmd.add_argument("--orders", type=int, default=20_000, help="distinct orders to produce (default 20000)")
-    produce_cmd = sub.add_parser("produce", help="only create and fill the demo topics (no Airflow, no Spark)")
+    produce_cmd = command("produce", "only create and fill the demo topics (no Airflow, no Spark)")
     produce_cmd.add_argument("--orders", type=int, default=20_000, help="distinct orders to produce (default 20000)")
-    _reset_parser(sub)
-    status_cmd = sub.add_parser("status", help="coverage and lag per partition (like kafka-consumer-groups)")
+    status_cmd = command(
+        "status",
+        "coverage and lag per partition (like kafka-consumer-groups --describe)",
+        "Per pipeline and partition: log start, ledger, log end (latest snapshot), lag, the run that last moved "
+        "the ledger and the latest reconciliation verdict. Reads Postgres only.",
+    )
     status_cmd.add_argument("pipeline", nargs="?", help="one pipeline (default: all)")
     status_cmd.add_argument("--json", action="store_true", help="machine-readable output")
-    redrive_cmd = sub.add_parser("redrive", help="backfill confs that re-read a pipeline's open dead letters")
+    _reset_parser(sub)
+    redrive_cmd = command(
+        "redrive",
+        "backfill confs that re-read a pipeline's open dead letters",
+        "The fewest backfill confs that re-read exactly the offsets of the open dead letters, and the "
+        "`airflow dags trigger` commands that run them.",
+    )
     redrive_cmd.add_argument("pipeline")
     redrive_cmd.add_argument("--kind", help="only this error kind (as the page's filter shows it)")
     redrive_cmd.add_argument("--run", help="only the dead letters of this run id")
@@ -236,24 +321,52 @@ def main(argv: list[str] | None = None) -> int:
         "--max-gap", type=int, default=redrive.DEFAULT_MAX_GAP, help="join ranges this close (offsets)"
     )
     redrive_cmd.add_argument("--json", action="store_true", help="machine-readable output")
-    args = parser.parse_args(argv)
+    validate_cmd = command(
+        "validate",
+        "check spec files: schema and rules offline; topics, a decoded sample and the target table online",
+        "Check pipeline specs and print every problem with its fix. Offline: the JSON Schema shipped in the "
+        "package (reprocess/core/spec.schema.json, usable by editors) and the spec rules. Online (unless "
+        "--offline): the topics exist (partition counts), a sample of records decodes by the Spark job's rules and "
+        "carries the key and ordering fields, the target table takes the spec in place or what mode=rebuild "
+        "would change.",
+    )
+    validate_cmd.add_argument(
+        "specs", nargs="*", metavar="SPEC", help="spec files or folders (default: the pipelines folder)"
+    )
+    validate_cmd.add_argument("--offline", action="store_true", help="no broker, Spark or database: files only")
+    validate_cmd.add_argument(
+        "--sample", type=int, default=100, help="newest records per partition to decode (default 100)"
+    )
+    validate_cmd.add_argument("--json", action="store_true", help="machine-readable output (one object per finding)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    try:
+        return _dispatch(args)
+    except ReprocessError as exc:
+        print(f"reprocess {args.command}: {exc}", file=sys.stderr)
+        return EXIT_FOUND
+    except (Unreachable, OperationalError, KafkaException) as exc:
+        print(f"reprocess {args.command}: {exc}", file=sys.stderr)
+        return EXIT_UNREACHABLE
+
+
+def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "demo":
         return demo(args.orders)
     if args.command == "produce":
         produce(args.orders)
-        return 0
+        return EXIT_OK
     if args.command == "reset":
-        try:
-            return reset(args)
-        except ReprocessError as exc:
-            print(f"reset failed: {exc}", file=sys.stderr)
-            return 1
+        return reset(args)
     if args.command == "status":
         return status(args.pipeline, args.json)
     if args.command == "redrive":
         return redrive_command(args.pipeline, args.kind, args.run, args.max_gap, args.json)
-    return 2
+    return validate_command(args.specs, not args.offline, args.sample, args.json)
 
 
 if __name__ == "__main__":

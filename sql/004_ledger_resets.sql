@@ -1,4 +1,4 @@
--- Deliberate ledger resets (python -m reprocess.cli reset / the reset DAG): who moved which
+-- Deliberate ledger resets (reprocess reset / the reset DAG): who moved which
 -- partition from where to where, when and why. One row per partition per reset.
 CREATE TABLE IF NOT EXISTS reprocess.ledger_resets (
     reset_id      bigserial PRIMARY KEY,

@@ -65,7 +65,7 @@ moves a group. Unticked **Execute** is a dry run: the task log shows current →
 what the next incremental run would read. Executed, the move happens under the pipeline's lock
 (an incremental run planned before it is fenced), is recorded with your user name and reason in
 `reprocess.ledger_resets`, and is mirrored to the consumer group `{spec.consumer_group}`.
-CLI: `python -m reprocess.cli reset {spec.name} --to-datetime 2026-11-01T00:00:00Z --dry-run`.
+CLI: `reprocess reset {spec.name} --to-datetime 2026-11-01T00:00:00Z --dry-run`.
 """,
         schedule=None,
         catchup=False,

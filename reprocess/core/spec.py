@@ -19,6 +19,13 @@ import yaml
 from reprocess.core.errors import SpecError
 from reprocess.core.ordering import Ordering
 
+# The fields a spec may have; the JSON Schema shipped next to this module (spec.schema.json, for
+# editors and ``reprocess validate``) declares the same (tests/unit/test_spec_schema.py).
+SPEC_FIELDS: Final = frozenset({
+    "name", "description", "topics", "consumer_group", "key", "columns", "target_table", "ordering", "tombstones",
+    "batch_size", "max_record_bytes", "max_dead_letter_ratio", "schedule", "reconcile", "owner", "tags", "format",
+})  # fmt: skip
+SCHEMA_FILE: Final = "spec.schema.json"
 _IDENT: Final = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 # The DAGs that read a pipeline's data (dagfactory.build_dags; reading its coverage needs read
 # access to all of them); every generated DAG's id, the reset DAG's too, names the pipeline.
@@ -202,14 +209,9 @@ class _SpecParser:
     def parse(self, raw: object) -> PipelineSpec:
         if not isinstance(raw, Mapping):
             raise SpecError(f"{self.source}: a pipeline spec must be a mapping, got {type(raw).__name__}")
-        known = {
-            "name", "description", "topics", "consumer_group", "key", "columns", "target_table",
-            "ordering", "tombstones", "batch_size", "max_record_bytes", "max_dead_letter_ratio", "schedule",
-            "reconcile", "owner", "tags", "format",
-        }  # fmt: skip
-        unknown = sorted(map(str, set(raw) - known))
+        unknown = sorted(map(str, set(raw) - SPEC_FIELDS))
         if unknown:
-            raise self.fail(unknown[0], f"unknown field (allowed: {', '.join(sorted(known))})")
+            raise self.fail(unknown[0], f"unknown field (allowed: {', '.join(sorted(SPEC_FIELDS))})")
         if raw.get("format", "json") != "json":
             raise self.fail("format", f"only 'json' is supported, got {raw.get('format')!r}")
         name = self.ident(raw.get("name"), "name")
@@ -324,6 +326,14 @@ def pipelines_dir() -> Path:
     import os
 
     return Path(os.environ.get(PIPELINES_DIR_ENV) or Path(__file__).resolve().parents[2] / "pipelines")
+
+
+def spec_schema() -> dict[str, Any]:
+    """The JSON Schema of a spec file (``reprocess/core/spec.schema.json`` in the installed package)."""
+    import json
+    from importlib.resources import files
+
+    return dict(json.loads((files("reprocess.core") / SCHEMA_FILE).read_text()))
 
 
 def find_spec(name: str, directory: Path | None = None) -> PipelineSpec:

@@ -253,7 +253,7 @@ def _start(
     if position > s.log_end:
         raise SpecError(
             f"{spec.name} {s.tp}: the ledger says next offset {position}, beyond the log end {s.log_end}. "
-            f"Was the topic deleted and re-created? Reset the position deliberately: `python -m reprocess.cli "
+            f"Was the topic deleted and re-created? Reset the position deliberately: `reprocess "
             f"reset {spec.name} --topic {s.topic} --partitions {s.partition} --to-earliest` shows the move (dry "
             f"run); add `--execute --reason '…'` to apply it, or trigger the {spec.dag_id('reset')} DAG."
         )

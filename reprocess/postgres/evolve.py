@@ -88,6 +88,16 @@ def diff_schema(spec: PipelineSpec, columns: dict[str, str], key: tuple[str, ...
     return SchemaDiff(tuple(added), tuple(changes))
 
 
+def table_diff(conn: Connection, spec: PipelineSpec) -> SchemaDiff | None:
+    """The live target table against the spec; None when the table does not exist yet."""
+    with pg_cursor(conn) as cur:
+        name = target_identifier(spec).as_string(cur)
+    columns = {n: t for n, t in conn.execute(_LIVE_COLUMNS, {"table": name})}
+    if not columns:
+        return None
+    return diff_schema(spec, columns, tuple(conn.execute(_LIVE_KEY, {"table": name}).scalars()))
+
+
 def register_version(conn: Connection, spec: PipelineSpec) -> int:
     """The spec's version number, registering it as the next one when its fingerprint is new."""
     params = {"pipeline": spec.name, "fingerprint": spec.fingerprint, "spec": json.dumps(spec.as_dict())}
@@ -112,14 +122,12 @@ def migrate_target(conn: Connection, spec: PipelineSpec) -> int:
     """
     version = register_version(conn, spec)
     table = target_identifier(spec)
+    diff = table_diff(conn, spec)
     with pg_cursor(conn) as cur:
         name = table.as_string(cur)
-        columns = {n: t for n, t in conn.execute(_LIVE_COLUMNS, {"table": name})}
-        if not columns:
+        if diff is None:
             cur.execute(create_target_sql(spec))
         else:
-            key = tuple(conn.execute(_LIVE_KEY, {"table": name}).scalars())
-            diff = diff_schema(spec, columns, key)
             if not diff.in_place:
                 raise SchemaChangeError(
                     f"{spec.name}: spec {spec.source_file} (v{version}) cannot be applied to {spec.qualified_target} "

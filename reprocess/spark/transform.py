@@ -18,6 +18,12 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
 
+def decode(records: DataFrame, spec: PipelineSpec) -> DataFrame:
+    """The spec's format decoder (:mod:`reprocess.formats.contract`): the stage and ``reprocess
+    validate``'s sample use this one function, so a sample decodes as a run would."""
+    return json.decode(records, spec)
+
+
 def to_stage(records: DataFrame, spec: PipelineSpec) -> DataFrame:
     """Kafka records → stage rows: the newest good row per key plus every dead letter (and,
     with ``tombstones: delete``, the newest tombstone per key: the merge orders it against the row).
@@ -28,7 +34,7 @@ def to_stage(records: DataFrame, spec: PipelineSpec) -> DataFrame:
     """
     from pyspark.sql import functions as F
 
-    parsed = json.decode(records, spec)
+    parsed = decode(records, spec)
     deletes = spec.tombstones is TombstoneMode.DELETE
     ok = F.col("_error").isNull()
     tombstone = F.col("value").isNull() if deletes else F.lit(False)

@@ -67,7 +67,7 @@ def test_panels_and_status_show_gap_lag_verdicts_and_dead_letters(engine, unique
     assert {d.value for d in utf8.items} == {b"\xff\xfe"} and utf8.items[0].value_preview == "\\xff\\xfe"
 
     env = {**os.environ}
-    out = subprocess.run([sys.executable, "-m", "reprocess.cli", "status", s.pipeline], env=env, capture_output=True,
+    out = subprocess.run(["reprocess", "status", s.pipeline], env=env, capture_output=True,
                          text=True, check=True).stdout  # fmt: skip
     lines = out.splitlines()
     assert lines[0].startswith(f"PIPELINE {s.pipeline} ")
@@ -77,7 +77,7 @@ def test_panels_and_status_show_gap_lag_verdicts_and_dead_letters(engine, unique
                          f"reprocess_{s.pipeline}_incremental/scheduled__{n - 1}"]  # fmt: skip
     as_json = json.loads(
         subprocess.run(
-            [sys.executable, "-m", "reprocess.cli", "status", s.pipeline, "--json"],
+            ["reprocess", "status", s.pipeline, "--json"],
             env=env,
             capture_output=True,
             text=True,
@@ -86,7 +86,7 @@ def test_panels_and_status_show_gap_lag_verdicts_and_dead_letters(engine, unique
     )
     assert as_json[0]["lag"] == step * s.partitions
     assert [x["lag"] for x in as_json[0]["partitions"]] == [step] * s.partitions
-    missing = subprocess.run([sys.executable, "-m", "reprocess.cli", "status", "no_such_pipeline"], env=env,
+    missing = subprocess.run(["reprocess", "status", "no_such_pipeline"], env=env,
                              capture_output=True, text=True)  # fmt: skip
     assert missing.returncode == 1 and "no pipeline named 'no_such_pipeline'" in missing.stderr
 

@@ -104,7 +104,7 @@ def test_spec_fix_turns_a_class_of_dead_letters_into_rows_and_a_second_redrive_c
     covered = {(r.partition, o) for r in plan.ranges for o in range(r.start, r.end)}
     assert lacking <= covered
     cli = subprocess.run(
-        [sys.executable, "-m", "reprocess.cli", "redrive", spec_v2.name, "--kind", KIND, "--json"],
+        ["reprocess", "redrive", spec_v2.name, "--kind", KIND, "--json"],
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     assert json.loads(cli.stdout)["confs"] == list(plan.confs)

@@ -119,7 +119,7 @@ def test_recreated_topic_error_names_the_reset_and_the_reset_dag_applies_it(kafk
     with engine.begin() as conn:  # as if the topic had been re-created: the ledger is beyond its log end
         conn.execute(queries.RESET_LEDGER, {"pipeline": spec.name, "topic": unique_name, "partition": 1,
                                             "new": ends[1] + 500, "run_id": "old-topic"})  # fmt: skip
-    with pytest.raises(SpecError, match=rf"reprocess.cli reset {spec.name} --topic {unique_name} --partitions 1"):
+    with pytest.raises(SpecError, match=rf"`reprocess reset {spec.name} --topic {unique_name} --partitions 1"):
         plan_run(engine, kafka_config, spec, RunRequest.incremental(), f"{unique_name}-1")
 
     dr = run_dag(spec, "reset", {"mode": "to-earliest", "partitions": [1], "execute": True, "reason": "recreated"})

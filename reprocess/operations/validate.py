@@ -1,0 +1,343 @@
+"""Check pipeline specs before a run does: every problem at once, each with its fix.
+
+Offline: each file against the JSON Schema shipped in the package (what an editor shows too),
+then the spec's own rules (:meth:`PipelineSpec.from_mapping`: key columns are columns, the
+ordering column is required, ...), and names unique across the folder. Online, per valid spec:
+the topics exist (their partition counts), a sample of the newest records decodes by the Spark
+job's own rules (the caller passes the decoder: this layer never imports Spark) and carries the
+key and ordering fields, and the target table takes the spec in place, or what ``mode=rebuild``
+would change. The backfill's dry run reports the same online findings.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import yaml
+from sqlalchemy import Engine
+
+from reprocess.core.errors import SpecError
+from reprocess.core.sample import SampleRecord, SampleResult
+from reprocess.core.spec import PipelineSpec, spec_schema
+from reprocess.postgres.evolve import table_diff
+
+SAMPLE_TIMEOUT_S: Final = 10
+
+
+class Severity(enum.StrEnum):
+    ERROR = "error"  # a run would fail or lose records to dead letters: exit code 1
+    WARNING = "warning"  # worth a look, nothing fails
+    OK = "ok"  # what was checked and found fine (partition counts, sample sizes)
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    source: str  # the spec file
+    check: str  # yaml, schema, spec, topic, sample, table
+    severity: Severity
+    problem: str
+    fix: str = ""
+
+    def render(self) -> str:
+        fix = f"\n    fix: {self.fix}" if self.fix else ""
+        return f"{self.severity.value.upper():7} {self.source}: [{self.check}] {self.problem}{fix}"
+
+
+Decoder = Callable[[PipelineSpec, Sequence[SampleRecord]], SampleResult]
+
+
+@dataclass
+class Report:
+    specs: list[PipelineSpec] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def errors(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity is Severity.ERROR]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "specs": [s.source_file for s in self.specs],
+            "errors": len(self.errors),
+            "findings": [asdict(f) for f in self.findings],
+        }
+
+
+def validate_offline(paths: Iterable[Path]) -> Report:
+    """Schema and rules of every spec file under ``paths`` (files or folders of ``*.yaml``)."""
+    from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
+
+    validator = Draft202012Validator(spec_schema())
+    report = Report()
+    for path in _spec_files(paths, report):
+        try:
+            raw = yaml.safe_load(path.read_text())
+        except yaml.YAMLError as exc:
+            report.findings.append(
+                Finding(
+                    str(path),
+                    "yaml",
+                    Severity.ERROR,
+                    f"not valid YAML: {exc}",
+                    "fix the YAML syntax at the position shown",
+                )
+            )
+            continue
+        schema_errors = sorted(validator.iter_errors(raw), key=lambda e: list(map(str, e.absolute_path)))
+        for error in schema_errors:
+            report.findings.append(_schema_finding(str(path), error))
+        if schema_errors:
+            continue
+        try:
+            report.specs.append(PipelineSpec.from_mapping(raw, source=str(path)))
+        except SpecError as exc:
+            report.findings.append(
+                Finding(
+                    str(path),
+                    "spec",
+                    Severity.ERROR,
+                    str(exc).removeprefix(f"{path}: "),
+                    "change the field as the problem says",
+                )
+            )
+    seen: dict[str, str] = {}
+    for spec in report.specs:
+        if spec.name in seen:
+            report.findings.append(
+                Finding(
+                    spec.source_file,
+                    "spec",
+                    Severity.ERROR,
+                    f"name {spec.name!r} is also used by {seen[spec.name]}",
+                    "give each pipeline its own name (DAG ids derive from it)",
+                )
+            )
+        seen.setdefault(spec.name, spec.source_file)
+    return report
+
+
+def _spec_files(paths: Iterable[Path], report: Report) -> list[Path]:
+    files: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            found = sorted(path.glob("*.yaml"))
+            if not found:
+                report.findings.append(
+                    Finding(
+                        str(path),
+                        "yaml",
+                        Severity.WARNING,
+                        "no *.yaml spec in this folder",
+                        "name spec files <pipeline>.yaml",
+                    )
+                )
+            files += found
+        elif path.is_file():
+            files.append(path)
+        else:
+            report.findings.append(
+                Finding(
+                    str(path), "yaml", Severity.ERROR, "no such file or folder", "pass spec files or folders of them"
+                )
+            )
+    return files
+
+
+def _schema_finding(source: str, error: Any) -> Finding:
+    """A JSON Schema error as the field it names, what is wrong and what to write instead.
+
+    A ``oneOf`` failure (a column as a type name or a mapping) is reported as its most relevant
+    branch's error ("'money' is not one of ..."), not as "not valid under any of the schemas".
+    """
+    from difflib import get_close_matches
+
+    from jsonschema.exceptions import best_match  # type: ignore[import-untyped]
+
+    while error.validator in ("oneOf", "anyOf") and error.context:
+        # A branch refusing the instance's whole form (a mapping is not a type name) says the least.
+        deeper = [e for e in error.context if e.relative_path or e.validator not in ("type", "enum")]
+        error = best_match(deeper or error.context)
+    where = ".".join(map(str, error.absolute_path)) or "(top level)"
+    schema = error.schema if isinstance(error.schema, Mapping) else {}
+    if error.validator == "additionalProperties":
+        allowed = sorted(schema.get("properties", {}))
+        unknown = [k for k in error.instance if k not in allowed] if isinstance(error.instance, Mapping) else []
+        close = {k: get_close_matches(str(k), allowed, n=1) for k in unknown}
+        fix = "; ".join(f"{k!r}: did you mean {m[0]!r}?" if m else f"remove {k!r}" for k, m in close.items())
+        fix += f" (allowed here: {', '.join(allowed)})"
+    elif error.validator == "required":
+        fix = "add the field"
+    elif error.validator == "enum":
+        fix = f"use one of {', '.join(map(repr, schema.get('enum', ())))}"
+    else:
+        fix = schema.get("description") or f"see reprocess/core/spec.schema.json at {where}"
+    return Finding(source, "schema", Severity.ERROR, f"{where}: {error.message}", fix)
+
+
+def validate_online(
+    spec: PipelineSpec, kafka: Mapping[str, Any], engine: Engine, decode: Decoder | None, sample: int
+) -> list[Finding]:
+    """Topics, a decoded sample of the newest ``sample`` records per partition, the target table.
+
+    ``decode`` is None where no Spark is at hand (the finding says how to run the check).
+    """
+    findings = _topics(spec, kafka)
+    if not any(f.severity is Severity.ERROR for f in findings):
+        findings += _sample(spec, kafka, decode, sample)
+    findings += _table(spec, engine)
+    return findings
+
+
+def _topics(spec: PipelineSpec, kafka: Mapping[str, Any]) -> list[Finding]:
+    from reprocess.kafka.clients import make_admin
+
+    topics = make_admin(kafka).list_topics(timeout=SAMPLE_TIMEOUT_S).topics
+    out = []
+    for topic in spec.topics:
+        meta = topics.get(topic)
+        if meta is None or meta.error is not None or not meta.partitions:
+            out.append(
+                Finding(
+                    spec.source_file,
+                    "topic",
+                    Severity.ERROR,
+                    f"topic {topic!r} does not exist on {kafka.get('bootstrap.servers')}",
+                    f"create it (kafka-topics.sh --create --topic {topic} --partitions N) or correct `topics:`",
+                )
+            )
+        else:
+            out.append(
+                Finding(spec.source_file, "topic", Severity.OK, f"topic {topic!r}: {len(meta.partitions)} partitions")
+            )
+    return out
+
+
+def sample_records(kafka: Mapping[str, Any], spec: PipelineSpec, per_partition: int) -> list[SampleRecord]:
+    """The newest ``per_partition`` committed records of every partition (read_committed, assign)."""
+    from confluent_kafka import KafkaError
+    from confluent_kafka import TopicPartition as KTP
+
+    from reprocess.kafka.clients import make_consumer
+    from reprocess.operations.plan import take_snapshot
+
+    out: list[SampleRecord] = []
+    consumer = make_consumer(kafka)
+    try:
+        for snap in take_snapshot(kafka, spec, spec.topics):
+            start = max(snap.log_start, snap.log_end - per_partition)
+            if start >= snap.log_end:
+                continue
+            consumer.assign([KTP(snap.topic, snap.partition, start)])
+            while (msg := consumer.poll(SAMPLE_TIMEOUT_S)) is not None:
+                error = msg.error()
+                if error is not None and error.code() == KafkaError._PARTITION_EOF:
+                    break
+                if error is not None:
+                    raise SpecError(f"{spec.name} {snap.topic}[{snap.partition}]: sampling failed: {error}")
+                offset = msg.offset()
+                if offset is None or offset >= snap.log_end:
+                    break
+                value, key = msg.value(), msg.key()
+                out.append(SampleRecord(snap.topic, snap.partition, offset, msg.timestamp()[1], key, value))
+    finally:
+        consumer.close()
+    return out
+
+
+def _sample(spec: PipelineSpec, kafka: Mapping[str, Any], decode: Decoder | None, per_partition: int) -> list[Finding]:
+    src = spec.source_file
+    if decode is None:
+        return [
+            Finding(
+                src,
+                "sample",
+                Severity.WARNING,
+                "records were not decoded here (spark_default is not a Spark Connect server)",
+                f"run `reprocess validate {src}` where Spark is at hand",
+            )
+        ]
+    records = sample_records(kafka, spec, per_partition)
+    if not records:
+        return [
+            Finding(
+                src,
+                "sample",
+                Severity.WARNING,
+                "the topics hold no records to sample",
+                "produce records, then validate again",
+            )
+        ]
+    result = decode(spec, records)
+    dead = sum(n for n, _ in result.errors.values())
+    out = [
+        Finding(
+            src,
+            "sample",
+            Severity.OK,
+            f"{result.records} newest records decoded: {result.records - dead} rows, {dead} dead letters",
+        )
+    ]
+    if dead:
+        severity = Severity.ERROR if dead / result.records > spec.max_dead_letter_ratio else Severity.WARNING
+        kinds = Counter({error: n for error, (n, _) in result.errors.items()})
+        for error, n in kinds.most_common(5):
+            example = result.errors[error][1]
+            out.append(
+                Finding(
+                    src,
+                    "sample",
+                    severity,
+                    f"{n} of {result.records} sampled records would be dead letters: {error} (e.g. offset {example})",
+                    "correct the column's path/type or `required` in the spec, or the producer; a run "
+                    f"fails when dead letters exceed max_dead_letter_ratio "
+                    f"{spec.max_dead_letter_ratio}",
+                )
+            )
+    for column, n in result.missing.items():
+        role = "ordering" if column == spec.ordering.column else "key"
+        out.append(
+            Finding(
+                src,
+                "sample",
+                Severity.ERROR,
+                f"{n} of {result.records} decoded records have no {role} field {column!r}",
+                f"point columns.{column}.path at the field that holds it, and mark it required",
+            )
+        )
+    return out
+
+
+def _table(spec: PipelineSpec, engine: Engine) -> list[Finding]:
+    src, target = spec.source_file, spec.qualified_target
+    with engine.connect() as conn:
+        diff = table_diff(conn, spec)
+    if diff is None:
+        return [Finding(src, "table", Severity.OK, f"{target} does not exist yet; the first run creates it")]
+    if diff.in_place:
+        added = ", ".join(c.name for c in diff.added)
+        what = f"the next run adds the nullable column(s) {added}" if added else "it matches the spec"
+        return [Finding(src, "table", Severity.OK, f"{target} takes the spec in place: {what}")]
+    return [
+        Finding(
+            src,
+            "table",
+            Severity.ERROR,
+            f"{target} cannot take the spec in place: {'; '.join(diff.changes)}",
+            f"trigger {spec.dag_id('backfill')} with mode=rebuild (Safety section): it rebuilds the table "
+            "from the log into a shadow table and swaps it in with exactly these changes; or undo the spec "
+            "change",
+        )
+    ]
+
+
+def format_findings(report: Report) -> str:
+    lines = [f.render() for f in report.findings]
+    errors = len(report.errors)
+    verdict = "no problems" if not errors else f"{errors} problem(s)"
+    lines.append(f"{len(report.specs)} valid spec(s); {verdict}")
+    return "\n".join(lines)

@@ -1,0 +1,75 @@
+"""Decode a sample of records by the Spark job's own rules (``reprocess validate``, the dry run).
+
+The records are fetched on the client (a few hundred at most) and handed to Spark as a small
+DataFrame with the columns of Spark's Kafka source; :func:`reprocess.spark.transform.decode`, the
+function the stage uses, decodes them. So a sample's verdicts are the run's verdicts, whichever
+source (the project's reader or ``format("kafka")``) a run reads with.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Final
+
+from reprocess.core.sample import SampleRecord, SampleResult
+from reprocess.core.spec import PipelineSpec
+from reprocess.formats.contract import typed_name
+from reprocess.spark.transform import decode
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+# The columns of Spark's Kafka source that the decoders read.
+RECORD_SCHEMA: Final = "key binary, value binary, topic string, partition int, offset bigint, timestamp timestamp"
+SPARK_CONN_ENV: Final = "AIRFLOW_CONN_SPARK_DEFAULT"
+
+
+def decode_sample(spark: SparkSession, spec: PipelineSpec, records: Sequence[SampleRecord]) -> SampleResult:
+    """Each record's ``_error`` and, for rows, whether the key and ordering columns got values."""
+    rows = [
+        (r.key, r.value, r.topic, r.partition, r.offset, datetime.fromtimestamp(r.timestamp_ms / 1000, UTC))
+        for r in records
+    ]
+    watched = {
+        c.name: typed_name(i)
+        for i, c in enumerate(spec.columns)
+        if c.name in spec.key or c.name == spec.ordering.column
+    }
+    flags = [f"{col} IS NULL AS `{name}`" for name, col in watched.items()]
+    decoded = decode(spark.createDataFrame(rows, RECORD_SCHEMA), spec).selectExpr(
+        "offset", "_error", "value IS NULL AS tombstone", *flags
+    )
+    errors: dict[str, tuple[int, int]] = {}
+    missing: Counter[str] = Counter()
+    for row in decoded.collect():
+        if row["_error"] is not None:
+            count, example = errors.get(row["_error"], (0, row["offset"]))
+            errors[row["_error"]] = (count + 1, example)
+        elif not row["tombstone"]:
+            missing.update(name for name in watched if row[name])
+    return SampleResult(len(rows), errors, dict(missing))
+
+
+@contextmanager
+def session_from_env() -> Iterator[SparkSession]:
+    """A Spark session as the DAGs' ``spark_default`` connection (its environment form) names it:
+    the Connect server's shared session, or a local one for a ``spark`` connection."""
+    from reprocess.spark.connect import DEFAULT_PORT, client_env, shared_session
+
+    conn = json.loads(os.environ.get(SPARK_CONN_ENV) or '{"conn_type": "spark", "host": "local[1]"}')
+    if conn.get("conn_type") == "spark_connect":
+        with client_env(), shared_session(f"sc://{conn['host']}:{conn.get('port', DEFAULT_PORT)}") as spark:
+            yield spark
+        return
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.builder.master("local[1]").appName("reprocess-validate").getOrCreate()
+    try:
+        yield spark
+    finally:
+        spark.stop()
