@@ -9,6 +9,11 @@ VENV=.venv
 stamp_value=$(cat pyproject.toml constraints.txt | sha256sum | cut -c1-16)
 stamp_file=$VENV/.installed
 
+# The editable install leaves reprocess.egg-info in the checkout: from a process started here (the
+# folder is on sys.path) Airflow would see a second `reprocess` distribution, register the plugin
+# entry point twice and report the second as a plugin import error. The venv keeps its own metadata.
+rm -rf reprocess.egg-info
+
 if [[ -f $stamp_file && $(cat "$stamp_file") == "$stamp_value" ]]; then
   exit 0
 fi
@@ -19,5 +24,6 @@ start=$(date +%s)
 # pyspark ships as a 450 MB sdist the first time; later installs reuse pip's wheel cache.
 "$VENV/bin/pip" install -q --disable-pip-version-check -c constraints.txt -e ".[local,dev]"
 "$VENV/bin/pip" check
+rm -rf reprocess.egg-info
 echo "$stamp_value" > "$stamp_file"
 echo "install: done in $(( $(date +%s) - start ))s"

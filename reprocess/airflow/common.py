@@ -18,6 +18,7 @@ log = logging.getLogger(__name__)
 DB_CONN_ID: Final = "reprocess_db"
 KAFKA_CONN_ID: Final = "kafka_default"
 SPARK_POOL: Final = "spark"
+SAMPLE_PER_PARTITION: Final = 100  # records the dry run decodes per partition (reprocess validate's default)
 
 # Validation and fencing errors fail at once: retrying cannot change the answer.
 RETRY_POLICY: Final = ExceptionRetryPolicy(
@@ -57,6 +58,31 @@ def kafka_config() -> dict[str, Any]:
     if not config.get("bootstrap.servers"):
         raise SpecError(f"connection {KAFKA_CONN_ID} must set 'bootstrap.servers' in its extra")
     return config
+
+
+def dry_run_findings(spec: PipelineSpec) -> list[Any]:
+    """``reprocess validate``'s online findings for the dry run: topics, a sample decoded on the
+    ``spark_default`` Connect server (a spark-submit connection gets a finding saying where to
+    run the check instead), the target table. Each is logged; the problems go into the summary."""
+    from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
+
+    from reprocess.operations.validate import Severity, validate_online
+    from reprocess.spark.connect import check_reachable, client_env, shared_session
+    from reprocess.spark.sample import decode_sample
+
+    engine, kafka = app_engine(), kafka_config()
+    if Connection.get(SPARK_CONN_ID).conn_type != SparkConnectHook.conn_type:
+        findings = validate_online(spec, kafka, engine, None, SAMPLE_PER_PARTITION)
+    else:
+        url = SparkConnectHook(SPARK_CONN_ID).get_connection_url()
+        check_reachable(url)
+        with client_env(), shared_session(url) as spark:
+            findings = validate_online(
+                spec, kafka, engine, lambda s, records: decode_sample(spark, s, records), SAMPLE_PER_PARTITION
+            )
+    for finding in findings:
+        log.log(logging.INFO if finding.severity is Severity.OK else logging.WARNING, "validate %s", finding.render())
+    return findings
 
 
 def pipeline_spark_task(

@@ -11,6 +11,7 @@ from airflow.sdk import DAG, Param, task
 from reprocess.airflow.common import (
     app_engine,
     default_args,
+    dry_run_findings,
     epoch,
     kafka_config,
     pipeline_spark_task,
@@ -174,6 +175,9 @@ def build_run_dag(spec: PipelineSpec, kind: RunKind) -> DAG:
                     engine, spec, kind, run_key, params, str(exc), dag_id=dag.dag_id, dag_run_id=run_id
                 )
                 raise
+            # A dry run checks as `reprocess validate` does, first: its findings are in the log even when
+            # planning then refuses (a table the spec cannot alter in place), and in the summary.
+            findings = dry_run_findings(spec) if request.dry_run else []
             plan = plan_run(
                 engine, kafka_config(), spec, request, run_key, dag_id=dag.dag_id, dag_run_id=run_id, params=params
             )
@@ -185,6 +189,7 @@ def build_run_dag(spec: PipelineSpec, kind: RunKind) -> DAG:
                 from reprocess.postgres.commit import commit_empty_run
 
                 commit_empty_run(engine, spec, run_key)
+            warnings = [*plan.warnings, *(f"validate: {f.render()}" for f in findings if f.severity != "ok")]
             return {
                 "run_id": run_key,
                 "ranges": ranges_to_rows(plan.ranges),
@@ -192,7 +197,7 @@ def build_run_dag(spec: PipelineSpec, kind: RunKind) -> DAG:
                 "dry_run": request.dry_run,
                 "empty": plan.is_empty,
                 "batch_size": request.batch_size or spec.batch_size,
-                "warnings": list(plan.warnings),
+                "warnings": warnings,
                 "rebuild": request.rebuild,
             }
 

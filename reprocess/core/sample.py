@@ -14,7 +14,9 @@ class SampleResult:
     for good records whether each key column and the ordering column got a value."""
 
     records: int
-    errors: Mapping[str, tuple[int, int]]  # error text → (count, an example offset)
+    # error kind (the text before the first ':', as reprocess.dead_letters.error_kind) →
+    # (count, an example's offset, its whole error)
+    errors: Mapping[str, tuple[int, int, str]]
     missing: Mapping[str, int]  # column → good records without a value
 
 

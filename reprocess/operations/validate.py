@@ -12,7 +12,6 @@ would change. The backfill's dry run reports the same online findings.
 from __future__ import annotations
 
 import enum
-from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -273,7 +272,7 @@ def _sample(spec: PipelineSpec, kafka: Mapping[str, Any], decode: Decoder | None
             )
         ]
     result = decode(spec, records)
-    dead = sum(n for n, _ in result.errors.values())
+    dead = sum(n for n, _, _ in result.errors.values())
     out = [
         Finding(
             src,
@@ -284,18 +283,16 @@ def _sample(spec: PipelineSpec, kafka: Mapping[str, Any], decode: Decoder | None
     ]
     if dead:
         severity = Severity.ERROR if dead / result.records > spec.max_dead_letter_ratio else Severity.WARNING
-        kinds = Counter({error: n for error, (n, _) in result.errors.items()})
-        for error, n in kinds.most_common(5):
-            example = result.errors[error][1]
+        for kind, (n, offset, example) in sorted(result.errors.items(), key=lambda e: -e[1][0]):
             out.append(
                 Finding(
                     src,
                     "sample",
                     severity,
-                    f"{n} of {result.records} sampled records would be dead letters: {error} (e.g. offset {example})",
-                    "correct the column's path/type or `required` in the spec, or the producer; a run "
-                    f"fails when dead letters exceed max_dead_letter_ratio "
-                    f"{spec.max_dead_letter_ratio}",
+                    f"{n} of {result.records} sampled records would be dead letters: "
+                    f"{kind} (e.g. offset {offset}: {example})",
+                    "correct the column's path, type or `required` in the spec, or the producer; a run fails "
+                    f"when dead letters exceed max_dead_letter_ratio {spec.max_dead_letter_ratio}",
                 )
             )
     for column, n in result.missing.items():

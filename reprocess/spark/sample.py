@@ -42,14 +42,19 @@ def decode_sample(spark: SparkSession, spec: PipelineSpec, records: Sequence[Sam
     }
     flags = [f"{col} IS NULL AS `{name}`" for name, col in watched.items()]
     decoded = decode(spark.createDataFrame(rows, RECORD_SCHEMA), spec).selectExpr(
-        "offset", "_error", "value IS NULL AS tombstone", *flags
+        # The dead-letter table's error_kind (sql/005_coverage.sql), in Spark SQL.
+        "offset",
+        "_error",
+        "split_part(_error, ':', 1) AS kind",
+        "value IS NULL AS tombstone",
+        *flags,
     )
-    errors: dict[str, tuple[int, int]] = {}
+    errors: dict[str, tuple[int, int, str]] = {}
     missing: Counter[str] = Counter()
-    for row in decoded.collect():
+    for row in decoded.orderBy("topic", "partition", "offset").collect():
         if row["_error"] is not None:
-            count, example = errors.get(row["_error"], (0, row["offset"]))
-            errors[row["_error"]] = (count + 1, example)
+            count, offset, example = errors.get(row["kind"], (0, row["offset"], row["_error"]))
+            errors[row["kind"]] = (count + 1, offset, example)
         elif not row["tombstone"]:
             missing.update(name for name in watched if row[name])
     return SampleResult(len(rows), errors, dict(missing))

@@ -1,0 +1,126 @@
+"""``reprocess validate`` on real services: a broken spec offline, then a spec whose topic holds
+records the job would dead-letter and whose table the spec cannot alter in place; the backfill's
+dry run reports the same findings.
+
+The expected counts come from what the test produced (the oracle is the test's own list), not
+from the product's decoder.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from typing import Any
+
+import pytest
+import yaml
+from sqlalchemy import text
+
+from reprocess.kafka import demo_data
+from tests.integration.helpers import orders_spec, run_dag
+
+pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("spark"), pytest.mark.integration("postgres")]
+
+BROKEN = {
+    "name": "Orders-2",
+    "topics": ["orders"],
+    "key": ["order_id"],
+    "columns": {
+        "order_id": {"type": "text", "required": True},
+        "amount": {"type": "money"},
+        "updated_at": {"type": "timestamptz", "pth": "updated"},
+    },
+    "batchsize": 10,
+}
+
+
+def _validate(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["reprocess", "validate", *args], capture_output=True, text=True, timeout=300)
+
+
+def test_broken_spec_prints_every_problem_with_its_fix_and_exits_1(tmp_path):
+    path = tmp_path / "broken.yaml"
+    path.write_text(yaml.safe_dump(BROKEN))
+
+    out = _validate("--offline", str(path))
+
+    print(out.stdout)
+    assert out.returncode == 1, out.stdout + out.stderr
+    findings = out.stdout.split("\nERROR   ")
+    assert len(findings) == 4, out.stdout
+    assert "'batchsize' was unexpected" in out.stdout and "did you mean 'batch_size'?" in out.stdout
+    assert "columns.amount.type: 'money' is not one of" in out.stdout and "use one of 'text'," in out.stdout
+    assert "('pth' was unexpected)" in out.stdout and "did you mean 'path'?" in out.stdout
+    assert "name: 'Orders-2' does not match" in out.stdout
+    assert out.stdout.count("\n    fix: ") == 4
+    # A rule the schema cannot say: the ordering column must be one of the columns.
+    rule = tmp_path / "rule.yaml"
+    ordered_by_unknown = {"mode": "column", "column": "v"}
+    rule.write_text(yaml.safe_dump({"name": "o", "topics": ["orders"], "key": ["order_id"],
+                                    "columns": {"order_id": "text"}, "ordering": ordered_by_unknown}))  # fmt: skip
+    ruled = json.loads(_validate("--offline", "--json", str(rule)).stdout)
+    assert [(f["check"], f["severity"]) for f in ruled["findings"]] == [("spec", "error")]
+    assert "'v'" in ruled["findings"][0]["problem"]
+
+
+def test_online_findings_topic_sample_and_table_and_the_dry_run_shows_them(kafka_config, engine, unique_name):
+    topic = unique_name
+    spec = orders_spec(unique_name, topic)
+    demo_data.create_topic(kafka_config, topic, 2)
+    events = demo_data.order_events(30, 1)
+    bad_amount = {key for key, _ in events[:6]}
+    events = [(k, {**e, "amount": "lots"} if k in bad_amount else e) for k, e in events]
+    produced = demo_data.produce(kafka_config, topic, 2, events, malformed=(b"not json", b"<xml/>", b"{oops"))
+    # The oracle: what each produced message is, from the test's own bookkeeping.
+    values = [json.loads(v) if v.startswith(b'{"') else None for _, _, _, v in produced.messages]
+    expected_malformed = sum(v is None for v in values)
+    expected_type_errors = sum(1 for v in values if v is not None and v.get("amount") == "lots")
+    assert (expected_malformed, expected_type_errors) == (3, 6)
+    with engine.begin() as conn:  # a table the spec cannot alter in place: amount is text, not numeric
+        conn.execute(text(f'CREATE SCHEMA IF NOT EXISTS "{unique_name}"'))
+        conn.execute(text(f'CREATE TABLE "{unique_name}".orders (order_id text PRIMARY KEY, amount text)'))
+    missing_topic = orders_spec(f"{unique_name}_m", f"{topic}_missing")
+
+    out = _validate("--json", "--sample", "1000", spec.source_file, missing_topic.source_file)
+
+    assert out.returncode == 1, out.stdout + out.stderr
+    report = json.loads(out.stdout)
+    mine = [f for f in report["findings"] if f["source"] == spec.source_file]
+    by_check: dict[str, list[dict[str, Any]]] = {}
+    for f in mine:
+        by_check.setdefault(f["check"], []).append(f)
+    print(json.dumps(by_check, indent=1))
+    assert [f["problem"] for f in by_check["topic"]] == [f"topic {topic!r}: 2 partitions"]
+    sample = {f["problem"].split(": ", 1)[1].split(" (e.g.")[0]: f for f in by_check["sample"][1:]}
+    total = len(produced.messages)
+    assert by_check["sample"][0]["problem"] == (
+        f"{total} newest records decoded: {total - expected_malformed - expected_type_errors} rows, "
+        f"{expected_malformed + expected_type_errors} dead letters"
+    )
+    assert sample["malformed JSON or not a JSON object"]["problem"].startswith(f"{expected_malformed} of {total} ")
+    assert sample["type error"]["problem"].startswith(f"{expected_type_errors} of {total} ")
+    assert "field amount is not numeric: lots" in sample["type error"]["problem"]
+    assert all(f["severity"] == "error" for f in sample.values())  # 9 of 35 > max_dead_letter_ratio 5%
+    (table,) = by_check["table"]
+    assert table["severity"] == "error"
+    assert "column amount: type text → numeric" in table["problem"] and "mode=rebuild" in table["fix"]
+    gone = [f for f in report["findings"] if f["source"] == missing_topic.source_file]
+    assert (gone[0]["check"], gone[0]["severity"]) == ("topic", "error")
+    assert f"kafka-topics.sh --create --topic {topic}_missing" in gone[0]["fix"]
+
+    # The backfill form's dry run: the same problems in the run's summary (and note). The table is
+    # made compatible first: planning refuses one the spec cannot alter in place (after logging why).
+    with engine.begin() as conn:
+        conn.execute(text(f'ALTER TABLE "{unique_name}".orders ALTER COLUMN amount TYPE numeric USING NULL'))
+    dr = run_dag(spec, "backfill", {"dry_run": True})
+    assert dr.state == "success"
+    with engine.connect() as conn:
+        summary = conn.execute(
+            text("SELECT summary FROM reprocess.runs WHERE pipeline = :p ORDER BY created_at DESC LIMIT 1"),
+            {"p": spec.name},
+        ).scalar_one()
+    dry = [w for w in summary["warnings"] if w.startswith("validate: ")]
+    problems = [f for f in mine if f["severity"] != "ok" and f["check"] != "table"]
+    assert len(dry) == len(problems), dry
+    for finding in problems:
+        assert any(finding["problem"] in w and finding["fix"] in w for w in dry), finding["problem"]
