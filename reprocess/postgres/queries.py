@@ -161,3 +161,12 @@ RUN_IS_BATCH: Final = text("SELECT parent_run_id IS NOT NULL FROM reprocess.runs
 SET_RUN_MODE: Final = text("UPDATE reprocess.runs SET mode = :mode WHERE run_id = :run_id")
 
 SET_RUN_SPEC_VERSION: Final = text("UPDATE reprocess.runs SET spec_version = :version WHERE run_id = :run_id")
+
+# One row per run, overwritten by each progress line (reprocess/spark/progress.py); started_at stays.
+UPSERT_RUN_PROGRESS: Final = text(
+    "INSERT INTO reprocess.run_progress (run_id, pipeline, planned, records_read, exact, records_per_s, "
+    "eta_seconds, done) VALUES (:run_id, :pipeline, :planned, :records, :exact, :rate, :eta, :done) "
+    "ON CONFLICT (run_id) DO UPDATE SET planned = EXCLUDED.planned, records_read = EXCLUDED.records_read, "
+    "exact = EXCLUDED.exact, records_per_s = EXCLUDED.records_per_s, eta_seconds = EXCLUDED.eta_seconds, "
+    "done = EXCLUDED.done, updated_at = now()"
+)

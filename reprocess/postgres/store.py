@@ -26,6 +26,7 @@ from typing import Any, Final
 
 from sqlalchemy import Connection, Engine, Row, text
 
+from reprocess.core.progress import ProgressLine
 from reprocess.core.ranges import OffsetRange, PartitionSnapshot
 from reprocess.core.runs import LostRange, RunKind, RunPlan, RunState
 from reprocess.core.spec import PipelineSpec, TombstoneMode
@@ -256,3 +257,13 @@ def batch_runs(conn: Connection, parent: str) -> list[Row[Any]]:
 
 def mark_parent_committed(conn: Connection, run_id: str, n: int, totals: Mapping[str, int]) -> None:
     conn.execute(_MARK_PARENT_COMMITTED, {"run_id": run_id, "n": n, **totals})
+
+
+def save_progress(engine: Engine, line: ProgressLine) -> None:
+    """The run's latest progress line (its own short transaction: it never waits on the stage)."""
+    with engine.begin() as conn:
+        conn.execute(
+            queries.UPSERT_RUN_PROGRESS,
+            {"run_id": line.run_id, "pipeline": line.pipeline, "planned": line.planned, "records": line.records,
+             "exact": line.exact, "rate": line.rate, "eta": line.eta_s, "done": line.done},
+        )  # fmt: skip

@@ -36,6 +36,8 @@ from reprocess.postgres.stage import (
     live_attempt,
     stage_identifier,
 )
+from reprocess.postgres.target import stage_counts_sql
+from reprocess.spark.progress import RunProgress
 from reprocess.spark.transform import to_stage
 
 if TYPE_CHECKING:
@@ -106,13 +108,17 @@ def _read_and_stage(
         rebuild = store.is_rebuild(conn, run_id)
     size = batch_size or spec.batch_size
     started = time.monotonic()
+    progress = RunProgress(spark, engine, spec.name, run_id, sum(r.width for r in plan.ranges))
     # A rebuild always runs in batches: they fill its shadow table, and its own commit is the swap.
     if rebuild or any(r.width > size for r in plan.ranges):
 
         def stage_and_commit(batch: RunPlan, k: int, n: int) -> None:
             t0 = time.monotonic()
-            rows = _stage(spark, spec, batch.run_id, batch.ranges, db_url, kafka)
+            offsets = sum(r.width for r in batch.ranges)
+            with progress.action(offsets):
+                rows = _stage(spark, spec, batch.run_id, batch.ranges, db_url, kafka)
             result = commit_staged_batch(engine, spec, batch.run_id, rows)
+            progress.finished(result.records_read, offsets)
             seconds = time.monotonic() - t0
             log.info(
                 "batch run_id=%s pipeline=%s %d of %d records=%d upserted=%d dead_letters=%d rows_per_s=%.0f",
@@ -123,7 +129,11 @@ def _read_and_stage(
         run_in_batches(engine, plan, size, stage_and_commit)
         rows = None  # the batches hold the data; the run itself has no stage
     else:
-        rows = _stage(spark, spec, plan.run_id, plan.ranges, db_url, kafka)
+        offsets = sum(r.width for r in plan.ranges)
+        with progress.action(offsets):
+            rows = _stage(spark, spec, plan.run_id, plan.ranges, db_url, kafka)
+        progress.finished(_records_staged(spec, plan.run_id, db_url), offsets)
+    progress.close()
     with engine.begin() as conn:
         store.mark_staged(conn, run_id, rows)
     log.info(
@@ -132,6 +142,15 @@ def _read_and_stage(
     )  # fmt: skip
     engine.dispose()
     return True
+
+
+def _records_staged(spec: PipelineSpec, stage_id: str, db_url: str) -> int:
+    """The records a stage was built from (the commit's own count of records read)."""
+    with psycopg2.connect(libpq_url(db_url)) as pg, pg.cursor() as cur:
+        cur.execute(stage_counts_sql(stage_identifier(spec, stage_id)))
+        records = int(one_row(cur)[0])
+    pg.close()
+    return records
 
 
 def stage_window(

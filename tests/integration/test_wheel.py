@@ -22,7 +22,6 @@ from typing import Any
 import pytest
 
 import devstack.wheel
-from devstack.process import free_port, spawn, stop_pid, wait_for_port
 from tests.integration import airflow_http
 from tests.integration.helpers import REPO_ROOT
 
@@ -85,6 +84,7 @@ def test_wheel_carries_migrations_and_entry_point_and_the_dag_file_runs_from_it(
     assert {f + "/__init__.py" for f in folders} <= set(members), sorted(folders)
     assert "reprocess/airflow/web/templates/pipeline.html" in members
     assert "reprocess/airflow/web/static/coverage.js" in members
+    assert "reprocess/core/spec.schema.json" in members
 
     python = devstack.wheel.install_env(tmp_path / "venv", wheel)
     dags = tmp_path / "dags"
@@ -107,6 +107,15 @@ def test_wheel_carries_migrations_and_entry_point_and_the_dag_file_runs_from_it(
     usage = subprocess.run([str(python), found["app"]], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert "usage: run_job.py module:function" in usage.stderr, usage.stderr
 
+    # The console script: every command listed; validate finds the schema inside the installed package.
+    command = str(python.parent / "reprocess")
+    helped = subprocess.run([command, "--help"], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert helped.returncode == 0 and "usage: reprocess" in helped.stdout, helped.stdout + helped.stderr
+    assert all(c in helped.stdout for c in ("demo", "status", "reset", "redrive", "validate")), helped.stdout
+    validated = subprocess.run([command, "validate", "--offline", str(REPO_ROOT / "pipelines")], cwd=tmp_path,
+                               env=env, capture_output=True, text=True)  # fmt: skip
+    assert validated.returncode == 0 and "2 valid spec(s); no problems" in validated.stdout, validated.stdout
+
     _airflow_serves_the_installed_plugin(tmp_path, python, env)
 
 
@@ -119,8 +128,6 @@ def _airflow_serves_the_installed_plugin(tmp_path: Path, python: Path, env: dict
         folder.mkdir()
     shutil.copytree(REPO_ROOT / "pipelines", specs)
     (dags / "pipelines.py").write_text(USER_DAG_FILE.format(specs=str(specs)))
-    (home / "passwords.json").write_text(json.dumps({"admin": "wheel-test"}))
-    port = free_port()
     airflow_env = {k: v for k, v in env.items() if not k.startswith("AIRFLOW__") and k != "REPROCESS_PIPELINES_DIR"}
     airflow_env |= {
         "PATH": f"{python.parent}{os.pathsep}{env['PATH']}",
@@ -132,23 +139,12 @@ def _airflow_serves_the_installed_plugin(tmp_path: Path, python: Path, env: dict
             "postgresql://", "postgresql+psycopg2://", 1
         ),
         "AIRFLOW_CONN_REPROCESS_DB": env["WHEEL_DB_URL"],
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(home / "passwords.json"),
-        "AIRFLOW__API_AUTH__JWT_SECRET": "wheel-test-only",
     }
     for args in (["db", "migrate"], ["dags", "reserialize"]):
         done = subprocess.run([str(python), "-m", "airflow", *args], cwd=tmp_path, env=airflow_env,
                               capture_output=True, text=True)  # fmt: skip
         assert done.returncode == 0, f"airflow {' '.join(args)}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-    log, pidfile = tmp_path / "api-server.log", tmp_path / "api-server.pid"
-    server = spawn(
-        [str(python), "-m", "airflow", "api-server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
-        log, pidfile, env=airflow_env, cwd=tmp_path,
-    )  # fmt: skip
-    try:
-        wait_for_port(port, 120, "the scratch venv's airflow api-server", log, server)
-        url = f"http://127.0.0.1:{port}"
-        admin = airflow_http.token(url, "admin", "wheel-test")
+    with airflow_http.api_server(python, airflow_env, tmp_path) as (url, admin):
 
         def api(path: str) -> Any:
             status, body = airflow_http.get(url, path, admin)
@@ -176,8 +172,6 @@ def _airflow_serves_the_installed_plugin(tmp_path: Path, python: Path, env: dict
                     for k in ("backfill", "incremental", "reconcile", "reset")}  # fmt: skip
         assert dag_ids == expected
         assert api("/api/v2/importErrors")["import_errors"] == []
-    finally:
-        stop_pid(pidfile, "the scratch venv's airflow api-server")
 
     # A plugins folder still holding the shim older checkouts shipped: one plugin, not two.
     (plugins / "reprocess_plugin.py").write_text(OLD_SHIM)

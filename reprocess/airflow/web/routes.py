@@ -25,7 +25,7 @@ from sqlalchemy import Engine
 
 from reprocess.airflow.web.access import User, readable_pipelines, require_pipeline
 from reprocess.core.spec import pipeline_dag_id, pipeline_of_dag
-from reprocess.operations import coverage, redrive
+from reprocess.operations import coverage, progress, redrive
 
 URL_PREFIX: Final = "/reprocess"
 DB_CONN_ID: Final = "reprocess_db"
@@ -34,6 +34,7 @@ STATIC: Final = {
     "coverage.js": (HERE / "static" / "coverage.js", "text/javascript"),
     "coverage.css": (HERE / "static" / "coverage.css", "text/css"),
     "coverage.svg": (HERE / "static" / "coverage.svg", "image/svg+xml"),
+    "progress.js": (HERE / "static" / "progress.js", "text/javascript"),
     # The charting library, from the installed (pinned) plotly wheel: no CDN, no internet.
     "plotly.min.js": (Path(str(resources.files("plotly") / "package_data" / "plotly.min.js")), "text/javascript"),
 }
@@ -125,6 +126,7 @@ def pipeline_page(
         context: dict[str, Any] = {
             "p": pipeline,
             "runs": coverage.runs(conn, name, runs_offset),
+            "progress": progress.run_progress(conn, name),
             "calendar": coverage.calendar(conn, name),
             "dead": coverage.dead_letters(conn, name, kind or None, run or None, dl_offset),
             "kinds": coverage.dead_letter_kinds(conn, name),
@@ -183,6 +185,14 @@ def api_partitions(user: User, name: str) -> list[dict[str, Any]]:
     with engine().connect() as conn:
         require_pipeline(user, name, coverage.pipeline_names(conn))
         return [p.as_dict() for p in coverage.partitions(conn, [name])]
+
+
+@app.get("/api/pipelines/{name}/progress")
+def api_progress(user: User, name: str) -> list[dict[str, Any]]:
+    """Runs whose Spark stage is going (and the last ones that ended): the page polls it."""
+    with engine().connect() as conn:
+        require_pipeline(user, name, coverage.pipeline_names(conn))
+        return [r.as_dict() for r in progress.run_progress(conn, name)]
 
 
 @app.get("/api/pipelines/{name}/runs")

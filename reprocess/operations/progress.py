@@ -1,0 +1,44 @@
+"""The coverage page's view of live progress: a pipeline's runs whose Spark stage is going, and the
+ones that ended lately, from ``reprocess.run_progress`` (written by the stage job)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any, Final
+
+from sqlalchemy import Connection, text
+
+# Runs still going, plus those that ended in the last 15 minutes (the page shows where they ended).
+_PROGRESS: Final = text(
+    "SELECT run_id, planned, records_read, exact, records_per_s, eta_seconds, done, started_at, updated_at, "
+    "extract(epoch FROM now() - updated_at) AS quiet_s FROM reprocess.run_progress "
+    "WHERE pipeline = :pipeline AND (NOT done OR updated_at > now() - interval '15 minutes') "
+    "ORDER BY done, started_at DESC LIMIT 20"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RunProgressRow:
+    run_id: str
+    planned: int
+    records_read: int
+    exact: bool
+    records_per_s: float
+    eta_seconds: float | None
+    done: bool
+    started_at: datetime
+    updated_at: datetime
+    quiet_s: float  # seconds since the last line: a run quiet for long has likely died
+
+    def as_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["started_at"], out["updated_at"] = self.started_at.isoformat(), self.updated_at.isoformat()
+        return out
+
+
+def run_progress(conn: Connection, pipeline: str) -> list[RunProgressRow]:
+    return [
+        RunProgressRow(**{**r._asdict(), "quiet_s": float(r.quiet_s)})
+        for r in conn.execute(_PROGRESS, {"pipeline": pipeline})
+    ]
