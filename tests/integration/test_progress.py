@@ -22,10 +22,12 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
+from reprocess.core.runs import RunRequest
 from reprocess.kafka import demo_data
+from reprocess.operations.plan import plan_run
 from tests.integration import airflow_http
 from tests.integration.browser import Browser, ensure_chromium
-from tests.integration.helpers import orders_spec, run_dag
+from tests.integration.helpers import orders_spec, run_dag, start_spark_stage
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("spark"), pytest.mark.integration("airflow")]
 
@@ -141,3 +143,26 @@ def test_long_backfill_reports_progress_in_the_log_and_on_the_page_and_ends_exac
     assert len(set(widths)) >= 2, widths  # it moved without a reload
     assert found["done"]["width"] == 100 and f"{expected_records:,} of " in found["done"]["text"]
     assert "done" in found["done"]["text"]
+
+
+def test_spark_submit_reports_progress_from_the_status_tracker(kafka_config, engine, unique_name, monkeypatch):
+    """The same job under spark-submit (a driver JVM of its own): the estimates come from the status
+    tracker, the lines are the driver's output (the task log streams it), the end is exact."""
+    spec = orders_spec(unique_name, unique_name)
+    demo_data.create_topic(kafka_config, unique_name, 2)
+    produced = demo_data.produce(kafka_config, unique_name, 2, demo_data.order_events(9_000, 3))
+    plan_run(engine, kafka_config, spec, RunRequest.from_params({"batch_size": 2_500}), unique_name)
+    monkeypatch.setenv("REPROCESS_PROGRESS_INTERVAL_S", "2")
+
+    job = start_spark_stage(spec, unique_name, batch_size=2_500)
+    output, _ = job.communicate(timeout=600)
+
+    assert job.returncode == 0, output[-4000:]
+    reports = [m for m in map(LINE.search, output.splitlines()) if m is not None]
+    print("\n".join(m.group(0) for m in reports))
+    assert any(m["approx"] == "~" for m in reports), "no estimate from the status tracker"
+    final = reports[-1]
+    assert final["eta"] == "done" and final["approx"] == "" and int(final["records"]) == len(produced.messages)
+    with engine.connect() as conn:
+        stored = conn.execute(text("SELECT * FROM reprocess.run_progress WHERE run_id = :r"), {"r": unique_name}).one()
+    assert (stored.records_read, stored.exact, stored.done) == (len(produced.messages), True, True)
