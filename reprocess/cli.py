@@ -260,15 +260,24 @@ def validate_command(paths: list[str], online: bool, sample: int, as_json: bool)
 
     report = validate_offline([Path(p) for p in paths] or [pipelines_dir()])
     if online:
-        engine = make_engine(app_db_url())
-        kafka = config_from_env()
+        from contextlib import ExitStack
+
+        from reprocess.core.sample import SampleRecord, SampleResult
+        from reprocess.core.spec import PipelineSpec
         from reprocess.spark.sample import decode_sample, session_from_env
 
-        with session_from_env() as spark:
+        engine, kafka = make_engine(app_db_url()), config_from_env()
+        with ExitStack() as stack:
+            sessions: list[Any] = []
+
+            def decode(spec: PipelineSpec, records: Sequence[SampleRecord]) -> SampleResult:
+                """Spark starts only when a topic has records to decode."""
+                if not sessions:
+                    sessions.append(stack.enter_context(session_from_env()))
+                return decode_sample(sessions[0], spec, records)
+
             for spec in report.specs:
-                report.findings.extend(
-                    validate_online(spec, kafka, engine, lambda s, recs: decode_sample(spark, s, recs), sample)
-                )
+                report.findings.extend(validate_online(spec, kafka, engine, decode, sample))
         engine.dispose()
     if as_json:
         print(json.dumps(report.as_dict(), indent=2))
