@@ -15,6 +15,7 @@ from airflow.sdk import DAG
 from reprocess.airflow.reconcile_dag import build_reconcile_dag
 from reprocess.airflow.reset_dag import build_reset_dag
 from reprocess.airflow.run_dags import build_run_dag
+from reprocess.core.errors import SpecError
 from reprocess.core.runs import RunKind
 from reprocess.core.spec import PIPELINES_DIR_ENV, PipelineSpec, load_specs
 
@@ -31,7 +32,12 @@ def dags_from_specs(folder: str | Path, *, relative_to: str | Path | None = None
     path = Path(folder)
     if relative_to is not None and not path.is_absolute():
         path = Path(relative_to).resolve().parent / path
-    return build_dags(load_specs(Path(os.environ.get(PIPELINES_DIR_ENV) or path)))
+    path = Path(os.environ.get(PIPELINES_DIR_ENV) or path)
+    try:
+        specs = load_specs(path)
+    except SpecError as exc:  # an import error shows the first problem; the command shows them all
+        raise SpecError(f"{exc}. `reprocess validate {path}` lists every problem with its fix") from exc
+    return build_dags(specs)
 
 
 def build_dags(specs: list[PipelineSpec]) -> dict[str, DAG]:

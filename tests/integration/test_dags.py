@@ -39,3 +39,4 @@ def test_broken_spec_is_an_import_error_naming_the_file_and_field(monkeypatch, t
 
     (message,) = bag.import_errors.values()
     assert f"{broken}: field 'columns.id.type': 'uuid' is not one of" in message
+    assert f"`reprocess validate {tmp_path}` lists every problem" in message
