@@ -209,5 +209,48 @@ class Ordering:
             )
         return [f"{what} (acknowledged): keys may have moved partition; ordered by {self.column}"]
 
+    def check_topic_ids(
+        self, pipeline: str, before: Mapping[str, str], now: Mapping[str, str], *, acknowledged: bool
+    ) -> list[str]:
+        """Refuse a plan whose topic was deleted and re-created (or migrated) since the last committed run.
+
+        ``before``/``now`` map each topic to its broker id at the newest committed run that saw
+        it and in the snapshot. A new incarnation starts its offsets over: the ledger's positions
+        would skip its records below them, and, under offset ordering, stored rows of the old
+        incarnation (higher offsets) would beat its records forever. Returns warnings for an
+        acknowledged change (column ordering only).
+
+        Raises
+        ------
+        OrderingError
+            A topic's id changed and the run did not acknowledge it, or the pipeline orders by offset.
+
+        Examples
+        --------
+        >>> Ordering(OrderingMode.COLUMN, "v").check_topic_ids("p", {"t": "A"}, {"t": "B"}, acknowledged=True)
+        ['topic t was re-created (id A → B) since the last committed run (acknowledged)']
+        >>> Ordering().check_topic_ids("p", {"t": "A"}, {"t": "A", "u": "C"}, acknowledged=False)
+        []
+        """
+        changed = {t: (before[t], i) for t, i in now.items() if before.get(t) not in (None, i)}
+        if not changed:
+            return []
+        what = "; ".join(f"topic {t} was re-created (id {b} → {i}) since the last committed run" for t, (b, i) in
+                         changed.items())  # fmt: skip
+        if self.column is not None and acknowledged:
+            return [f"{what} (acknowledged)"]
+        remedy = "rebuild the table from the new topic: a backfill with mode=rebuild"
+        if self.column is not None:
+            remedy += (
+                ", or, if the new topic holds the history again, a backfill with start_mode=earliest and "
+                "acknowledge_partition_change=true"
+            )
+        raise OrderingError(
+            f"{pipeline}: {what}. Its offsets started over: reading on from the ledger would skip the new "
+            "records below it, and rows stored from the old topic"
+            + (" (higher offsets) would beat the new records. " if self.column is None else ". ")
+            + f"Nothing was planned. To go ahead, {remedy}."
+        )
+
 
 __all__ = ["LINEAGE_ORDER", "Ordering", "OrderingMode"]

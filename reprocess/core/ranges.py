@@ -60,6 +60,7 @@ class PartitionSnapshot:
     log_start: int
     log_end: int
     group_committed: int | None
+    topic_id: str | None = None  # the broker's id of this incarnation of the topic (KIP-516)
 
     @property
     def tp(self) -> TopicPartition:

@@ -26,6 +26,8 @@ SPEC_FIELDS: Final = frozenset({
     "batch_size", "max_record_bytes", "max_dead_letter_ratio", "schedule", "reconcile", "owner", "tags", "format",
 })  # fmt: skip
 SCHEMA_FILE: Final = "spec.schema.json"
+# The bookkeeping schemas (runs and ledger, stages, deletion markers): never a pipeline's target.
+RESERVED_SCHEMAS: Final = frozenset({"reprocess", "reprocess_stage", "reprocess_deleted"})
 _IDENT: Final = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 # The DAGs that read a pipeline's data (dagfactory.build_dags; reading its coverage needs read
 # access to all of them); every generated DAG's id, the reset DAG's too, names the pipeline.
@@ -71,7 +73,9 @@ _SPARK_TYPES: Final = {
     ColumnType.BIGINT: "bigint",
     ColumnType.INTEGER: "int",
     ColumnType.DOUBLE: "double",
-    ColumnType.NUMERIC: "decimal(38,9)",
+    # Staged as its exact text (formats/json.py validates it) and cast by PostgreSQL: a Spark decimal
+    # has a fixed scale and at most 38 digits, so it would round values numeric holds exactly.
+    ColumnType.NUMERIC: "string",
     ColumnType.BOOLEAN: "boolean",
     ColumnType.TIMESTAMPTZ: "timestamp",
 }
@@ -233,6 +237,8 @@ class _SpecParser:
             fail=self.fail,
         )
         schema, _, table = str(raw.get("target_table", f"public.{name}")).rpartition(".")
+        if schema in RESERVED_SCHEMAS:
+            raise self.fail("target_table", f"schema {schema!r} holds the pipelines' bookkeeping; use another schema")
         ratio = raw.get("max_dead_letter_ratio", 0.05)
         if isinstance(ratio, bool) or not isinstance(ratio, int | float) or not 0 <= ratio <= 1:
             raise self.fail("max_dead_letter_ratio", f"must be a number in [0, 1], got {ratio!r}")
@@ -346,11 +352,19 @@ def find_spec(name: str, directory: Path | None = None) -> PipelineSpec:
 
 
 def load_specs(directory: Path) -> list[PipelineSpec]:
-    """Every ``*.yaml`` spec in a folder, sorted by name; duplicate names are an error."""
+    """Every ``*.yaml`` spec in a folder, sorted by name; a name or a target table used twice is an
+    error (a pipeline's ledger, ordering and deletion markers describe its own table alone)."""
     specs = [PipelineSpec.from_file(p) for p in sorted(directory.glob("*.yaml"))]
-    seen: dict[str, str] = {}
+    names: dict[str, str] = {}
+    targets: dict[str, str] = {}
     for s in specs:
-        if s.name in seen:
-            raise SpecError(f"{s.source_file}: field 'name': {s.name!r} is also used by {seen[s.name]}")
-        seen[s.name] = s.source_file
+        if s.name in names:
+            raise SpecError(f"{s.source_file}: field 'name': {s.name!r} is also used by {names[s.name]}")
+        if s.qualified_target in targets:
+            raise SpecError(
+                f"{s.source_file}: field 'target_table': {s.qualified_target} is also the target of "
+                f"{targets[s.qualified_target]}; two pipelines cannot share a table. Give each its own target_table"
+            )
+        names[s.name] = s.source_file
+        targets[s.qualified_target] = s.source_file
     return specs

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from reprocess.core.spec import ColumnSpec, PipelineSpec, TombstoneMode
+from reprocess.core.spec import ColumnSpec, ColumnType, PipelineSpec, TombstoneMode
 from reprocess.formats.contract import key_name, typed_name
 
 if TYPE_CHECKING:
@@ -70,9 +70,49 @@ def _extract_fields(spec: PipelineSpec) -> list[str]:
     for i, c in enumerate(spec.columns):
         ref = "_j." + ".".join(f"`{p}`" for p in c.path.split("."))
         out.append(f"{ref} AS {_raw_name(i)}")
-        typed = _raw_name(i) if c.type.spark_type == "string" else f"try_cast({ref} AS {c.type.spark_type})"
+        if c.type is ColumnType.NUMERIC:
+            typed = _exact_numeric(i, c)
+        else:
+            typed = _raw_name(i) if c.type.spark_type == "string" else f"try_cast({ref} AS {c.type.spark_type})"
         out.append(f"{typed} AS {typed_name(i)}")
     return out
+
+
+# What PostgreSQL's numeric input reads, bounded well inside its limits (131072 digits before the
+# point, 16383 after): at most 1000 characters and a three-digit exponent.
+_NUMERIC_TEXT = "^[+-]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][+-]?[0-9]{1,3})?$"
+_NUMERIC_CHARS = 1000
+
+
+def _numeric_kind(i: int) -> str:
+    return f"_nk_{i}"
+
+
+def _exact_numeric(i: int, c: ColumnSpec) -> str:
+    """A numeric field's exact text, or NULL (a type error): PostgreSQL casts it at the COPY.
+
+    ``from_json`` keeps a JSON string's text and an integer's digits as written, but renders any
+    other JSON number through a double (``0.000000000123456789`` → ``1.23456789E-10``). Those are
+    read from the record's variant instead, which keeps a decimal of up to 38 digits exactly; a
+    longer one is a double there too and is refused (``_numeric_errors``), never rounded.
+    """
+    raw, kind = _raw_name(i), _numeric_kind(i)
+    text = f"trim({raw})"
+    valid = f"({text} RLIKE {_sql_str(_NUMERIC_TEXT)} AND length({text}) <= {_NUMERIC_CHARS})"
+    return (
+        f"CASE WHEN {raw} RLIKE '^[+-]?[0-9]+$' AND {valid} THEN {text} "
+        f"WHEN {kind} = 'STRING' THEN CASE WHEN {valid} THEN {text} END "
+        f"WHEN {kind} LIKE 'DECIMAL%' THEN try_variant_get(_v, {_sql_str(c.json_path)}, 'string') END"
+    )
+
+
+def _numeric_kinds(spec: PipelineSpec) -> list[str]:
+    """Each numeric field's JSON type (``STRING``, ``DECIMAL(p,s)``, ``DOUBLE``…) from the variant."""
+    return [
+        f"schema_of_variant(try_variant_get(_v, {_sql_str(c.json_path)})) AS {_numeric_kind(i)}"
+        for i, c in enumerate(spec.columns)
+        if c.type is ColumnType.NUMERIC
+    ]
 
 
 def _from_json(text: str, schema: str, alias: str) -> str:
@@ -93,6 +133,8 @@ def _tombstone_key_fields(spec: PipelineSpec) -> list[str]:
         ref = "_kj." + ".".join(f"`{p}`" for p in c.path.split("."))
         fallback = "_kstr" if single else "NULL"
         raw = f"CASE WHEN _kj IS NOT NULL AND _kj.`{CORRUPT}` IS NULL THEN {ref} ELSE {fallback} END"
+        if c.type is ColumnType.NUMERIC:
+            raw = f"CASE WHEN trim({raw}) RLIKE {_sql_str(_NUMERIC_TEXT)} THEN trim({raw}) END"
         out.append(raw if c.type.spark_type == "string" else f"try_cast({raw} AS {c.type.spark_type})")
     return [f"{e} AS {key_name(i)}" for i, e in enumerate(out)]
 
@@ -119,6 +161,15 @@ def _error_expression(spec: PipelineSpec) -> str:
         r, t = _raw_name(i), typed_name(i)
         if c.required:
             cases.append(f"WHEN {r} IS NULL THEN {_sql_str('missing required field ' + c.path)}")
+        if c.type is ColumnType.NUMERIC:
+            cases.append(
+                f"WHEN {t} IS NULL AND {_numeric_kind(i)} IN ('DOUBLE', 'FLOAT') THEN "
+                + _sql_str(
+                    f"type error: field {c.path} is a JSON number of more than 38 digits, which Spark cannot "
+                    'read exactly; send it as a JSON string ("1.25") to keep every digit: '
+                )
+                + f" || left({r}, 80)"
+            )
         cases.append(
             f"WHEN {r} IS NOT NULL AND {t} IS NULL THEN "
             f"concat({_sql_str(f'type error: field {c.path} is not {c.type.value}: ')}, left({r}, 80))"
@@ -130,11 +181,13 @@ def decode(records: DataFrame, spec: PipelineSpec) -> DataFrame:
     """Kafka records plus the contract's columns: typed values, tombstone keys and ``_error``."""
     from pyspark.sql import functions as F
 
-    parsed = (
-        records.selectExpr("*", "CAST(value AS STRING) AS _str")
-        .selectExpr("*", _from_json("_str", json_schema(spec), "_j"))
-        .selectExpr("*", *_extract_fields(spec))
+    parsed = records.selectExpr("*", "CAST(value AS STRING) AS _str").selectExpr(
+        "*", _from_json("_str", json_schema(spec), "_j")
     )
+    kinds = _numeric_kinds(spec)
+    if kinds:  # only numeric fields need the variant (see _exact_numeric)
+        parsed = parsed.selectExpr("*", "try_parse_json(_str) AS _v").selectExpr("*", *kinds)
+    parsed = parsed.selectExpr("*", *_extract_fields(spec))
     if spec.tombstones is TombstoneMode.DELETE:
         parsed = (
             parsed.selectExpr("*", "CAST(key AS STRING) AS _kstr")

@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 # --------------------------------------------------------------------------- snapshot
 def take_snapshot(kafka: Mapping[str, Any], spec: PipelineSpec, topics: Iterable[str]) -> list[PartitionSnapshot]:
     """Log start, log end (read_committed) and the group's committed offset per partition."""
-    from confluent_kafka import ConsumerGroupTopicPartitions, IsolationLevel, KafkaException
+    from confluent_kafka import ConsumerGroupTopicPartitions, IsolationLevel, KafkaException, TopicCollection
     from confluent_kafka import TopicPartition as KTP
     from confluent_kafka.admin import OffsetSpec
 
@@ -57,6 +57,9 @@ def take_snapshot(kafka: Mapping[str, Any], spec: PipelineSpec, topics: Iterable
         return out
 
     starts, ends = offsets(OffsetSpec.earliest), offsets(OffsetSpec.latest)
+    # A topic deleted and re-created under its name gets a new id: its offsets start over.
+    described = admin.describe_topics(TopicCollection(list(dict.fromkeys(tp.topic for tp in partitions))))
+    ids = {topic: str(fut.result().topic_id) for topic, fut in described.items()}
     committed: dict[tuple[str, int], int] = {}
     request = ConsumerGroupTopicPartitions(spec.consumer_group, [KTP(tp.topic, tp.partition) for tp in partitions])
     try:
@@ -68,7 +71,7 @@ def take_snapshot(kafka: Mapping[str, Any], spec: PipelineSpec, topics: Iterable
         log.warning("pipeline=%s group=%s committed offsets unavailable: %s", spec.name, spec.consumer_group, exc)
     return [
         PartitionSnapshot(tp.topic, tp.partition, starts[(tp.topic, tp.partition)], ends[(tp.topic, tp.partition)],
-                          committed.get((tp.topic, tp.partition)))
+                          committed.get((tp.topic, tp.partition)), ids.get(tp.topic))
         for tp in partitions
     ]  # fmt: skip
 
@@ -299,7 +302,14 @@ def plan_run(
     ``params`` (the trigger form's values) are stored verbatim beside the parsed request.
     """
     request.check_rebuild(spec.topics)
-    version = store.ensure_pipeline(engine, spec, rebuild=request.rebuild)
+    try:
+        version, warnings = store.ensure_pipeline(
+            engine, spec, rebuild=request.rebuild, acknowledged=request.acknowledge_partition_change
+        )
+    except SpecError as refused:  # recorded, so the run note says why, not only the task log
+        store.record_failed_request(engine, spec, request.kind, run_id, params, str(refused),
+                                    parsed=request.as_dict(), dag_id=dag_id, dag_run_id=dag_run_id)  # fmt: skip
+        raise
     drop_leftover_stages(engine, spec)
     with engine.begin() as conn:
         existing = store.run_state(conn, run_id)
@@ -321,7 +331,6 @@ def plan_run(
             TopicPartition(r.topic, r.partition): r.next_offset
             for r in conn.execute(queries.LEDGER_FOR_PIPELINE, {"pipeline": spec.name})
         }
-        warnings: list[str] = []
         try:
             warnings += _check_partition_counts(conn, spec, request, snapshots)
             ranges, lost = resolve(spec, request, snapshots, ledger, time_offsets)
@@ -384,14 +393,20 @@ def retention_risks(ranges: list[OffsetRange], snapshots: list[PartitionSnapshot
 def _check_partition_counts(
     conn: Connection, spec: PipelineSpec, request: RunRequest, snapshots: list[PartitionSnapshot]
 ) -> list[str]:
-    """The ordering's rule for partition-count changes since the last committed run (see ordering.py)."""
-    before = {r.topic: r.partitions for r in conn.execute(queries.LAST_PARTITION_COUNTS, {"pipeline": spec.name})}
+    """The ordering's rules for partition-count changes and re-created topics since the last
+    committed run (see ordering.py); a rebuild re-reads a re-created topic from its log start."""
+    last = {r.topic: r for r in conn.execute(queries.LAST_PARTITION_COUNTS, {"pipeline": spec.name})}
     now: dict[str, int] = {}
     for s in snapshots:
         now[s.topic] = now.get(s.topic, 0) + 1
-    return spec.ordering.check_partition_counts(
-        spec.name, before, now, acknowledged=request.acknowledge_partition_change
+    acknowledged = request.acknowledge_partition_change
+    ids = {s.topic: s.topic_id for s in snapshots if s.topic_id}
+    before = {t: r.topic_id for t, r in last.items() if r.topic_id}
+    warnings = (
+        [] if request.rebuild else spec.ordering.check_topic_ids(spec.name, before, ids, acknowledged=acknowledged)
     )
+    counts = {t: r.partitions for t, r in last.items()}
+    return warnings + spec.ordering.check_partition_counts(spec.name, counts, now, acknowledged=acknowledged)
 
 
 __all__ = ["offsets_for_time", "plan_run", "resolve", "take_snapshot"]

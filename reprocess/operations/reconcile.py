@@ -133,8 +133,9 @@ def key_checks_sql(spec: PipelineSpec, stage: sql.Composable) -> sql.Composed:
     The newest record is a row or, with ``tombstones: delete``, a tombstone; the key's current
     state is its target row or its deletion marker (at most one exists). It is right when it
     carries the newest record's lineage or a newer one by the Ordering; absent is *missing*,
-    older is *stale*. Keys join with their own types (the stage has the target's column types),
-    so a numeric ``1.5`` matches ``1.500``. A rebuild verifies its shadow with it too
+    older is *stale*, and so is one that cannot be compared (a NULL ordering value: the merge
+    could never replace it). Keys join with their own types (the stage has the target's column
+    types), so a numeric ``1.5`` matches ``1.500``. A rebuild verifies its shadow with it too
     (:mod:`reprocess.operations.rebuild_verify`).
     """
     n, c = sql.Identifier("n"), sql.Identifier("c")
@@ -157,7 +158,7 @@ def key_checks_sql(spec: PipelineSpec, stage: sql.Composable) -> sql.Composed:
     missing = sql.SQL("c.{} IS NULL").format(ident(spec.key[0]))
     stale = sql.SQL(
         "c.{k0} IS NOT NULL AND (c._kafka_topic, c._kafka_partition, c._kafka_offset) IS DISTINCT FROM "
-        "(n._kafka_topic, n._kafka_partition, n._kafka_offset) AND NOT ({current_newer})"
+        "(n._kafka_topic, n._kafka_partition, n._kafka_offset) AND NOT coalesce({current_newer}, false)"
     ).format(k0=ident(spec.key[0]), current_newer=spec.ordering.newer_sql(n, c))
     return sql.SQL(
         "WITH n AS ({newest}), c AS ({current}) "

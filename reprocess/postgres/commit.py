@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from psycopg2 import sql
 from sqlalchemy import Connection, Engine
@@ -32,6 +33,7 @@ from reprocess.postgres.target import (
     merge_sql,
     resolve_dead_letters_sql,
     shadow_spec,
+    split_keys_sql,
     stage_counts_sql,
 )
 
@@ -137,6 +139,8 @@ def _commit_once(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResul
                     "tables). Nothing was committed: re-run spark_read_stage."
                 )
             _check_dead_letter_ratio(conn, spec, run_id, stage, records, dead, owner)
+            if spec.ordering.column is None:
+                _refuse_split_keys(cur, target, run_id, stage)
             # 3. Merge: a newer record replaces the row (or its deletion marker); the same record
             #    re-derives it when it derives differently; tombstones newer than the row delete it
             #    and leave a marker, so replays never resurrect.
@@ -263,6 +267,23 @@ def _check_fence(conn: Connection, spec: PipelineSpec, run_id: str, starts: dict
         raise FencedRunError(
             f"{spec.name}: run {run_id} is fenced: another run moved the ledger since it was planned "
             f"({'; '.join(moved)}). Nothing was committed; the next incremental run picks up from the ledger."
+        )
+
+
+def _refuse_split_keys(cur: Any, spec: PipelineSpec, run_id: str, stage: sql.Composable) -> None:
+    """Offset ordering holds only while each key stays on one (topic, partition): a producer that
+    does not key records by the spec's key puts one key on two, and the higher partition would
+    win forever whatever its records' age. Such a stage is refused, naming keys and partitions."""
+    cur.execute(split_keys_sql(spec, stage, 3))
+    split = cur.fetchall()
+    if split:
+        raise StageRefusedError(
+            f"{spec.name}: run {run_id} has records of one key on more than one partition ("
+            + "; ".join(f"key {k!r} on {where}" for k, where in split)
+            + "); ordering: offset compares offsets only within one partition, so the higher partition would win "
+            "whatever the records' age. Nothing was committed. Make the producer key its records by "
+            f"({', '.join(spec.key)}), or order the pipeline by a required version or event-time column "
+            "(ordering: {mode: column, column: <name>}) and rebuild the table with mode=rebuild."
         )
 
 

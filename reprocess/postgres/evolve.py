@@ -21,7 +21,7 @@ from reprocess.core.errors import SchemaChangeError
 from reprocess.core.ranges import OffsetRange
 from reprocess.core.spec import ColumnSpec, ColumnType, PipelineSpec
 from reprocess.postgres.db import pg_cursor
-from reprocess.postgres.target import LINEAGE_COLUMNS, create_target_sql, target_identifier
+from reprocess.postgres.target import LINEAGE_COLUMNS, create_target_sql, not_null, target_identifier
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +41,10 @@ _SET_LIVE_VERSION: Final = text("UPDATE reprocess.pipelines SET spec_version = :
 _LIVE_COLUMNS: Final = text(
     "SELECT a.attname, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a "
     "WHERE a.attrelid = to_regclass(:table) AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum"
+)
+_NOT_NULL: Final = text(
+    "SELECT a.attname FROM pg_attribute a WHERE a.attrelid = to_regclass(:table) AND a.attnum > 0 "
+    "AND NOT a.attisdropped AND a.attnotnull"
 )
 _LIVE_KEY: Final = text(
     "SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) "
@@ -141,10 +145,47 @@ def migrate_target(conn: Connection, spec: PipelineSpec) -> int:
                 )
                 log.info("schema pipeline=%s table=%s added column %s %s (v%d)", spec.name, name, c.name, c.type,
                          version)  # fmt: skip
+            _constrain_ordering(conn, spec, table, version)
             # Tables created before spec versions were recorded gain the lineage column.
             cur.execute(sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS _spec_version int").format(table))
     conn.execute(_SET_LIVE_VERSION, {"pipeline": spec.name, "version": version})
     return version
+
+
+def _constrain_ordering(conn: Connection, spec: PipelineSpec, table: sql.Composed, version: int) -> None:
+    """Make the ordering column NOT NULL (and release a column that no longer orders), refusing a
+    table whose rows lack the ordering value.
+
+    A row whose ordering column is NULL can never be replaced (the merge's row comparison is
+    unknown) and reconciliation could not call it stale: switching the ordering to a column that
+    was just added, or that was once optional, would freeze every such row. Only a rebuild can
+    give them a value, from their records.
+    """
+    with pg_cursor(conn) as cur:
+        name = table.as_string(cur)
+    constrained = set(conn.execute(_NOT_NULL, {"table": name}).scalars())
+    payload = [c.name for c in spec.columns if c.name not in spec.key]
+    with pg_cursor(conn) as cur:
+        for column in payload:
+            want = not_null(spec, column)
+            if want == (column in constrained):
+                continue
+            if want:
+                cur.execute(sql.SQL("SELECT count(*) FROM {} WHERE {} IS NULL").format(table, sql.Identifier(column)))
+                nulls = int(cur.fetchone()[0])  # type: ignore[index]
+                if nulls:
+                    raise SchemaChangeError(
+                        f"{spec.name}: spec {spec.source_file} (v{version}) orders by {column}, but {nulls:,} rows of "
+                        f"{spec.qualified_target} have no {column} (NULL): a newer record could never replace them "
+                        f"and reconciliation could not tell. Nothing was changed and nothing was read. Rebuild the "
+                        f"table from the log: trigger {spec.dag_id('backfill')} with mode=rebuild (Safety section); "
+                        "the live table is served until the rebuilt one is swapped in."
+                    )
+            cur.execute(
+                sql.SQL("ALTER TABLE {} ALTER COLUMN {} {} NOT NULL").format(
+                    table, sql.Identifier(column), sql.SQL("SET" if want else "DROP")
+                )
+            )
 
 
 def stale_rows(conn: Connection, spec: PipelineSpec, version: int, where: Any = None) -> dict[int | None, int]:

@@ -13,6 +13,13 @@ UPSERT_PIPELINE: Final = text(
     "ON CONFLICT (name) DO UPDATE SET target_table = EXCLUDED.target_table, spec = EXCLUDED.spec, "
     "updated_at = now() WHERE reprocess.pipelines.spec IS DISTINCT FROM EXCLUDED.spec"
 )
+# A rebuild registers a new pipeline but leaves an existing one's spec alone until its swap, so
+# runs of the live table keep being checked against the spec the live table is at.
+REGISTER_PIPELINE: Final = text(
+    "INSERT INTO reprocess.pipelines (name, target_table, spec) VALUES (:name, :target, CAST(:spec AS jsonb)) "
+    "ON CONFLICT (name) DO NOTHING"
+)
+PIPELINE_EXISTS: Final = text("SELECT EXISTS (SELECT 1 FROM reprocess.pipelines WHERE name = :name)")
 
 RUN_STATE: Final = text("SELECT state FROM reprocess.runs WHERE run_id = :run_id")
 
@@ -30,8 +37,8 @@ DELETE_PLAN_RANGES: Final = text("DELETE FROM reprocess.run_ranges WHERE run_id 
 DELETE_PLAN_SNAPSHOTS: Final = text("DELETE FROM reprocess.offset_snapshots WHERE run_id = :run_id")
 
 INSERT_SNAPSHOT: Final = text(
-    "INSERT INTO reprocess.offset_snapshots (run_id, topic, partition, log_start, log_end, group_committed) "
-    "VALUES (:run_id, :topic, :partition, :log_start, :log_end, :group_committed)"
+    "INSERT INTO reprocess.offset_snapshots (run_id, topic, partition, log_start, log_end, group_committed, "
+    "topic_id) VALUES (:run_id, :topic, :partition, :log_start, :log_end, :group_committed, :topic_id)"
 )
 
 INSERT_RUN_RANGE: Final = text(
@@ -53,7 +60,7 @@ LEDGER_FOR_PIPELINE: Final = text(
 # Per topic, the partition count snapshotted by the pipeline's newest committed run that read the
 # topic (batch children have no snapshot of their own, so they are skipped by the join).
 LAST_PARTITION_COUNTS: Final = text(
-    "SELECT DISTINCT ON (s.topic) s.topic, count(*) OVER (PARTITION BY s.run_id, s.topic) AS partitions "
+    "SELECT DISTINCT ON (s.topic) s.topic, count(*) OVER (PARTITION BY s.run_id, s.topic) AS partitions, s.topic_id "
     "FROM reprocess.offset_snapshots s JOIN reprocess.runs r ON r.run_id = s.run_id "
     "WHERE r.pipeline = :pipeline AND r.state = 'committed' ORDER BY s.topic, r.committed_at DESC"
 )

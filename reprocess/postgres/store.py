@@ -27,12 +27,14 @@ from typing import Any, Final
 from sqlalchemy import Connection, Engine, Row, text
 
 from reprocess.core.progress import ProgressLine
+from reprocess.core.errors import SpecError
 from reprocess.core.ranges import OffsetRange, PartitionSnapshot
 from reprocess.core.runs import LostRange, RunKind, RunPlan, RunState
 from reprocess.core.spec import PipelineSpec, TombstoneMode
 from reprocess.postgres import queries
 from reprocess.postgres.db import pg_cursor
 from reprocess.postgres.evolve import migrate_target, register_version
+from reprocess.postgres.registry import check_registration
 from reprocess.postgres.target import REBUILD, create_markers_sql
 
 log = logging.getLogger(__name__)
@@ -62,29 +64,39 @@ _MARK_PARENT_COMMITTED: Final = text(
 )
 
 
-def ensure_pipeline(engine: Engine, spec: PipelineSpec, *, rebuild: bool = False) -> int:
-    """Register the spec (and its version) and create or evolve its target table; returns the version.
+def ensure_pipeline(
+    engine: Engine, spec: PipelineSpec, *, rebuild: bool = False, acknowledged: bool = False
+) -> tuple[int, list[str]]:
+    """Register the spec (and its version) and create or evolve its target table; returns the
+    version and warnings about changes that were allowed (registry.check_registration).
 
-    For a rebuild only the version is registered: the live table stays as it is until the swap.
+    For a rebuild only the version is registered: the live table, and the spec the live
+    pipeline runs under, stay as they are until the swap (rebuild.swap_in records the spec).
+    ``acknowledged`` is the request's acknowledge_partition_change.
 
     Raises
     ------
-    SchemaChangeError
-        The live table cannot take the spec in place (evolve.migrate_target); nothing changed.
+    SpecError
+        Another pipeline owns the target, or the target, topics or ordering changed in a way the
+        ledger cannot follow (registry.check_registration); the live table cannot take the spec
+        in place (SchemaChangeError from evolve.migrate_target). Nothing changed.
     """
     with engine.begin() as conn:
         conn.execute(queries.PIPELINE_LOCK, {"pipeline": spec.name})
-        conn.execute(
-            queries.UPSERT_PIPELINE,
-            {"name": spec.name, "target": spec.qualified_target, "spec": json.dumps(spec.as_dict())},
-        )
+        warnings = check_registration(conn, spec, rebuild=rebuild, acknowledged=acknowledged)
+        params = {"name": spec.name, "target": spec.qualified_target, "spec": json.dumps(spec.as_dict())}
+        conn.execute(queries.REGISTER_PIPELINE if rebuild else queries.UPSERT_PIPELINE, params)
         if rebuild:
-            return register_version(conn, spec)
+            return register_version(conn, spec), warnings
         version = migrate_target(conn, spec)
         if spec.tombstones is TombstoneMode.DELETE:
             with pg_cursor(conn) as cur:
                 cur.execute(create_markers_sql(spec))
-        return version
+        return version, warnings
+
+
+def pipeline_registered(conn: Connection, name: str) -> bool:
+    return conn.execute(queries.PIPELINE_EXISTS, {"name": name}).scalar_one()
 
 
 def run_state(conn: Connection, run_id: str) -> RunState | None:
@@ -140,7 +152,8 @@ def save_plan(
         conn.execute(
             queries.INSERT_SNAPSHOT,
             [{"run_id": run_id, "topic": s.topic, "partition": s.partition, "log_start": s.log_start,
-              "log_end": s.log_end, "group_committed": s.group_committed} for s in snapshots],
+              "log_end": s.log_end, "group_committed": s.group_committed, "topic_id": s.topic_id}
+             for s in snapshots],
         )  # fmt: skip
     insert_ranges(conn, run_id, ranges)
     if spec_version is not None:
@@ -207,13 +220,26 @@ def record_failed_request(
     params: Mapping[str, Any] | None,
     error: str,
     *,
+    parsed: Mapping[str, Any] | None = None,
     dag_id: str | None = None,
     dag_run_id: str | None = None,
 ) -> None:
-    """A trigger request that did not parse is still a run: failed, with its params and the error."""
-    ensure_pipeline(engine, spec)
+    """A run refused before it was planned (its request did not parse, or the spec was refused) is
+    still a run: failed, with its params and the error, so the run note says why.
+
+    A refused spec is not registered; the run is recorded under the registration that stands. A
+    pipeline never registered has no run table row to hang it on: then the task log holds the error.
+    """
+    try:
+        ensure_pipeline(engine, spec)
+    except SpecError as refused:
+        log.info("record run_id=%s pipeline=%s under its standing registration: %s", run_id, spec.name, refused)
     with engine.begin() as conn:
-        stored = {"params": dict(params) if params is not None else None, "parsed": None}
+        if not pipeline_registered(conn, spec.name):
+            log.warning("record run_id=%s pipeline=%s is not registered; its error is in the task log only",
+                        run_id, spec.name)  # fmt: skip
+            return
+        stored = {"params": dict(params) if params is not None else None, "parsed": parsed}
         save_plan(conn, spec, kind, stored, run_id, state=RunState.FAILED, dag_id=dag_id, dag_run_id=dag_run_id,
                   error=error)  # fmt: skip
 

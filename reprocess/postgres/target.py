@@ -84,11 +84,17 @@ def create_markers_sql(spec: PipelineSpec) -> sql.Composed:
     )
 
 
+def not_null(spec: PipelineSpec, column: str) -> bool:
+    """Key columns and the ordering column are NOT NULL in the target: a NULL ordering value would
+    make the merge's row comparison unknown, so no newer record could ever replace the row."""
+    return column in spec.key or column == spec.ordering.column
+
+
 def create_target_sql(spec: PipelineSpec) -> sql.Composed:
     """Idempotent DDL: natural key as primary key, payload columns and lineage columns."""
     columns = sql.SQL(", ").join(
         sql.SQL("{} {}{}").format(
-            sql.Identifier(c.name), sql.SQL(c.type.value), sql.SQL(" NOT NULL" if c.name in spec.key else "")
+            sql.Identifier(c.name), sql.SQL(c.type.value), sql.SQL(" NOT NULL" if not_null(spec, c.name) else "")
         )
         for c in spec.columns
     )
@@ -244,6 +250,39 @@ def drop_superseded_markers_sql(spec: PipelineSpec, stage: sql.Composable) -> sq
         same_key_ms=_same_key(spec, ident("_m"), ident("_s")),
         target=target_identifier(spec),
         same_key_xm=_same_key(spec, ident("_x"), ident("_m")),
+    )
+
+
+def split_keys_sql(spec: PipelineSpec, stage: sql.Composable, examples: int) -> sql.Composed:
+    """Keys whose staged records, row or deletion marker sit on more than one (topic, partition):
+    (key text, the partitions), at most ``examples`` of them. Under offset ordering such records
+    have no order (the Spark job keeps the newest per key AND partition, so they reach the stage)."""
+    ident = sql.Identifier
+    key = sql.SQL(", ").join(map(ident, spec.key))
+    where = "_kafka_topic, _kafka_partition"
+    current = [target_identifier(spec)]
+    if spec.tombstones is TombstoneMode.DELETE:
+        current.append(markers_identifier(spec))
+    stored = sql.SQL(" UNION ALL ").join(
+        sql.SQL("SELECT {key}, {where} FROM {table} AS _x WHERE EXISTS (SELECT 1 FROM _s WHERE {same})").format(
+            key=key, where=sql.SQL(where), table=table, same=_same_key(spec, ident("_x"), ident("_s"))
+        )
+        for table in current
+    )
+    return sql.SQL(
+        "WITH _s AS (SELECT DISTINCT {key}, {where} FROM {stage} WHERE _kind IN ({row}, {tombstone})), "
+        "_a AS (SELECT * FROM _s UNION {stored}) "
+        "SELECT concat_ws('|', {key_text}), string_agg(DISTINCT _kafka_topic || '[' || _kafka_partition || ']', ', ') "
+        "FROM _a GROUP BY {key} HAVING count(DISTINCT (_kafka_topic, _kafka_partition)) > 1 ORDER BY 1 LIMIT {n}"
+    ).format(
+        key=key,
+        where=sql.SQL(where),
+        stage=stage,
+        row=sql.Literal(ROW),
+        tombstone=sql.Literal(TOMBSTONE),
+        stored=stored,
+        key_text=sql.SQL(", ").join(sql.SQL("{}::text").format(ident(k)) for k in spec.key),
+        n=sql.Literal(examples),
     )
 
 

@@ -51,8 +51,12 @@ def to_stage(records: DataFrame, spec: PipelineSpec) -> DataFrame:
     def when_dead(col: Column) -> Column:
         return F.when(~ok, col)
 
+    # Offsets order records only within one partition: under offset ordering the newest record is
+    # kept per (key, partition), so a key found on two partitions reaches the commit, which refuses it.
+    split = F.when(ok, F.col("partition")) if spec.ordering.column is None else F.lit(None)
     rows = parsed.select(
         F.when(ok & tombstone, F.lit(TOMBSTONE)).when(ok, F.lit(ROW)).otherwise(F.lit(DEAD)).alias("_kind"),
+        split.alias("_key_partition"),
         *(good_value(i, c).alias(c.name) for i, c in enumerate(spec.columns)),
         F.col("topic").alias("_kafka_topic"),
         F.col("partition").alias("_kafka_partition"),
@@ -68,7 +72,7 @@ def to_stage(records: DataFrame, spec: PipelineSpec) -> DataFrame:
         when_dead(F.col("topic")).alias("_dead_topic"),
     )
     carried = [c for c in stage_columns(spec) if c not in spec.key and c not in ("_kind", "_records")]
-    newest = rows.groupBy("_kind", *spec.key, "_dead_topic", "_dead_partition", "_dead_offset").agg(
+    newest = rows.groupBy("_kind", *spec.key, "_key_partition", "_dead_topic", "_dead_partition", "_dead_offset").agg(
         F.max_by(F.struct(*carried), F.struct(*spec.ordering.fields)).alias("_newest"),
         F.count(F.lit(1)).alias("_records"),
     )

@@ -1,0 +1,112 @@
+"""Who may register a spec under a pipeline's name: the checks before a changed spec is accepted.
+
+The ledger, the committed ranges and the deletion markers say what a pipeline's target holds,
+and they are keyed by the pipeline's name. A spec change that makes them describe something
+else would leave rows wrong while reconciliation stays green, so it is refused here, under the
+pipeline's lock and before the new spec is written to ``reprocess.pipelines``:
+
+- a target table (or a bookkeeping schema) that another pipeline owns: ordering across two
+  pipelines compares topic names, one's deletion markers do not stop the other's replays, and a
+  rebuild of one swaps out the other's rows;
+- a changed ``target_table`` while the ledger has positions: the new table would start empty
+  under a ledger that says everything is committed;
+- a changed topic set or ordering rule: stored rows were chosen by the old rule, and offsets of
+  two topics (or two incarnations of one) share no order. A rebuild re-derives every row from
+  the log and is always allowed; under column ordering the change may also be acknowledged
+  (``acknowledge_partition_change``), as a partition-count change is.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Final
+
+from sqlalchemy import Connection, text
+
+from reprocess.core.errors import OrderingError, SchemaChangeError, SpecError
+from reprocess.core.spec import PipelineSpec
+
+log = logging.getLogger(__name__)
+
+# Serialises two pipelines' first registration of one table (the pipeline lock is per name).
+_TARGET_LOCK: Final = text("SELECT pg_advisory_xact_lock(hashtext('reprocess-target:' || :target))")
+_OWNERS: Final = text(
+    "SELECT name FROM reprocess.pipelines WHERE target_table = :target AND name <> :name ORDER BY name"
+)
+_REGISTERED: Final = text("SELECT target_table, spec FROM reprocess.pipelines WHERE name = :name")
+_HAS_LEDGER: Final = text("SELECT EXISTS (SELECT 1 FROM reprocess.consumer_offsets WHERE pipeline = :name)")
+_EXISTS: Final = text("SELECT to_regclass(:table) IS NOT NULL")
+
+
+def check_registration(conn: Connection, spec: PipelineSpec, *, rebuild: bool, acknowledged: bool) -> list[str]:
+    """Refuse a spec that would take another pipeline's table or change what the ledger describes.
+
+    Runs in the caller's transaction, under the pipeline's lock, before the spec is registered.
+    Returns warnings for the changes that were allowed (a rebuild, or an acknowledged change).
+
+    Raises
+    ------
+    SpecError
+        Another pipeline owns the target table.
+    SchemaChangeError
+        ``target_table`` changed while the ledger describes the old table.
+    OrderingError
+        The topic set or the ordering rule changed without a rebuild or an acknowledgement.
+    """
+    conn.execute(_TARGET_LOCK, {"target": spec.qualified_target})
+    owners = list(conn.execute(_OWNERS, {"target": spec.qualified_target, "name": spec.name}).scalars())
+    if owners:
+        raise SpecError(
+            f"{spec.source_file}: field 'target_table': {spec.qualified_target} belongs to pipeline "
+            f"{owners[0]!r}; two pipelines cannot share a target (their ledgers, ordering and deletion markers "
+            "are per pipeline, and a rebuild of one would swap out the other's rows). Nothing was changed. "
+            f"Give {spec.name!r} its own target_table, or, if it replaces {owners[0]!r}, keep the name {owners[0]!r}."
+        )
+    registered = conn.execute(_REGISTERED, {"name": spec.name}).one_or_none()
+    if registered is None or not conn.execute(_HAS_LEDGER, {"name": spec.name}).scalar_one():
+        return []
+    old_target: str = registered.target_table
+    old: dict[str, Any] = registered.spec
+    if old_target != spec.qualified_target and not _moved(conn, old_target, spec.qualified_target):
+        raise SchemaChangeError(
+            f"{spec.name}: spec {spec.source_file} changes target_table from {old_target} to "
+            f"{spec.qualified_target}, but the pipeline's ledger and committed ranges describe {old_target}: the "
+            "new table would start empty while every committed offset counts as loaded. Nothing was changed. "
+            f"Move the table so it keeps its rows (ALTER TABLE {old_target} SET SCHEMA … / RENAME TO …, until "
+            f"it is {spec.qualified_target}), or revert target_table."
+        )
+    changes = []
+    if sorted(old.get("topics", [])) != sorted(spec.topics):
+        changes.append(f"topics {old.get('topics')} → {list(spec.topics)}")
+    old_ordering = old.get("ordering", {"mode": "offset", "column": None})
+    new_ordering = spec.as_dict()["ordering"]
+    if old_ordering != new_ordering:
+        changes.append(f"ordering {_ordering_text(old_ordering)} → {_ordering_text(new_ordering)}")
+    if not changes:
+        return []
+    what = f"{spec.name}: spec {spec.source_file} changes {'; '.join(changes)}"
+    if rebuild:
+        return [f"{what}: the rebuild re-derives every row from the log"]
+    if spec.ordering.column is not None and acknowledged:
+        return [f"{what} (acknowledged): rows stored under the old rule keep their record until a newer one comes"]
+    remedy = f"rebuild the table from the log: trigger {spec.dag_id('backfill')} with mode=rebuild (Safety section)"
+    if spec.ordering.column is not None:
+        remedy += (
+            f", or, if every stored row already holds {spec.ordering.column} and the new topics continue the old "
+            "ones' history, run a backfill with acknowledge_partition_change=true"
+        )
+    raise OrderingError(
+        f"{what}, with committed positions: the stored rows were chosen by the old rule, and offsets of "
+        "different topics share no order, so replays and new records could lose to rows they should replace. "
+        f"Nothing was planned. To go ahead, {remedy}."
+    )
+
+
+def _moved(conn: Connection, old_target: str, new_target: str) -> bool:
+    """The user moved the table (the old name is gone, the new one exists): the ledger still fits it."""
+    gone = not conn.execute(_EXISTS, {"table": old_target}).scalar_one()
+    return gone and bool(conn.execute(_EXISTS, {"table": new_target}).scalar_one())
+
+
+def _ordering_text(ordering: dict[str, Any]) -> str:
+    return str(ordering.get("column") or ordering.get("mode"))
