@@ -70,3 +70,17 @@ def test_numeric_keys_compare_as_numbers_and_unrecorded_dead_letters_are_a_gap(e
         conn.execute(text("DELETE FROM reprocess.dead_letters WHERE pipeline = :p"), {"p": spec.name})
     with pytest.raises(ReconciliationGap, match=r"\[0\] 1 invalid records not in the dead letters"):
         _check(engine, db_url, spec, f"{unique_name}-dead", window, 2)
+
+
+def test_a_row_whose_ordering_value_is_null_is_stale_not_ok(engine, db_url, unique_name):
+    """Issue 25 item 1: with a NULL ordering value the "is the stored row newer" comparison is
+    NULL, and reconciliation counted the key as fine although no update could ever replace it."""
+    spec = _spec(unique_name, columns={"id": "text", "s": "text", "v": {"type": "bigint", "required": True}},
+                 ordering={"mode": "column", "column": "v"})  # fmt: skip
+    window = [Record(0, 0, {"id": "a", "s": "a0", "v": 1}), Record(0, 1, {"id": "a", "s": "a1", "v": 7})]
+    stage_and_commit(engine, db_url, spec, f"{unique_name}-load", window)
+    with engine.begin() as conn:  # the row as an older release left it: an older record, no ordering value
+        conn.execute(text(f"ALTER TABLE {spec.qualified_target} ALTER COLUMN v DROP NOT NULL"))
+        conn.execute(text(f"UPDATE {spec.qualified_target} SET v = NULL, s = 'a0', _kafka_offset = 0"))
+    with pytest.raises(ReconciliationGap, match=r"stale: 1 keys whose target row is older than their newest record"):
+        _check(engine, db_url, spec, f"{unique_name}-check", window[1:], 2)
