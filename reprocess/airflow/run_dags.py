@@ -86,10 +86,11 @@ def backfill_params(spec: PipelineSpec) -> dict[str, Param]:
         "acknowledge_partition_change": Param(
             False,
             type="boolean",
-            title="Acknowledge partition-count change",
-            description="A topic's partition count changed since the last committed run, so keys may have "
-            "moved partition. Allowed only for pipelines ordered by a version/event-time column; offset "
-            "ordering compares offsets only within one partition.",
+            title="Acknowledge a partition, topic or ordering change",
+            description="A topic's partition count changed, a topic was re-created, or the spec changed its "
+            "topics or ordering since the last committed run, so stored rows may not compare with new records. "
+            "Allowed only for pipelines ordered by a version/event-time column (and, for an ordering change, "
+            "one every stored row holds); offset ordering compares offsets only within one partition.",
             section="Safety",
         ),
         "mode": Param(

@@ -199,7 +199,8 @@ class Ordering:
                 "which compares only within one partition: a moved key's new records could lose to its old row "
                 "forever. Nothing was planned. Order the pipeline by a required version or event-time column "
                 "(ordering: {mode: column, column: <name>}), then run a backfill with "
-                "acknowledge_partition_change=true."
+                "acknowledge_partition_change=true if every stored row already holds that column, else rebuild "
+                "the table with mode=rebuild."
             )
         if not acknowledged:
             raise OrderingError(

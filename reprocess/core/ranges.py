@@ -211,3 +211,28 @@ def ranges_from_rows(rows: Iterable[Mapping[str, object]]) -> list[OffsetRange]:
         OffsetRange(str(r["topic"]), int(r["partition"]), int(r["start"]), int(r["end"]))  # type: ignore[call-overload]
         for r in rows
     ]
+
+
+def retention_risks(ranges: list[OffsetRange], snapshots: list[PartitionSnapshot]) -> list[str]:
+    """Warn when a start sits in the oldest 5 % of a partition's retained log: retention may
+    delete it before the read gets there (the run would then fail as data loss).
+
+    Examples
+    --------
+    >>> risks = retention_risks([OffsetRange("t", 0, 101, 200)], [PartitionSnapshot("t", 0, 100, 1100, None)])
+    >>> risks[0].split(" (")[0]
+    't[0]: start 101 is 1 offsets above the log start 100'
+    >>> retention_risks([OffsetRange("t", 0, 600, 700)], [PartitionSnapshot("t", 0, 100, 1100, None)])
+    []
+    """
+    by_tp = {s.tp: s for s in snapshots}
+    out = []
+    for r in ranges:
+        s = by_tp[r.tp]
+        retained = s.log_end - s.log_start
+        if s.log_start > 0 and r.width and retained and (r.start - s.log_start) < 0.05 * retained:
+            out.append(
+                f"{r.tp}: start {r.start} is {r.start - s.log_start} offsets above the log start {s.log_start} "
+                "(oldest 5% of the retained log): retention may delete it before it is read"
+            )
+    return out

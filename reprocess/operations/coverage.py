@@ -15,7 +15,7 @@ from typing import Any, Final, Generic, TypeVar
 
 from sqlalchemy import Connection
 
-from reprocess.core.ranges import OffsetRange, PartitionSnapshot
+from reprocess.core.ranges import OffsetRange, PartitionSnapshot, retention_risks
 from reprocess.operations.coverage_sql import (
     CALENDAR,
     DEAD_LETTER_KINDS,
@@ -25,7 +25,6 @@ from reprocess.operations.coverage_sql import (
     PIPELINE_NAMES,
     RUNS,
 )
-from reprocess.operations.plan import retention_risks
 
 PAGE_SIZE: Final = 50
 CALENDAR_DAYS: Final = 31

@@ -13,7 +13,7 @@ from typing import Any, Final
 from sqlalchemy import Connection, Engine
 
 from reprocess.core.errors import DataLossError, OffsetLookupError, SpecError
-from reprocess.core.ranges import OffsetRange, PartitionSnapshot, TopicPartition, parse_offsets_json
+from reprocess.core.ranges import OffsetRange, PartitionSnapshot, TopicPartition, parse_offsets_json, retention_risks
 from reprocess.core.runs import EndMode, LostRange, RunPlan, RunRequest, RunState, StartMode, parse_timestamp
 from reprocess.core.spec import PipelineSpec
 from reprocess.postgres import queries, store
@@ -363,31 +363,6 @@ def plan_run(
         log.info("plan run_id=%s pipeline=%s topic=%s partition=%d offsets=[%d,%d) width=%d",
                  run_id, spec.name, r.topic, r.partition, r.start, r.end, r.width)  # fmt: skip
     return plan
-
-
-def retention_risks(ranges: list[OffsetRange], snapshots: list[PartitionSnapshot]) -> list[str]:
-    """Warn when a start sits in the oldest 5 % of a partition's retained log: retention may
-    delete it before the read gets there (the run would then fail as data loss).
-
-    Examples
-    --------
-    >>> risks = retention_risks([OffsetRange("t", 0, 101, 200)], [PartitionSnapshot("t", 0, 100, 1100, None)])
-    >>> risks[0].split(" (")[0]
-    't[0]: start 101 is 1 offsets above the log start 100'
-    >>> retention_risks([OffsetRange("t", 0, 600, 700)], [PartitionSnapshot("t", 0, 100, 1100, None)])
-    []
-    """
-    by_tp = {s.tp: s for s in snapshots}
-    out = []
-    for r in ranges:
-        s = by_tp[r.tp]
-        retained = s.log_end - s.log_start
-        if s.log_start > 0 and r.width and retained and (r.start - s.log_start) < 0.05 * retained:
-            out.append(
-                f"{r.tp}: start {r.start} is {r.start - s.log_start} offsets above the log start {s.log_start} "
-                "(oldest 5% of the retained log): retention may delete it before it is read"
-            )
-    return out
 
 
 def _check_partition_counts(

@@ -301,6 +301,12 @@ def _check_spec_version(conn: Connection, spec: PipelineSpec, run_id: str, *, li
             f"{spec.name}: run {run_id} was planned for spec v{planned} but {spec.qualified_target} is at "
             f"v{row.live} (migrated or rebuilt since); nothing was committed. Trigger the run again."
         )
+    if live and row.target != spec.qualified_target:
+        raise SchemaChangeError(
+            f"{spec.name}: run {run_id} was planned for {row.target} but {spec.source_file} now names "
+            f"{spec.qualified_target}; nothing was committed. Trigger the run again: planning says whether the "
+            "ledger can follow the new target."
+        )
     if row.spec is None or row.spec != planned:
         raise SchemaChangeError(
             f"{spec.name}: run {run_id} was planned under spec v{planned} but {spec.source_file} is now "

@@ -152,7 +152,8 @@ INSERT_LEDGER_RESET: Final = text(
 # A run's planned spec version (a batch inherits its parent's), the version of the spec file that
 # commits it, and the version the live table is at: the commit refuses when they differ.
 RUN_SPEC_VERSIONS: Final = text(
-    "SELECT coalesce(r.spec_version, parent.spec_version) AS planned, v.version AS spec, pl.spec_version AS live "
+    "SELECT coalesce(r.spec_version, parent.spec_version) AS planned, v.version AS spec, pl.spec_version AS live, "
+    "pl.target_table AS target "
     "FROM reprocess.runs r LEFT JOIN reprocess.runs parent ON parent.run_id = r.parent_run_id "
     "JOIN reprocess.pipelines pl ON pl.name = r.pipeline "
     "LEFT JOIN reprocess.spec_versions v ON v.pipeline = r.pipeline AND v.fingerprint = :fingerprint "

@@ -13,11 +13,13 @@ import yaml
 from sqlalchemy import text
 
 from reprocess.core.errors import OrderingError, SchemaChangeError, SpecError
+from reprocess.core.ranges import OffsetRange
 from reprocess.core.runs import RunKind, RunRequest
 from reprocess.core.spec import PipelineSpec, load_specs
 from reprocess.kafka import demo_data
 from reprocess.operations.plan import plan_run
-from tests.integration.staging import Record, stage_and_commit
+from reprocess.postgres.commit import commit_run
+from tests.integration.staging import Record, mark_staged, plan_ranges, stage_and_commit, write_stage
 
 pytestmark = [pytest.mark.integration("postgres"), pytest.mark.integration("kafka")]
 
@@ -124,6 +126,11 @@ def test_a_changed_target_table_is_refused_until_the_table_is_moved(engine, db_u
     v1 = _spec(unique_name)
     stage_and_commit(engine, db_url, v1, f"{unique_name}-1", ROWS)
     v2 = _spec(unique_name, target_table=f"{unique_name}.items_v2")
+    # A run staged under v1 is not committed into v2's table (the spec file changed in between).
+    plan_ranges(engine, v1, f"{unique_name}-0", "backfill", [OffsetRange(unique_name, 0, 2, 3)])
+    mark_staged(engine, f"{unique_name}-0", write_stage(db_url, v1, f"{unique_name}-0", [Record(0, 2, {"id": "c"})]))
+    with pytest.raises(SchemaChangeError, match=rf"planned for {v1.qualified_target} but .* now names"):
+        commit_run(engine, v2, f"{unique_name}-0")
     with pytest.raises(SchemaChangeError, match=rf"target_table from {v1.qualified_target} to {v2.qualified_target}"
                        r".*ALTER TABLE"):  # fmt: skip
         plan_run(engine, kafka_config, v2, RunRequest.incremental(), f"{unique_name}-2")

@@ -144,8 +144,8 @@ def test_a_spec_that_is_not_a_mapping_names_the_file(tmp_path):
 
 
 def test_load_specs_returns_every_spec_sorted_by_file(tmp_path):
-    write_spec(tmp_path, orders_raw(name="b_orders"), "b.yaml")
-    write_spec(tmp_path, orders_raw(name="a_orders"), "a.yaml")
+    write_spec(tmp_path, orders_raw(name="b_orders", target_table="public.b_orders"), "b.yaml")
+    write_spec(tmp_path, orders_raw(name="a_orders", target_table="public.a_orders"), "a.yaml")
     (tmp_path / "notes.txt").write_text("not a spec")
     assert [s.name for s in load_specs(tmp_path)] == ["a_orders", "b_orders"]
 
@@ -164,3 +164,18 @@ def test_the_default_folder_of_specs_is_the_repositorys_pipelines_folder(monkeyp
     monkeypatch.delenv("REPROCESS_PIPELINES_DIR", raising=False)
     assert pipelines_dir() == Path(__file__).resolve().parents[2] / "pipelines"
     assert (pipelines_dir() / "orders.yaml").is_file()
+
+
+def test_load_specs_refuses_two_specs_with_one_target_table(tmp_path):
+    first = write_spec(tmp_path, orders_raw(name="a_orders"), "a.yaml")
+    second = write_spec(tmp_path, orders_raw(name="b_orders"), "b.yaml")
+    with pytest.raises(SpecError) as caught:
+        load_specs(tmp_path)
+    assert str(caught.value).startswith(
+        f"{second}: field 'target_table': public.orders is also the target of {first}; two pipelines cannot share"
+    )
+
+
+def test_a_bookkeeping_schema_is_never_a_target():
+    with pytest.raises(SpecError, match="'reprocess_deleted' holds the pipelines' bookkeeping"):
+        PipelineSpec.from_mapping(orders_raw(target_table="reprocess_deleted.orders"))
