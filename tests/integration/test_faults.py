@@ -568,7 +568,9 @@ def test_partitions_added_fail_an_offset_ordered_plan_and_an_acknowledged_column
     the topic is deleted, re-created with 3 partitions, and partitions 0 and 1 are refilled
     with exactly the same records at the same offsets. For the pipeline this is what
     ``create_partitions`` does: old partitions unchanged, a new empty partition 2. On Apache
-    Kafka the same test would call ``AdminClient.create_partitions``.
+    Kafka the same test would call ``AdminClient.create_partitions``. The re-created topic has a
+    new topic id, which the pipeline refuses as a re-creation (test_lineage.py); the test forgets
+    the old id, since create_partitions keeps it.
 
     Keys may have moved partition, so the offset-ordered pipeline's next plan fails (nothing
     planned, the run recorded as failed with the reason); once the spec orders by a required
@@ -599,6 +601,8 @@ def test_partitions_added_fail_an_offset_ordered_plan_and_an_acknowledged_column
     second = demo_data.produce(kafka_config, unique_name, 3, new_keys)
     assert any(p == 2 for p, *_ in second.messages)
 
+    with engine.begin() as conn:  # what create_partitions leaves: the same topic (the re-created one has a new id)
+        conn.execute(text("UPDATE reprocess.offset_snapshots SET topic_id = NULL WHERE topic = :t"), {"t": unique_name})
     with pytest.raises(OrderingError, match=r"has 3 partitions, 2 at the last committed run.*orders by Kafka offset"):
         plan_run(engine, kafka_config, spec, RunRequest.incremental(), f"{unique_name}-2")
     assert _run_states(engine, spec) == ["committed", "failed"]
