@@ -31,30 +31,31 @@ CORRUPT: str = "_corrupt_record"
 
 def json_schema(spec: PipelineSpec) -> str:
     """The ``from_json`` schema: every mapped field read as STRING (typed later with
-    ``try_cast``, so a type error is told apart from a missing field), nested by path, plus
-    the column that receives records that are not a JSON object.
+    ``try_cast``, so a type error is told apart from a missing field), a numeric field as VARIANT
+    (which keeps its exact value, see :func:`_exact_numeric`), nested by path, plus the column
+    that receives records that are not a JSON object.
 
     Examples
     --------
     >>> spec = PipelineSpec.from_mapping({"name": "p", "topics": ["t"], "key": ["id"],
-    ...     "columns": {"id": "text", "n": {"type": "bigint", "path": "meta.n"}}})
+    ...     "columns": {"id": "text", "n": {"type": "bigint", "path": "meta.n"}, "x": "numeric"}})
     >>> json_schema(spec)
-    'struct<`id`:string,`meta`:struct<`n`:string>,`_corrupt_record`:string>'
+    'struct<`id`:string,`meta`:struct<`n`:string>,`x`:variant,`_corrupt_record`:string>'
     """
-    return _schema_of(spec.columns)
+    return _schema_of(spec.columns, exact_numeric=True)
 
 
-def _schema_of(columns: tuple[ColumnSpec, ...]) -> str:
+def _schema_of(columns: tuple[ColumnSpec, ...], *, exact_numeric: bool) -> str:
     tree: dict[str, object] = {}
     for c in columns:
         node = tree
         *parents, leaf = c.path.split(".")
         for part in parents:
             node = node.setdefault(part, {})  # type: ignore[assignment]
-        node[leaf] = None
+        node[leaf] = "variant" if exact_numeric and c.type is ColumnType.NUMERIC else "string"
 
     def render(node: dict[str, object]) -> str:
-        return ",".join(f"`{k}`:{'string' if v is None else 'struct<' + render(v) + '>'}" for k, v in node.items())  # type: ignore[arg-type]
+        return ",".join(f"`{k}`:{v if isinstance(v, str) else 'struct<' + render(v) + '>'}" for k, v in node.items())  # type: ignore[arg-type]
 
     return f"struct<{render(tree)},`{CORRUPT}`:string>"
 
@@ -69,11 +70,14 @@ def _extract_fields(spec: PipelineSpec) -> list[str]:
     out = []
     for i, c in enumerate(spec.columns):
         ref = "_j." + ".".join(f"`{p}`" for p in c.path.split("."))
-        out.append(f"{ref} AS {_raw_name(i)}")
         if c.type is ColumnType.NUMERIC:
-            typed = _exact_numeric(i, c)
-        else:
-            typed = _raw_name(i) if c.type.spark_type == "string" else f"try_cast({ref} AS {c.type.spark_type})"
+            out += [
+                f"try_variant_get({ref}, '$', 'string') AS {_raw_name(i)}",
+                f"schema_of_variant({ref}) AS {_kind(i)}",
+            ]
+            continue
+        out.append(f"{ref} AS {_raw_name(i)}")
+        typed = _raw_name(i) if c.type.spark_type == "string" else f"try_cast({ref} AS {c.type.spark_type})"
         out.append(f"{typed} AS {typed_name(i)}")
     return out
 
@@ -84,35 +88,30 @@ _NUMERIC_TEXT = "^[+-]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][+-]?[0-9]{1,3})?$"
 _NUMERIC_CHARS = 1000
 
 
-def _numeric_kind(i: int) -> str:
+def _kind(i: int) -> str:
     return f"_nk_{i}"
 
 
-def _exact_numeric(i: int, c: ColumnSpec) -> str:
-    """A numeric field's exact text, or NULL (a type error): PostgreSQL casts it at the COPY.
+def _exact_numeric(spec: PipelineSpec) -> list[str]:
+    """Each numeric field's exact text, or NULL (a type error): PostgreSQL casts it at the COPY.
 
-    ``from_json`` keeps a JSON string's text and an integer's digits as written, but renders any
-    other JSON number through a double (``0.000000000123456789`` → ``1.23456789E-10``). Those are
-    read from the record's variant instead, which keeps a decimal of up to 38 digits exactly; a
-    longer one is a double there too and is refused (``_numeric_errors``), never rounded.
+    Read as text, a JSON number with a fraction or an exponent would come through a double
+    (``0.000000000123456789`` → ``1.23456789E-10``). Read as a variant it keeps a decimal of up to
+    38 digits exactly (and costs about as much); a longer number is a double there and is refused
+    (:func:`_error_expression`), never rounded. A JSON string keeps its text as written.
     """
-    raw, kind = _raw_name(i), _numeric_kind(i)
-    text = f"trim({raw})"
-    valid = f"({text} RLIKE {_sql_str(_NUMERIC_TEXT)} AND length({text}) <= {_NUMERIC_CHARS})"
-    return (
-        f"CASE WHEN {raw} RLIKE '^[+-]?[0-9]+$' AND {valid} THEN {text} "
-        f"WHEN {kind} = 'STRING' THEN CASE WHEN {valid} THEN {text} END "
-        f"WHEN {kind} LIKE 'DECIMAL%' THEN try_variant_get(_v, {_sql_str(c.json_path)}, 'string') END"
-    )
-
-
-def _numeric_kinds(spec: PipelineSpec) -> list[str]:
-    """Each numeric field's JSON type (``STRING``, ``DECIMAL(p,s)``, ``DOUBLE``…) from the variant."""
-    return [
-        f"schema_of_variant(try_variant_get(_v, {_sql_str(c.json_path)})) AS {_numeric_kind(i)}"
-        for i, c in enumerate(spec.columns)
-        if c.type is ColumnType.NUMERIC
-    ]
+    out = []
+    for i, c in enumerate(spec.columns):
+        if c.type is not ColumnType.NUMERIC:
+            continue
+        raw, kind, text = _raw_name(i), _kind(i), f"trim({_raw_name(i)})"
+        valid = f"{text} RLIKE {_sql_str(_NUMERIC_TEXT)} AND length({text}) <= {_NUMERIC_CHARS}"
+        exact = "'TINYINT', 'SMALLINT', 'INT', 'BIGINT'"
+        out.append(
+            f"CASE WHEN {kind} = 'STRING' AND {valid} THEN {text} "
+            f"WHEN {kind} LIKE 'DECIMAL%' OR {kind} IN ({exact}) THEN {raw} END AS {typed_name(i)}"
+        )
+    return out
 
 
 def _from_json(text: str, schema: str, alias: str) -> str:
@@ -163,7 +162,7 @@ def _error_expression(spec: PipelineSpec) -> str:
             cases.append(f"WHEN {r} IS NULL THEN {_sql_str('missing required field ' + c.path)}")
         if c.type is ColumnType.NUMERIC:
             cases.append(
-                f"WHEN {t} IS NULL AND {_numeric_kind(i)} IN ('DOUBLE', 'FLOAT') THEN "
+                f"WHEN {t} IS NULL AND {_kind(i)} IN ('DOUBLE', 'FLOAT') THEN "
                 + _sql_str(
                     f"type error: field {c.path} is a JSON number of more than 38 digits, which Spark cannot "
                     'read exactly; send it as a JSON string ("1.25") to keep every digit: '
@@ -181,17 +180,18 @@ def decode(records: DataFrame, spec: PipelineSpec) -> DataFrame:
     """Kafka records plus the contract's columns: typed values, tombstone keys and ``_error``."""
     from pyspark.sql import functions as F
 
-    parsed = records.selectExpr("*", "CAST(value AS STRING) AS _str").selectExpr(
-        "*", _from_json("_str", json_schema(spec), "_j")
+    parsed = (
+        records.selectExpr("*", "CAST(value AS STRING) AS _str")
+        .selectExpr("*", _from_json("_str", json_schema(spec), "_j"))
+        .selectExpr("*", *_extract_fields(spec))
     )
-    kinds = _numeric_kinds(spec)
-    if kinds:  # only numeric fields need the variant (see _exact_numeric)
-        parsed = parsed.selectExpr("*", "try_parse_json(_str) AS _v").selectExpr("*", *kinds)
-    parsed = parsed.selectExpr("*", *_extract_fields(spec))
+    numeric = _exact_numeric(spec)
+    if numeric:
+        parsed = parsed.selectExpr("*", *numeric)
     if spec.tombstones is TombstoneMode.DELETE:
         parsed = (
             parsed.selectExpr("*", "CAST(key AS STRING) AS _kstr")
-            .selectExpr("*", _from_json("_kstr", _schema_of(spec.key_columns), "_kj"))
+            .selectExpr("*", _from_json("_kstr", _schema_of(spec.key_columns, exact_numeric=False), "_kj"))
             .selectExpr("*", *_tombstone_key_fields(spec))
         )
     return parsed.withColumn("_error", F.expr(_error_expression(spec)))
