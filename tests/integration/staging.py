@@ -108,7 +108,7 @@ def write_stage(db_url: str, spec: PipelineSpec, run_id: str, records: Sequence[
 
 def plan_ranges(engine: Engine, spec: PipelineSpec, run_id: str, kind: str, ranges: Iterable[OffsetRange]) -> None:
     """Store a planned run with these ranges (what plan_run stores after a Kafka snapshot)."""
-    version = store.ensure_pipeline(engine, spec)
+    version, _warnings = store.ensure_pipeline(engine, spec)
     with engine.begin() as conn:
         store.save_plan(
             conn, spec, RunKind(kind), {}, run_id, state=RunState.PLANNED, ranges=list(ranges), spec_version=version
