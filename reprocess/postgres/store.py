@@ -26,8 +26,8 @@ from typing import Any, Final
 
 from sqlalchemy import Connection, Engine, Row, text
 
-from reprocess.core.progress import ProgressLine
 from reprocess.core.errors import SpecError
+from reprocess.core.progress import ProgressLine
 from reprocess.core.ranges import OffsetRange, PartitionSnapshot
 from reprocess.core.runs import LostRange, RunKind, RunPlan, RunState
 from reprocess.core.spec import PipelineSpec, TombstoneMode
