@@ -29,6 +29,11 @@ class StageRefusedError(ReprocessError):
     """The commit refused a run's stage (dead letters over the threshold, rows lost); the run is failed."""
 
 
+class CommitInterrupted(ReprocessError):
+    """The connection dropped while a commit was in flight: only the database knows whether it
+    committed, so the retry reads the run's state there (under the pipeline lock) and answers."""
+
+
 class ReadError(ReprocessError):
     """The bounded read could not deliver exactly the planned range."""
 

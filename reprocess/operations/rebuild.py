@@ -46,7 +46,7 @@ from reprocess.core.runs import LostRange, RunPlan, RunState
 from reprocess.core.spec import PipelineSpec, TombstoneMode
 from reprocess.operations.rebuild_verify import verify_shadow
 from reprocess.postgres import attached, queries, store
-from reprocess.postgres.commit import CommitResult, sum_committed_batches
+from reprocess.postgres.commit import CommitResult, commit_run, outcome_unknown_on_disconnect, sum_committed_batches
 from reprocess.postgres.db import pg_cursor
 from reprocess.postgres.target import (
     MARKERS_SCHEMA,
@@ -126,17 +126,22 @@ def swap_in(engine: Engine, kafka: Mapping[str, Any], spec: PipelineSpec, run_id
         The shadow is incomplete, the live table has rows the log no longer holds, or objects
         hang off it that the swap cannot carry over; the message names them and the remedy.
         Nothing was swapped.
-    """
-    with engine.connect() as conn:
-        state = conn.execute(queries.RUN_STATE, {"run_id": run_id}).scalar()
-    if state == RunState.COMMITTED:
-        from reprocess.postgres.commit import commit_run
+    CommitInterrupted
+        The connection dropped during the swap's commit; retrying is safe.
 
+    A retry after a swap whose connection dropped learns what happened from the database: the
+    state is read under the pipeline lock, so a first attempt's swap the server still holds is
+    waited for, and a swap that committed is not done again.
+    """
+    with engine.begin() as conn:
+        conn.execute(queries.PIPELINE_LOCK, {"pipeline": spec.name})
+        state = store.run_state(conn, run_id)
+    if state == RunState.COMMITTED:
         return commit_run(engine, spec, run_id)  # answers "already committed"
     checked = verify_shadow(engine, kafka, spec, run_id)
     shadow = shadow_spec(spec)
     stamp = f"{datetime.now(UTC):%Y%m%d%H%M%S}"
-    with engine.begin() as conn:
+    with outcome_unknown_on_disconnect(spec, run_id), engine.begin() as conn:
         conn.execute(queries.PIPELINE_LOCK, {"pipeline": spec.name})
         run = conn.execute(queries.LOCK_RUN, {"run_id": run_id}).one()
         if run.state != RunState.STAGED:

@@ -10,14 +10,22 @@ state transitions are written through :mod:`reprocess.postgres.store`.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from psycopg2 import sql
 from sqlalchemy import Connection, Engine
+from sqlalchemy.exc import DBAPIError
 
-from reprocess.core.errors import FencedRunError, ReprocessError, SchemaChangeError, StageRefusedError
+from reprocess.core.errors import (
+    CommitInterrupted,
+    FencedRunError,
+    ReprocessError,
+    SchemaChangeError,
+    StageRefusedError,
+)
 from reprocess.core.ranges import OffsetRange, TopicPartition
 from reprocess.core.runs import RunKind, RunState
 from reprocess.core.spec import PipelineSpec, TombstoneMode
@@ -64,8 +72,16 @@ def commit_run(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResult:
     spec change drops it at once, since a stage of the old spec's columns is no use to anyone and
     the next planning may itself stop at the change (a rebuild is needed) before it cleans up.
 
+    A commit whose connection drops while it is in flight may or may not have committed: it
+    raises :class:`CommitInterrupted`, and the retry (Airflow's, or a second call) finds out from
+    the database. It takes the pipeline lock first, so it waits for the first attempt's
+    transaction if the server still holds it, then reads the run's state: ``committed`` answers
+    "already committed" (nothing applied twice); anything else commits it now (nothing lost).
+
     Raises
     ------
+    CommitInterrupted
+        The connection dropped during the commit; retrying is safe.
     FencedRunError
         An incremental run whose planned starts no longer match the ledger.
     SchemaChangeError
@@ -76,7 +92,8 @@ def commit_run(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResult:
         The run is not staged.
     """
     try:
-        return _commit_once(engine, spec, run_id)
+        with outcome_unknown_on_disconnect(spec, run_id):
+            return _commit_once(engine, spec, run_id)
     except (FencedRunError, StageRefusedError, SchemaChangeError) as refused:
         with engine.begin() as conn:
             store.mark_failed(conn, run_id, str(refused))
@@ -177,6 +194,23 @@ def _commit_once(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResul
         run_id, spec.name, records, staged, upserted, deleted, dead, dead_new,
     )  # fmt: skip
     return CommitResult(run_id, False, **counts)
+
+
+@contextmanager
+def outcome_unknown_on_disconnect(spec: PipelineSpec, what: str) -> Iterator[None]:
+    """A dropped connection during a commit becomes :class:`CommitInterrupted`, which says the
+    retry is safe, instead of the driver's "server closed the connection unexpectedly"."""
+    try:
+        yield
+    except DBAPIError as exc:
+        if not exc.connection_invalidated:
+            raise
+        raise CommitInterrupted(
+            f"{spec.name}: the connection to PostgreSQL dropped while run {what} was committing, so this "
+            "attempt cannot tell whether it committed. Nothing is lost or doubled either way: retry the task "
+            "(Airflow does). The retry waits for the pipeline lock, reads the run's state and reports the run "
+            f"committed, or commits it. Driver error: {str(exc.orig).strip()}"
+        ) from exc
 
 
 def commit_staged_batch(engine: Engine, spec: PipelineSpec, batch_run_id: str, stage_rows: int) -> CommitResult:

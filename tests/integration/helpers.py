@@ -134,9 +134,11 @@ def stage_over_connect(
     batch_size: int | None = None,
     kafka: dict[str, Any] | None = None,
     conf: dict[str, str] | None = None,
+    db_url: str | None = None,
 ) -> None:
     """Stage a planned run as the DAG's Spark Connect launcher does: the job runs in this process,
-    its Spark work on the session's Connect server."""
+    its Spark work on the session's Connect server. ``db_url`` replaces the app database's URL
+    (a proxy in front of it)."""
     from reprocess.spark.job import stage_job
 
     kafka = kafka if kafka is not None else _kafka_from_env()
@@ -145,7 +147,7 @@ def stage_over_connect(
             spark,
             spec=str(spec.source_file),
             run_id=run_id,
-            db_url=os.environ["AIRFLOW_CONN_REPROCESS_DB"],
+            db_url=db_url or os.environ["AIRFLOW_CONN_REPROCESS_DB"],
             kafka_config=json.dumps(kafka),
             batch_size=str(batch_size) if batch_size else None,
         )
