@@ -205,7 +205,8 @@ STATUS_COLUMNS = ("TOPIC", "PARTITION", "LOG-START", "LEDGER", "LOG-END", "LAG",
 
 def status(pipeline: str | None, as_json: bool) -> int:
     """Per pipeline and partition: log start, ledger, log end (latest snapshot), lag, the run that
-    last moved the ledger and the latest reconciliation verdict; the page's own queries."""
+    last moved the ledger and the latest reconciliation verdict; then the calendar's gaps and healed
+    windows. The page's own queries."""
     engine = app_engine()
     with engine.connect() as conn:
         known = coverage.pipeline_names(conn)
@@ -214,9 +215,14 @@ def status(pipeline: str | None, as_json: bool) -> int:
             print(f"reprocess status: no pipeline named {pipeline!r} has run; known: {known_text}", file=sys.stderr)
             return EXIT_FOUND
         pipelines = coverage.overview(conn, [pipeline] if pipeline else known)
+        calendars = {p.name: coverage.calendar(conn, p.name) for p in pipelines}
     engine.dispose()
     if as_json:
-        out = [{**p.as_dict(), "partitions": [x.as_dict() for x in p.partitions]} for p in pipelines]
+        out = [
+            {**p.as_dict(), "partitions": [x.as_dict() for x in p.partitions],
+             "calendar": [c.as_dict() for c in calendars[p.name]]}
+            for p in pipelines
+        ]  # fmt: skip
         print(json.dumps(out, indent=2))
         return EXIT_OK
     for i, p in enumerate(pipelines):
@@ -231,7 +237,25 @@ def status(pipeline: str | None, as_json: bool) -> int:
             for x in p.partitions
         ]  # fmt: skip
         print(_table(STATUS_COLUMNS, rows))
+        print(_calendar_text(calendars[p.name]))
     return EXIT_OK
+
+
+def _calendar_text(cells: Sequence[coverage.CalendarCell]) -> str:
+    """The calendar in a few lines: counts per verdict, then each gap and each healed window."""
+    if not cells:
+        return "RECONCILIATION: no window checked yet"
+    counts = {v: sum(c.verdict == v for c in cells) for v in ("ok", "healed", "gap")}
+    lines = [f"RECONCILIATION ({len({c.window_start for c in cells})} windows): "
+             + ", ".join(f"{n} {v}" for v, n in counts.items())]  # fmt: skip
+    for c in cells:
+        where = f"  {c.window_start.date()} {c.topic}[{c.partition}]"
+        if c.verdict == "gap":
+            lines.append(f"{where} gap: {c.detail}")
+        elif c.verdict == "healed":
+            found = c.gap_checked_at.isoformat(timespec="seconds") if c.gap_checked_at else "?"
+            lines.append(f"{where} healed by {c.healed_by or 'a later run'} (gap found {found}: {c.gap_detail})")
+    return "\n".join(lines)
 
 
 def redrive_command(pipeline: str, kind: str | None, run_id: str | None, max_gap: int, as_json: bool) -> int:

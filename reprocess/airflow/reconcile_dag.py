@@ -11,6 +11,7 @@ from airflow.sdk import DAG, task
 from reprocess.airflow.common import app_engine, default_args, epoch, kafka_config, pipeline_spark_task
 from reprocess.core.errors import ReprocessError
 from reprocess.core.ranges import BACKFILL_CONF_KEYS
+from reprocess.core.runs import HEALS_WINDOW
 from reprocess.core.spec import PipelineSpec
 
 log = logging.getLogger(__name__)
@@ -41,7 +42,10 @@ the records' timestamps, then checks that (a) every offset is inside a committed
 and (b) every key's newest valid record of the window is in `{spec.qualified_target}` or superseded
 (dead letters are accounted for). One `reprocess.reconciliations` row per partition holds the verdict.
 A gap fails the run with the exact ranges and the backfill conf that closes them
-{_heal_doc(spec)}.
+{_heal_doc(spec)}. Once that backfill commits, it triggers this DAG with conf
+`{{"window": "<start>/<end>", "healed_by": "<its run>"}}`: the window is checked again, and the calendar
+shows it healed by that run (the gap stays in `reprocess.reconciliation_history`); a gap found by that
+check fails the run without healing again.
 Past days: `airflow backfill create --dag-id {spec.dag_id("reconcile")} --from-date … --to-date …`.
 """,
         schedule=CronDataIntervalTimetable(spec.reconcile_cron, timezone="UTC"),
@@ -59,16 +63,27 @@ Past days: `airflow backfill create --dag-id {spec.dag_id("reconcile")} --from-d
             "earlier checks left when they failed.",
         )
         def plan_window(
-            data_interval_start: Any = None, data_interval_end: Any = None, run_id: str | None = None
-        ) -> dict[str, str]:
+            data_interval_start: Any = None,
+            data_interval_end: Any = None,
+            run_id: str | None = None,
+            dag_run: Any = None,
+        ) -> dict[str, str | None]:
             import uuid
 
             from reprocess.core.ranges import offsets_json
+            from reprocess.core.runs import HEALED_BY, RECHECK_WINDOW, parse_window
             from reprocess.operations.reconcile import plan_window as window_of
             from reprocess.postgres.stage import drop_leftover_check_stages
 
+            conf = (dag_run.conf if dag_run is not None else None) or {}
+            # A healing backfill's check names its window (any day); a scheduled run checks its interval.
+            start, end = (
+                parse_window(conf[RECHECK_WINDOW], f"conf {RECHECK_WINDOW}")
+                if conf.get(RECHECK_WINDOW)
+                else (data_interval_start, data_interval_end)
+            )
             drop_leftover_check_stages(app_engine(), spec)
-            ranges = window_of(kafka_config(), spec, data_interval_start, data_interval_end)
+            ranges = window_of(kafka_config(), spec, start, end)
             # One id per attempt: the heal reads only what THIS check recorded, never a gap row
             # left by an earlier check of the same window or run.
             check_id = f"{dag.dag_id}/{run_id}/{uuid.uuid4().hex[:12]}"
@@ -76,6 +91,9 @@ Past days: `airflow backfill create --dag-id {spec.dag_id("reconcile")} --from-d
                 "check_id": check_id,
                 "starting": offsets_json(ranges, "start"),
                 "ending": offsets_json(ranges, "end"),
+                "window_start": start.isoformat(),
+                "window_end": end.isoformat(),
+                "healed_by": conf.get(HEALED_BY) or None,
             }
 
         def window(field: str) -> str:
@@ -95,15 +113,16 @@ Past days: `airflow backfill create --dag-id {spec.dag_id("reconcile")} --from-d
             task_id="reconcile",
             doc_md="Anti-join the staged newest records with the target and the ledger in Postgres; record verdicts.",
         )
-        def reconcile(
-            window: dict[str, str], data_interval_start: Any = None, data_interval_end: Any = None
-        ) -> list[str]:
+        def reconcile(window: dict[str, str]) -> list[str]:
+            from datetime import datetime
+
             from reprocess.core.ranges import window_ranges
             from reprocess.operations.reconcile import record_verdicts
 
             ranges = window_ranges(window["starting"], window["ending"])
+            start, end = datetime.fromisoformat(window["window_start"]), datetime.fromisoformat(window["window_end"])
             verdicts = record_verdicts(
-                app_engine(), spec, ranges, data_interval_start, data_interval_end, window["check_id"]
+                app_engine(), spec, ranges, start, end, window["check_id"], healed_by=window.get("healed_by")
             )
             return [f"{v.range}: {v.detail()}" for v in verdicts]
 
@@ -117,22 +136,37 @@ Past days: `airflow backfill create --dag-id {spec.dag_id("reconcile")} --from-d
                 trigger_rule="all_failed",
                 doc_md="The backfill conf stored on this run's gap rows; skips the heal when none was recorded.",
             )
-            def recorded_gap(data_interval_start: Any = None, ti: Any = None) -> dict[str, Any]:
+            def recorded_gap(ti: Any = None) -> dict[str, Any]:
+                from datetime import datetime
+
                 from airflow.sdk.exceptions import AirflowSkipException
 
+                from reprocess.core.runs import window_text
                 from reprocess.operations.reconcile import recorded_heal_conf
 
-                check_id = (ti.xcom_pull(task_ids="plan_window") or {}).get("check_id")
-                conf = recorded_heal_conf(app_engine(), spec, data_interval_start, check_id) if check_id else None
+                window = ti.xcom_pull(task_ids="plan_window") or {}
+                if window.get("healed_by"):  # a heal's own check: never heal again (no loop), the run fails
+                    raise AirflowSkipException(f"the heal by {window['healed_by']} left a gap; see reconcile's log")
+                if not window.get("check_id"):
+                    raise AirflowSkipException("the window was never planned: nothing to heal")
+                start, end = (
+                    datetime.fromisoformat(window["window_start"]),
+                    datetime.fromisoformat(window["window_end"]),
+                )
+                conf = recorded_heal_conf(app_engine(), spec, start, window["check_id"])
                 if conf is None:
                     raise AirflowSkipException("reconcile failed without recording a gap: nothing to heal")
+                conf.setdefault(HEALS_WINDOW, window_text(start, end))  # gap rows stored before heals_window
                 log.info("healing the recorded gap with %s", conf)
                 return conf
 
             heal = TriggerDagRunOperator(
                 task_id="heal_with_backfill",
                 trigger_dag_id=spec.dag_id("backfill"),
-                conf={k: "{{ ti.xcom_pull(task_ids='recorded_gap')['" + k + "'] }}" for k in BACKFILL_CONF_KEYS},
+                conf={
+                    k: "{{ ti.xcom_pull(task_ids='recorded_gap')['" + k + "'] }}"
+                    for k in (*BACKFILL_CONF_KEYS, HEALS_WINDOW)
+                },
             )
 
             @task(

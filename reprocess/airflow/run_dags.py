@@ -18,7 +18,7 @@ from reprocess.airflow.common import (
     topic_partition_params,
 )
 from reprocess.core.errors import SpecError
-from reprocess.core.runs import RunKind, RunRequest
+from reprocess.core.runs import HEALED_BY, RECHECK_WINDOW, RunKind, RunRequest, window_text
 from reprocess.core.spec import PipelineSpec
 
 log = logging.getLogger(__name__)
@@ -103,6 +103,15 @@ def backfill_params(spec: PipelineSpec) -> dict[str, Param]:
             "start into a shadow table (in batches, resumable), verify it against Kafka and swap it in atomically "
             "with the ledger; the live table is served meanwhile and kept under a dated name. Use it for changes "
             "that cannot be applied in place (a type change, a new key, a dropped column).",
+            section="Safety",
+        ),
+        "heals_window": Param(
+            None,
+            type=["null", "string"],
+            title="Heals reconciliation window",
+            description="Set by a reconciliation's heal conf: the window `<start>/<end>` (RFC 3339) whose gap this "
+            "backfill closes. Once it commits, the reconcile DAG checks that window again, and the calendar shows "
+            "it healed by this run (the gap stays in its history).",
             section="Safety",
         ),
         "dry_run": Param(
@@ -200,6 +209,7 @@ def build_run_dag(spec: PipelineSpec, kind: RunKind) -> DAG:
                 "batch_size": request.batch_size or spec.batch_size,
                 "warnings": warnings,
                 "rebuild": request.rebuild,
+                "heals_window": window_text(*request.heals_window) if request.heals_window else None,
             }
 
         @task.short_circuit(task_id="has_work", ignore_downstream_trigger_rules=False)
@@ -259,4 +269,25 @@ def build_run_dag(spec: PipelineSpec, kind: RunKind) -> DAG:
         gate = has_work(planned)
         committed = commit_transaction(planned)
         gate >> spark >> committed >> mirror(planned) >> report(planned)
+        if is_backfill:
+            committed >> heals_a_window(planned) >> reconcile_healed_window(spec)
     return dag
+
+
+@task.short_circuit(task_id="heals_a_window")
+def heals_a_window(plan: dict[str, Any]) -> bool:
+    """A backfill that heals a reconciliation window (``heals_window``) has it checked again once it committed."""
+    return bool(plan.get("heals_window"))
+
+
+def reconcile_healed_window(spec: PipelineSpec) -> Any:
+    """Trigger the reconcile DAG for the healed window, naming this run as the one that healed it."""
+    from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
+
+    plan = "ti.xcom_pull(task_ids='plan_offsets')"
+    return TriggerDagRunOperator(
+        task_id="reconcile_healed_window",
+        trigger_dag_id=spec.dag_id("reconcile"),
+        conf={RECHECK_WINDOW: "{{ " + plan + "['heals_window'] }}", HEALED_BY: "{{ " + plan + "['run_id'] }}"},
+        doc_md="The healed window, reconciled again: its calendar cell turns from gap to healed by this run.",
+    )

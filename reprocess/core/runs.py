@@ -6,10 +6,16 @@ import enum
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 from reprocess.core.errors import SpecError
 from reprocess.core.ranges import OffsetRange, TopicPartition, parse_offsets_json
+
+# The backfill param (and heal conf key) naming the reconciliation window a backfill heals.
+HEALS_WINDOW: Final = "heals_window"
+# The reconcile DAG's conf of a check the healing backfill asks for: the window, and the run that healed it.
+RECHECK_WINDOW: Final = "window"
+HEALED_BY: Final = "healed_by"
 
 
 class RunKind(enum.StrEnum):
@@ -56,6 +62,8 @@ class RunRequest:
     dry_run: bool = False
     acknowledge_partition_change: bool = False  # see Ordering.check_partition_counts
     rebuild: bool = False  # mode=rebuild: a shadow table from the log start, swapped in (rebuild.py)
+    # The reconciliation window [start, end) this backfill heals: checked again once it commits.
+    heals_window: tuple[datetime, datetime] | None = None
 
     @classmethod
     def incremental(cls) -> RunRequest:
@@ -90,6 +98,7 @@ class RunRequest:
             dry_run=bool(params.get("dry_run", False)),
             acknowledge_partition_change=bool(params.get("acknowledge_partition_change", False)),
             rebuild=_mode(params.get("mode")),
+            heals_window=parse_window(heals, HEALS_WINDOW) if (heals := optional_str(HEALS_WINDOW)) else None,
         )
         request.validate()
         return request
@@ -158,6 +167,35 @@ def parse_timestamp(value: str, what: str) -> datetime:
     if ts.tzinfo is None:
         raise SpecError(f"{what}: {value!r} has no time zone; add Z or +00:00")
     return ts
+
+
+def window_text(start: datetime, end: datetime) -> str:
+    """A reconciliation window as one conf value: ``<start>/<end>`` (an ISO 8601 interval).
+
+    Examples
+    --------
+    >>> from datetime import UTC
+    >>> window_text(datetime(2026, 11, 1, tzinfo=UTC), datetime(2026, 11, 2, tzinfo=UTC))
+    '2026-11-01T00:00:00+00:00/2026-11-02T00:00:00+00:00'
+    """
+    return f"{start.isoformat()}/{end.isoformat()}"
+
+
+def parse_window(value: str, what: str) -> tuple[datetime, datetime]:
+    """The ``[start, end)`` that :func:`window_text` wrote; both with a zone, start before end.
+
+    Examples
+    --------
+    >>> [t.day for t in parse_window("2026-11-01T00:00:00Z/2026-11-02T00:00:00Z", "heals_window")]
+    [1, 2]
+    """
+    start, sep, end = value.partition("/")
+    if not sep:
+        raise SpecError(f"{what}: {value!r} is not a window like 2026-11-01T00:00:00Z/2026-11-02T00:00:00Z")
+    window = parse_timestamp(start, what), parse_timestamp(end, what)
+    if window[0] >= window[1]:
+        raise SpecError(f"{what}: {value!r} ends before it starts")
+    return window
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,6 +49,7 @@ class PartitionCoverage:
     verdict_window: datetime | None
     islands: tuple[tuple[int, int], ...]  # committed [start, end), merged
     lost: tuple[tuple[int, int], ...]  # ranges a run recorded as lost (allow_data_loss)
+    verdict_healed_by: str | None = None  # verdict "healed": the backfill run whose commit closed the gap
 
     @property
     def lag(self) -> int | None:
@@ -83,6 +84,7 @@ class PartitionCoverage:
             "last_run": self.ledger_run,
             "reconciled": self.verdict,
             "reconciled_window": _iso(self.verdict_window),
+            "healed_by": self.verdict_healed_by,
             "snapshot_at": _iso(self.snapshot_at),
             "unread_since": _iso(self.unread_since),
             "risk": self.risk,
@@ -188,10 +190,13 @@ class CalendarCell:
     partition: int
     kafka_start: int
     kafka_end: int
-    verdict: str
+    verdict: str  # ok, gap, or healed: ok after a gap (kept in reprocess.reconciliation_history)
     detail: str | None
     checked_at: datetime
-    heal_conf: dict[str, Any] | None  # the backfill conf that closes a gap; None when ok
+    heal_conf: dict[str, Any] | None  # the backfill conf that closes a gap; None otherwise
+    healed_by: str | None = None  # healed: the backfill run whose commit closed the gap
+    gap_detail: str | None = None  # healed: the gap it had, and when it was found
+    gap_checked_at: datetime | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -205,6 +210,9 @@ class CalendarCell:
             "detail": self.detail,
             "checked_at": _iso(self.checked_at),
             "heal_conf": self.heal_conf,
+            "healed_by": self.healed_by,
+            "gap_detail": self.gap_detail,
+            "gap_checked_at": _iso(self.gap_checked_at),
         }
 
 
@@ -302,6 +310,7 @@ def partitions(conn: Connection, pipelines: Sequence[str]) -> list[PartitionCove
             r.verdict_window,
             tuple((a, b) for a, b in r.islands),
             tuple((a, b) for a, b in r.lost),
+            r.verdict_healed_by,
         )
         for r in rows
     ]
@@ -366,7 +375,10 @@ def calendar(conn: Connection, pipeline: str, days: int = CALENDAR_DAYS) -> list
             r.verdict,
             r.detail,
             r.checked_at,
-            r.heal_conf if r.verdict != "ok" else None,
+            r.heal_conf if r.verdict == "gap" else None,
+            r.healed_by_run,
+            r.gap_detail,
+            r.gap_checked_at,
         )
         for r in conn.execute(CALENDAR, {"pipeline": pipeline, "days": days})
     ]

@@ -30,7 +30,7 @@ SELECT parts.pipeline, parts.topic, parts.partition,
        snap.log_start, snap.log_end, snap.taken_at AS snapshot_at,
        led.next_offset AS ledger, led.run_id AS ledger_run,
        unread.since AS unread_since,
-       rec.verdict, rec.window_start AS verdict_window,
+       rec.verdict, rec.window_start AS verdict_window, rec.healed_by_run AS verdict_healed_by,
        coalesce(cov.islands, '[]'::jsonb) AS islands, coalesce(lost.ranges, '[]'::jsonb) AS lost
   FROM parts
   LEFT JOIN reprocess.consumer_offsets led
@@ -55,7 +55,11 @@ SELECT parts.pipeline, parts.topic, parts.partition,
          ORDER BY s.taken_at LIMIT 1) unread
          ON snap.log_end > coalesce(led.next_offset, snap.log_start)
   LEFT JOIN LATERAL (
-        SELECT verdict, window_start FROM reprocess.reconciliations x
+        SELECT CASE WHEN x.verdict = 'ok' AND EXISTS (SELECT 1 FROM reprocess.reconciliation_history h
+                    WHERE h.pipeline = x.pipeline AND h.window_start = x.window_start AND h.topic = x.topic
+                      AND h.partition = x.partition AND h.verdict = 'gap') THEN 'healed' ELSE x.verdict END AS verdict,
+               x.window_start, x.healed_by_run
+          FROM reprocess.reconciliations x
          WHERE x.pipeline = parts.pipeline AND x.topic = parts.topic AND x.partition = parts.partition
          ORDER BY window_start DESC LIMIT 1) rec ON true
   LEFT JOIN LATERAL (
@@ -123,12 +127,19 @@ SELECT r.run_id, r.kind, r.state, r.dag_id, r.dag_run_id, r.created_at, r.commit
 )
 
 # One cell per (window, partition) over the last days that have verdicts; gap cells carry the
-# healing backfill conf the reconciliation stored with them.
+# healing backfill conf the reconciliation stored with them. A cell found ok after a gap is
+# "healed": it names the gap it had (from the history) and the run that healed it.
 CALENDAR: Final = text(
     """
-SELECT x.window_start, x.window_end, x.topic, x.partition, x.kafka_start, x.kafka_end, x.verdict, x.detail,
-       x.checked_at, x.heal_conf
+SELECT x.window_start, x.window_end, x.topic, x.partition, x.kafka_start, x.kafka_end,
+       CASE WHEN x.verdict = 'ok' AND gap.checked_at IS NOT NULL THEN 'healed' ELSE x.verdict END AS verdict,
+       x.detail, x.checked_at, x.heal_conf, x.healed_by_run, gap.detail AS gap_detail, gap.checked_at AS gap_checked_at
   FROM reprocess.reconciliations x
+  LEFT JOIN LATERAL (
+        SELECT h.detail, h.checked_at FROM reprocess.reconciliation_history h
+         WHERE h.pipeline = x.pipeline AND h.window_start = x.window_start AND h.topic = x.topic
+           AND h.partition = x.partition AND h.verdict = 'gap' AND h.checked_at < x.checked_at
+         ORDER BY h.checked_at DESC LIMIT 1) gap ON x.verdict = 'ok'
  WHERE x.pipeline = :pipeline
    AND x.window_start > (SELECT max(window_start) FROM reprocess.reconciliations y WHERE y.pipeline = :pipeline)
                         - make_interval(days => :days)

@@ -35,6 +35,7 @@ from sqlalchemy import Engine, text
 from reprocess.core.errors import ReconciliationGap, ReprocessError
 from reprocess.core.ordering import LINEAGE_ORDER
 from reprocess.core.ranges import OffsetRange, TopicPartition, backfill_conf, healing_range, uncovered
+from reprocess.core.runs import HEALS_WINDOW, window_text
 from reprocess.core.spec import PipelineSpec, TombstoneMode
 from reprocess.core.stage_rows import DEAD, ROW
 from reprocess.operations.plan import offsets_for_time, take_snapshot
@@ -50,14 +51,27 @@ _COMMITTED = text(
     "WHERE pipeline = :pipeline AND topic = :topic AND partition = :partition AND end_offset > :start "
     "AND start_offset < :end ORDER BY start_offset"
 )
+# The cell's latest verdict. A cell found ok where it had a gap records the run that healed it
+# (NULL for a check no heal asked for); it keeps that run while it stays ok; a gap clears it.
 _UPSERT = text(
     "INSERT INTO reprocess.reconciliations (pipeline, window_start, window_end, topic, partition, kafka_start, "
-    "kafka_end, committed_end, verdict, detail, check_id, heal_conf) VALUES (:pipeline, :ws, :we, :topic, :partition, "
-    ":ks, :ke, :ce, :verdict, :detail, :check_id, CAST(:heal_conf AS jsonb)) "
+    "kafka_end, committed_end, verdict, detail, check_id, heal_conf) VALUES (:pipeline, :ws, :we, "
+    ":topic, :partition, :ks, :ke, :ce, :verdict, :detail, :check_id, CAST(:heal_conf AS jsonb)) "
     "ON CONFLICT (pipeline, window_start, topic, partition) DO UPDATE SET "
     "window_end = EXCLUDED.window_end, kafka_start = EXCLUDED.kafka_start, kafka_end = EXCLUDED.kafka_end, "
     "committed_end = EXCLUDED.committed_end, verdict = EXCLUDED.verdict, detail = EXCLUDED.detail, "
-    "check_id = EXCLUDED.check_id, heal_conf = EXCLUDED.heal_conf, checked_at = now()"
+    "check_id = EXCLUDED.check_id, heal_conf = EXCLUDED.heal_conf, checked_at = now(), "
+    "healed_by_run = CASE WHEN EXCLUDED.verdict <> 'ok' THEN NULL "
+    "WHEN reprocess.reconciliations.verdict = 'gap' THEN CAST(:healed_by AS text) "
+    "ELSE reprocess.reconciliations.healed_by_run END "
+    "RETURNING healed_by_run"
+)
+# Every verdict ever recorded, so a healed window still shows the gap it had (sql/012).
+_HISTORY = text(
+    "INSERT INTO reprocess.reconciliation_history (pipeline, window_start, window_end, topic, partition, "
+    "kafka_start, kafka_end, committed_end, verdict, detail, check_id, heal_conf, healed_by_run) VALUES (:pipeline, "
+    ":ws, :we, :topic, :partition, :ks, :ke, :ce, :verdict, :detail, :check_id, CAST(:heal_conf AS jsonb), "
+    ":healed_by)"
 )
 _RECORDED_HEAL = text(
     "SELECT DISTINCT heal_conf FROM reprocess.reconciliations WHERE pipeline = :pipeline AND window_start = :ws "
@@ -190,10 +204,14 @@ def record_verdicts(
     window_start: datetime,
     window_end: datetime,
     check_id: str,
+    healed_by: str | None = None,
 ) -> list[PartitionVerdict]:
     """Compare the check's stage (written by :func:`reprocess.spark.job.stage_window`) with the target
     and the ledger, store one verdict row per partition (tagged ``check_id``, the healing backfill
     conf on gap rows) and drop the stage, all in one transaction.
+
+    ``healed_by`` is the backfill run whose commit asked for this check (it healed the window's
+    gap): an ok verdict records it, and ``reconciliation_history`` keeps the gap before it.
 
     Raises
     ------
@@ -230,15 +248,15 @@ def record_verdicts(
                 )
             )  # fmt: skip
         bad = [v for v in verdicts if not v.ok]
-        conf = heal_conf(bad) if bad else None
+        conf = heal_conf(bad, window_start, window_end) if bad else None
         for v in verdicts:
-            conn.execute(
-                _UPSERT,
-                {"pipeline": spec.name, "ws": window_start, "we": window_end, "topic": v.range.topic,
-                 "partition": v.range.partition, "ks": v.range.start, "ke": v.range.end,
-                 "ce": max((b for _, b in v.committed), default=None), "verdict": "ok" if v.ok else "gap",
-                 "detail": v.detail(), "check_id": check_id, "heal_conf": None if v.ok else json.dumps(conf)},
-            )  # fmt: skip
+            row = {"pipeline": spec.name, "ws": window_start, "we": window_end, "topic": v.range.topic,
+                   "partition": v.range.partition, "ks": v.range.start, "ke": v.range.end,
+                   "ce": max((b for _, b in v.committed), default=None), "verdict": "ok" if v.ok else "gap",
+                   "detail": v.detail(), "check_id": check_id, "heal_conf": None if v.ok else json.dumps(conf),
+                   "healed_by": healed_by}  # fmt: skip
+            healed = conn.execute(_UPSERT, row).scalar()
+            conn.execute(_HISTORY, {**row, "healed_by": healed})
             log.info("reconcile pipeline=%s topic=%s partition=%d offsets=[%d,%d) verdict=%s %s", spec.name,
                      v.range.topic, v.range.partition, v.range.start, v.range.end, "ok" if v.ok else "gap",
                      v.detail())  # fmt: skip
@@ -253,10 +271,12 @@ def record_verdicts(
     return verdicts
 
 
-def heal_conf(bad: list[PartitionVerdict]) -> dict[str, Any]:
+def heal_conf(bad: list[PartitionVerdict], window_start: datetime, window_end: datetime) -> dict[str, Any]:
     """The backfill trigger conf that replays the gaps: the uncovered span, or the window's whole
-    range when rows are missing or stale (their records may lie anywhere in it)."""
-    return backfill_conf(v.range if v.needs_whole_window else healing_range(v.range, v.uncovered) for v in bad)
+    range when rows are missing or stale (their records may lie anywhere in it); and the window it
+    heals, which the backfill has checked again once it commits."""
+    ranges = (v.range if v.needs_whole_window else healing_range(v.range, v.uncovered) for v in bad)
+    return {**backfill_conf(ranges), HEALS_WINDOW: window_text(window_start, window_end)}
 
 
 def recorded_heal_conf(

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from datetime import UTC, datetime
 from typing import Any
 
@@ -16,10 +18,11 @@ import pytest
 from sqlalchemy import text
 
 from reprocess.kafka import demo_data
+from reprocess.operations import coverage
 from reprocess.postgres.db import libpq_url
 from reprocess.postgres.stage import create_stage
 from tests import oracle
-from tests.integration.helpers import orders_spec, run_dag, stage_count
+from tests.integration.helpers import oracle_rows, orders_spec, run_dag, stage_count, target_rows
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("spark"), pytest.mark.integration("airflow")]
 
@@ -40,15 +43,15 @@ def _reconcile(spec: Any, retries: int | None = None) -> Any:
     return dag.test(logical_date=DAY)
 
 
-def _triggered_backfills(spec: Any) -> list[dict[str, Any]]:
-    """The conf of every run of the pipeline's backfill DAG that something triggered (oldest first)."""
+def _triggered_backfills(spec: Any, kind: str = "backfill") -> list[dict[str, Any]]:
+    """The conf of every run of the pipeline's backfill (or ``kind``) DAG that something triggered (oldest first)."""
     from airflow.models import DagRun
     from airflow.utils.session import create_session
     from sqlalchemy import select
 
     with create_session() as session:
-        runs = session.scalars(select(DagRun).where(DagRun.dag_id == spec.dag_id("backfill")).order_by(DagRun.id)).all()
-        return [dict(r.conf or {}) for r in runs]
+        runs = session.scalars(select(DagRun).where(DagRun.dag_id == spec.dag_id(kind)).order_by(DagRun.id)).all()
+        return [dict(r.conf or {}) for r in runs if r.conf]
 
 
 def _task_states(dag_run: Any) -> dict[str, str]:
@@ -95,11 +98,12 @@ def test_auto_heal_triggers_the_stored_conf_for_a_gap_and_nothing_when_the_check
             ),
             {"p": spec.name},
         ).all()
-    expected_conf = {  # the whole of partition 1, from the broker's offsets
+    expected_conf = {  # the whole of partition 1, from the broker's offsets; the window it heals
         "start_mode": "offsets",
         "start_value": json.dumps({unique_name: {"1": 0}}),
         "end_mode": "offsets",
         "end_value": json.dumps({unique_name: {"1": log_end_1}}),
+        "heals_window": f"{WINDOW_START.isoformat()}/{DAY.isoformat()}",
     }
     check_id = stored[0].check_id
     assert check_id.startswith(f"{spec.dag_id('reconcile')}/{gap_run.run_id}/")
@@ -201,3 +205,69 @@ def test_stale_and_missing_rows_are_gaps_named_with_examples_and_the_heal_conf_c
     assert run_dag(spec, "backfill", conf).state == "success"
     assert _reconcile(spec).state == "success"
     assert {p: v for p, (v, _) in _verdicts(engine, spec).items()} == {0: "ok", 1: "ok"}
+
+
+def test_a_heal_closes_its_day_checked_again_after_its_commit_and_shown_healed_by_its_run(
+    kafka_config, engine, unique_name
+):
+    """Gap → the stored heal conf, run as a backfill → its commit triggers the window's check → the
+    calendar (page data and ``cli status``) shows the day healed by that run, the gap kept in the history."""
+    spec = orders_spec(unique_name, unique_name, reconcile={"cron": "0 0 * * *", "auto_heal": True})
+    demo_data.create_topic(kafka_config, unique_name, 2)
+    produced = demo_data.produce(kafka_config, unique_name, 2, demo_data.order_events(60, 3, seed=47), malformed=())
+    assert run_dag(spec, "backfill").state == "success"
+    with engine.begin() as conn:  # a real gap: partition 1's committed range and rows vanish
+        conn.execute(
+            text("DELETE FROM reprocess.committed_ranges WHERE pipeline = :p AND partition = 1"), {"p": spec.name}
+        )
+        conn.execute(text(f"DELETE FROM {spec.qualified_target} WHERE _kafka_partition = 1"))
+    assert _reconcile(spec).state == "failed"
+    heal_conf = _triggered_backfills(spec)[-1]
+    assert heal_conf["heals_window"] == f"{WINDOW_START.isoformat()}/{DAY.isoformat()}"
+
+    # The heal, run as the scheduler would run what the reconcile DAG triggered (dag.test runs only
+    # its own run): its commit triggers the reconcile DAG for the healed window, naming the run.
+    before = len(_triggered_backfills(spec, "reconcile"))
+    heal = run_dag(spec, "backfill", heal_conf)
+    assert heal.state == "success"
+    heal_run = f"{spec.dag_id('backfill')}/{heal.run_id}"
+    assert _task_states(heal)["reconcile_healed_window"] == "success"
+    (recheck_conf,) = _triggered_backfills(spec, "reconcile")[before:]
+    assert recheck_conf == {"window": heal_conf["heals_window"], "healed_by": heal_run}
+    recheck = _reconcile_with(spec, recheck_conf)
+    assert recheck.state == "success"
+    assert target_rows(engine, spec) == oracle_rows(produced)
+
+    # The history keeps the gap; the cell is healed by the heal's run; partition 0 never had a gap.
+    with engine.connect() as conn:
+        history = conn.execute(
+            text("SELECT partition, verdict, healed_by_run FROM reprocess.reconciliation_history WHERE pipeline = :p "
+                 "ORDER BY partition, checked_at"), {"p": spec.name}
+        ).all()  # fmt: skip
+    assert [tuple(r) for r in history] == [
+        (0, "ok", None), (0, "ok", None), (1, "gap", None), (1, "ok", heal_run),
+    ]  # fmt: skip
+    with engine.connect() as conn:
+        cells = {c.partition: c for c in coverage.calendar(conn, spec.name)}
+        (overview,) = coverage.overview(conn, [spec.name])
+    assert cells[0].verdict == "ok" and cells[0].healed_by is None
+    healed = cells[1].as_dict()  # what the page's calendar draws
+    assert (healed["verdict"], healed["healed_by"]) == ("healed", heal_run)
+    assert healed["gap_detail"].startswith("uncovered offsets [0, ") and healed["heal_conf"] is None
+    assert [(x.partition, x.verdict, x.verdict_healed_by) for x in overview.partitions] == [
+        (0, "ok", None), (1, "healed", heal_run),
+    ]  # fmt: skip
+
+    out = subprocess.run([sys.executable, "-m", "reprocess.cli", "status", spec.name], capture_output=True, text=True,
+                         check=True).stdout  # fmt: skip
+    assert "RECONCILIATION (1 windows): 1 ok, 1 healed, 0 gap" in out
+    assert f"2026-11-01 {unique_name}[1] healed by {heal_run} (gap found " in out
+    assert f"healed {WINDOW_START.date()}" in out.splitlines()[3]  # partition 1's RECONCILED column
+
+
+def _reconcile_with(spec: Any, conf: dict[str, Any]) -> Any:
+    """A run of the reconcile DAG with ``conf``, as the healing backfill triggered it (any logical date)."""
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=os.environ["AIRFLOW__CORE__DAGS_FOLDER"])
+    return bag.dags[spec.dag_id("reconcile")].test(run_conf=conf, logical_date=datetime.now(UTC))

@@ -53,7 +53,8 @@
     }, config);
   }
 
-  // Reconciliation calendar: a heatmap of day windows × partitions, 1 = ok, 0 = gap.
+  // Reconciliation calendar: a heatmap of day windows × partitions, 1 = ok, 0.5 = healed (ok after a
+  // gap a backfill closed), 0 = gap.
   function calendar(element, cells, detail) {
     const days = [...new Set(cells.map((c) => c.window_start.slice(0, 10)))].sort();
     const rows = [...new Set(cells.map((c) => label(c)))];
@@ -63,13 +64,14 @@
     for (const c of cells) {
       const i = rows.indexOf(label(c));
       const j = days.indexOf(c.window_start.slice(0, 10));
-      z[i][j] = c.verdict === "ok" ? 1 : 0;
+      z[i][j] = { ok: 1, healed: 0.5 }[c.verdict] ?? 0;
       text[i][j] = `${esc(c.verdict)}: ${esc(c.detail ?? "")}`;
       byKey.set(`${i}/${j}`, c);
     }
     Plotly.newPlot(element, [{
       type: "heatmap", x: days, y: rows, z, text, zmin: 0, zmax: 1, xgap: 2, ygap: 2, showscale: false,
-      colorscale: [[0, "#c62828"], [0.5, "#c62828"], [0.5, "#2e7d32"], [1, "#2e7d32"]],
+      colorscale: [[0, "#c62828"], [0.25, "#c62828"], [0.25, "#81c784"], [0.75, "#81c784"], [0.75, "#2e7d32"],
+        [1, "#2e7d32"]],
       hovertemplate: "%{y} · %{x}<br>%{text}<extra></extra>",
     }], {
       height: Math.max(160, 18 * rows.length + 80), margin: { l: 10, r: 16, t: 8, b: 60 },
@@ -85,6 +87,10 @@
         `Kafka offsets [${cell.kafka_start}, ${cell.kafka_end}) · verdict ${cell.verdict}`,
         cell.detail ?? "",
       ];
+      if (cell.verdict === "healed") {
+        lines.push("", `Healed by ${cell.healed_by ?? "a later run"}; the gap found ${cell.gap_checked_at}:`,
+          cell.gap_detail ?? "");
+      }
       if (cell.heal_conf) lines.push("", "Backfill conf that closes it:", JSON.stringify(cell.heal_conf, null, 2));
       detail.textContent = lines.join("\n");
     });
