@@ -2,7 +2,8 @@
 produced messages (partition, offset, key, value) alone. It imports nothing of the product.
 
 Validation follows the orders spec as documented: a required field must be present and not
-null (an empty string is a value), and a typed field must parse as its type.
+null (an empty string is a value), a typed field must parse as its type, and a text field must
+be text PostgreSQL can store (no NUL character).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any, Protocol
 
 ORDER_REQUIRED = ("order_id", "customer_id", "status", "updated_at")
+ORDER_TEXT = ("order_id", "customer_id", "status", "currency")  # the spec's text columns
 
 
 class Messages(Protocol):
@@ -29,6 +31,8 @@ def is_valid_order(value: bytes) -> dict[str, Any] | None:
     if not isinstance(ev, dict):
         return None
     if any(ev.get(k) is None for k in ORDER_REQUIRED):
+        return None
+    if any("\x00" in str(ev[k]) for k in ORDER_TEXT if ev.get(k) is not None):
         return None
     try:
         if ev.get("amount") is not None:

@@ -6,9 +6,22 @@ A decoder takes Spark's Kafka records (``key``, ``value``, ``topic``, ``partitio
 :func:`typed_name` ``(i)``; with ``tombstones: delete``, for the ``i``-th key column, the value a
 tombstone's Kafka key gives it in :func:`key_name` ``(i)``; and ``_error``: NULL for a good record
 or a tombstone, else the first problem, which makes the record a dead letter.
+
+Nothing raw reaches a text column of the stage unescaped:
+
+- record text a decoder quotes in ``_error`` goes through :func:`escaped_sql` (JSON string escapes:
+  no NUL, no control character, valid UTF-8), or through :func:`hex_sql` when it may be binary;
+- a text column's value that PostgreSQL cannot store (a NUL character, bytes that are not UTF-8)
+  is not the decoder's to catch: the stage turns it into a dead letter naming the column
+  (:func:`unstorable_text_error_sql`, applied by :func:`reprocess.spark.transform.to_stage`).
 """
 
 from __future__ import annotations
+
+from typing import Final
+
+QUOTED_CHARS: Final = 80  # characters of record text an error quotes
+QUOTED_BYTES: Final = 40  # bytes of a binary value an error shows in hex
 
 
 def typed_name(i: int) -> str:
@@ -19,3 +32,49 @@ def typed_name(i: int) -> str:
 def key_name(i: int) -> str:
     """The column holding a tombstone's value of the spec's ``i``-th key column."""
     return f"_k_{i}"
+
+
+def escaped_sql(text: str) -> str:
+    """Spark SQL: the first :data:`QUOTED_CHARS` characters of ``text`` with JSON's string escapes
+    (``\\u0000`` for NUL, ``\\n``, ``\\"``…), so an error can quote a record's text readably and
+    PostgreSQL can store it whatever the record held.
+
+    Examples
+    --------
+    >>> escaped_sql("_str")
+    'substring(to_json(array(left(_str, 80))), 3, length(to_json(array(left(_str, 80)))) - 4)'
+    """
+    quoted = f"to_json(array(left({text}, {QUOTED_CHARS})))"
+    return f"substring({quoted}, 3, length({quoted}) - 4)"
+
+
+def hex_sql(binary: str) -> str:
+    """Spark SQL: ``0x`` and the hex of the first :data:`QUOTED_BYTES` bytes of ``binary`` (a key
+    that may be any bytes: a Java ``LongSerializer`` writes 8 of them)."""
+    return f"concat('0x', hex(substring({binary}, 1, {QUOTED_BYTES})))"
+
+
+def storable_sql(text: str) -> str:
+    """Spark SQL: ``text`` is NULL or text PostgreSQL can store: valid UTF-8 without a NUL character."""
+    return f"({text} IS NULL OR (is_valid_utf8({text}) AND instr({text}, char(0)) = 0))"
+
+
+def unstorable_text_error_sql(column: str, text: str) -> str:
+    """Spark SQL: the dead letter's error for a text column whose value PostgreSQL cannot store, or
+    NULL; it names the column and shows the value's first bytes in hex."""
+    what = sql_string(
+        f"text error: column {column} holds a NUL character or bytes that are not UTF-8, which PostgreSQL text "
+        "cannot store: "
+    )
+    return f"CASE WHEN NOT {storable_sql(text)} THEN concat({what}, {hex_sql(f'CAST({text} AS BINARY)')}) END"
+
+
+def sql_string(s: str) -> str:
+    """A Spark SQL string literal holding ``s``.
+
+    Examples
+    --------
+    >>> print(sql_string("it's"))
+    'it\\'s'
+    """
+    return "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"

@@ -12,14 +12,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from reprocess.core.spec import ColumnSpec, ColumnType, PipelineSpec, TombstoneMode
-from reprocess.formats.contract import key_name, typed_name
+from reprocess.formats.contract import escaped_sql, hex_sql, key_name, storable_sql, typed_name
+from reprocess.formats.contract import sql_string as _sql_str
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
-
-
-def _sql_str(s: str) -> str:
-    return "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def _raw_name(i: int) -> str:
@@ -145,7 +142,8 @@ def _error_expression(spec: PipelineSpec) -> str:
         unmapped = " OR ".join(f"{key_name(i)} IS NULL" for i in range(len(spec.key_columns)))
         cases += [
             f"WHEN value IS NULL AND ({unmapped}) THEN concat('tombstone key does not map to the key columns: ', "
-            "coalesce(left(_kstr, 80), '(no key)'))",
+            f"CASE WHEN key IS NULL THEN '(no key)' WHEN {storable_sql('_kstr')} THEN {escaped_sql('_kstr')} "
+            f"ELSE {hex_sql('key')} END)",
             "WHEN value IS NULL THEN NULL",
         ]
     cases += [
@@ -154,7 +152,7 @@ def _error_expression(spec: PipelineSpec) -> str:
         f"' bytes > max_record_bytes {spec.max_record_bytes}')",
         "WHEN NOT is_valid_utf8(_str) THEN 'value is not valid UTF-8'",
         f"WHEN _j IS NULL OR _j.`{CORRUPT}` IS NOT NULL THEN concat('malformed JSON or not a JSON object: ', "
-        "left(_str, 80))",
+        f"{escaped_sql('_str')})",
     ]
     for i, c in enumerate(spec.columns):
         r, t = _raw_name(i), typed_name(i)
@@ -167,11 +165,11 @@ def _error_expression(spec: PipelineSpec) -> str:
                     f"type error: field {c.path} is a JSON number of more than 38 digits, which Spark cannot "
                     'read exactly; send it as a JSON string ("1.25") to keep every digit: '
                 )
-                + f" || left({r}, 80)"
+                + f" || {escaped_sql(r)}"
             )
         cases.append(
             f"WHEN {r} IS NOT NULL AND {t} IS NULL THEN "
-            f"concat({_sql_str(f'type error: field {c.path} is not {c.type.value}: ')}, left({r}, 80))"
+            f"concat({_sql_str(f'type error: field {c.path} is not {c.type.value}: ')}, {escaped_sql(r)})"
         )
     return "CASE " + " ".join(cases) + " END"
 

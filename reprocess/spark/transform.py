@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from reprocess.core.spec import ColumnSpec, PipelineSpec, TombstoneMode
+from reprocess.core.spec import ColumnSpec, ColumnType, PipelineSpec, TombstoneMode
 from reprocess.core.stage_rows import DEAD, ROW, TOMBSTONE, stage_columns
 from reprocess.formats import json
-from reprocess.formats.contract import key_name, typed_name
+from reprocess.formats.contract import key_name, typed_name, unstorable_text_error_sql
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -20,8 +20,11 @@ if TYPE_CHECKING:
 
 def decode(records: DataFrame, spec: PipelineSpec) -> DataFrame:
     """The spec's format decoder (:mod:`reprocess.formats.contract`): the stage and ``reprocess
-    validate``'s sample use this one function, so a sample decodes as a run would."""
-    return json.decode(records, spec)
+    validate``'s sample use this one function, so a sample decodes as a run would. A text value
+    PostgreSQL cannot store makes a dead letter whatever the format (the contract)."""
+    from pyspark.sql import functions as F
+
+    return json.decode(records, spec).withColumn("_error", F.expr(_error_with_unstorable_text(spec)))
 
 
 def to_stage(records: DataFrame, spec: PipelineSpec) -> DataFrame:
@@ -80,3 +83,19 @@ def to_stage(records: DataFrame, spec: PipelineSpec) -> DataFrame:
         *(F.col(c) if c in spec.key or c in ("_kind", "_records") else F.col(f"_newest.{c}").alias(c)
           for c in stage_columns(spec))
     )  # fmt: skip
+
+
+def _error_with_unstorable_text(spec: PipelineSpec) -> str:
+    """The decoder's ``_error``, else the first text column whose value PostgreSQL cannot store
+    (a NUL character, bytes that are not UTF-8): whatever the format, such a record is a dead
+    letter naming the column, never a COPY that fails the run (the decoder contract)."""
+    key_index = {c.name: i for i, c in enumerate(spec.key_columns)}
+    checks = []
+    for i, c in enumerate(spec.columns):
+        if c.type is not ColumnType.TEXT:
+            continue
+        value = typed_name(i)
+        if spec.tombstones is TombstoneMode.DELETE and c.name in key_index:  # a tombstone's key comes from its key
+            value = f"CASE WHEN value IS NULL THEN {key_name(key_index[c.name])} ELSE {value} END"
+        checks.append(unstorable_text_error_sql(c.name, value))
+    return f"coalesce(_error, {', '.join(checks)})" if checks else "_error"
