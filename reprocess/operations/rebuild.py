@@ -120,6 +120,10 @@ def swap_in_empty(engine: Engine, kafka: Mapping[str, Any], spec: PipelineSpec, 
 def swap_in(engine: Engine, kafka: Mapping[str, Any], spec: PipelineSpec, run_id: str) -> CommitResult:
     """Verify the rebuilt shadow, then swap it in with the ledger in one transaction; idempotent.
 
+    A retry after a swap whose connection dropped learns what happened from the database: the
+    state is read under the pipeline lock, so a first attempt's swap the server still holds is
+    waited for, and a swap that committed is not done again.
+
     Raises
     ------
     ReprocessError
@@ -128,10 +132,6 @@ def swap_in(engine: Engine, kafka: Mapping[str, Any], spec: PipelineSpec, run_id
         Nothing was swapped.
     CommitInterrupted
         The connection dropped during the swap's commit; retrying is safe.
-
-    A retry after a swap whose connection dropped learns what happened from the database: the
-    state is read under the pipeline lock, so a first attempt's swap the server still holds is
-    waited for, and a swap that committed is not done again.
     """
     with engine.begin() as conn:
         conn.execute(queries.PIPELINE_LOCK, {"pipeline": spec.name})
