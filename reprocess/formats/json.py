@@ -74,7 +74,7 @@ def _extract_fields(spec: PipelineSpec) -> list[str]:
             ]
             continue
         out.append(f"{ref} AS {_raw_name(i)}")
-        typed = _raw_name(i) if c.type.spark_type == "string" else f"try_cast({ref} AS {c.type.spark_type})"
+        typed = _raw_name(i) if c.type.spark_type == "string" else _typed(ref, c)
         out.append(f"{typed} AS {typed_name(i)}")
     return out
 
@@ -111,6 +111,28 @@ def _exact_numeric(spec: PipelineSpec) -> list[str]:
     return out
 
 
+# Every part that handles a timestamp holds the years 1-9999 (Python's datetime, Spark's formats,
+# what the stage's CSV writes and PostgreSQL reads back: year 0 and BC years fail the COPY).
+_TIMESTAMP_YEARS = (1, 9999)
+
+
+def _typed(text: str, c: ColumnSpec) -> str:
+    """The typed value of a field's text, or NULL (a type error): ``try_cast``, and for a timestamp
+    a year every part can hold (:data:`_TIMESTAMP_YEARS`)."""
+    cast = f"try_cast({text} AS {c.type.spark_type})"
+    if c.type is ColumnType.TIMESTAMPTZ:
+        low, high = _TIMESTAMP_YEARS
+        return f"CASE WHEN year({cast}) BETWEEN {low} AND {high} THEN {cast} END"
+    return cast
+
+
+def _type_text(c: ColumnSpec) -> str:
+    """The type a type error names: a timestamp says which years it holds."""
+    if c.type is ColumnType.TIMESTAMPTZ:
+        return f"timestamptz (years {_TIMESTAMP_YEARS[0]}-{_TIMESTAMP_YEARS[1]})"
+    return c.type.value
+
+
 def _from_json(text: str, schema: str, alias: str) -> str:
     """``from_json`` that keeps text that is not a JSON object in the corrupt-record column."""
     return (
@@ -131,7 +153,7 @@ def _tombstone_key_fields(spec: PipelineSpec) -> list[str]:
         raw = f"CASE WHEN _kj IS NOT NULL AND _kj.`{CORRUPT}` IS NULL THEN {ref} ELSE {fallback} END"
         if c.type is ColumnType.NUMERIC:
             raw = f"CASE WHEN trim({raw}) RLIKE {_sql_str(_NUMERIC_TEXT)} THEN trim({raw}) END"
-        out.append(raw if c.type.spark_type == "string" else f"try_cast({raw} AS {c.type.spark_type})")
+        out.append(raw if c.type.spark_type == "string" else _typed(raw, c))
     return [f"{e} AS {key_name(i)}" for i, e in enumerate(out)]
 
 
@@ -169,7 +191,7 @@ def _error_expression(spec: PipelineSpec) -> str:
             )
         cases.append(
             f"WHEN {r} IS NOT NULL AND {t} IS NULL THEN "
-            f"concat({_sql_str(f'type error: field {c.path} is not {c.type.value}: ')}, {escaped_sql(r)})"
+            f"concat({_sql_str(f'type error: field {c.path} is not {_type_text(c)}: ')}, {escaped_sql(r)})"
         )
     return "CASE " + " ".join(cases) + " END"
 

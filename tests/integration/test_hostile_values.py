@@ -3,8 +3,9 @@
 Values a producer can legally write, each of which used to put a NUL into the stage's COPY
 stream and stall the pipeline for good: a value framed by Confluent's JSON Schema serializer
 (valid UTF-8, not JSON), a tombstone whose key a Java ``LongSerializer`` wrote (8 binary bytes),
-and ``"a\\u0000b"`` in a text field. Each must become a dead letter (raw bytes kept, error text
-escaped) while the run commits, and Postgres must equal the oracle.
+and ``"a\\u0000b"`` in a text field; and a timestamp of year 0, which Spark parses and the COPY
+refuses. Each must become a dead letter (raw bytes kept, error text escaped) while the run
+commits, and Postgres must equal the oracle.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ ORDER = {"customer_id": "c1", "status": "paid", "amount": "2.50", "updated_at": 
 # Confluent's JSON Schema serializer: magic byte 0, a 4-byte schema id (5), then the JSON.
 FRAMED = b"\x00\x00\x00\x00\x05" + json.dumps({"order_id": "o-framed", **ORDER}).encode()
 NUL_IN_TEXT = json.dumps({"order_id": "a\u0000b", **ORDER}).encode()  # JSON's escape: valid JSON and UTF-8
+# A year Spark parses and PostgreSQL refuses at the COPY ("date/time field value out of range").
+YEAR_ZERO = json.dumps({"order_id": "o-year-0", **ORDER, "updated_at": "0000-01-01T00:00:00Z"}).encode()
 
 
 def _dead_letters(engine: Any, spec: PipelineSpec) -> list[tuple[bytes | None, bytes | None, str]]:
@@ -50,10 +53,11 @@ def _dead_letters(engine: Any, spec: PipelineSpec) -> list[tuple[bytes | None, b
             "text error: column order_id holds a NUL character or bytes that are not UTF-8, which "
             "PostgreSQL text cannot store: 0x610062",
         ),
+        (YEAR_ZERO, "type error: field updated_at is not timestamptz (years 1-9999): 0000-01-01T00:00:00Z"),
     ],
-    ids=["confluent_framed_json", "nul_in_text_field"],
+    ids=["confluent_framed_json", "nul_in_text_field", "timestamp_of_year_zero"],
 )
-def test_a_value_postgres_text_cannot_hold_is_a_dead_letter_and_the_run_commits(
+def test_a_value_postgres_cannot_hold_is_a_dead_letter_and_the_run_commits(
     kafka_config, engine, unique_name, hostile, error
 ):
     spec = orders_spec(unique_name, unique_name)
