@@ -66,7 +66,7 @@ _UPSERT = text(
     "ELSE reprocess.reconciliations.healed_by_run END "
     "RETURNING healed_by_run"
 )
-# Every verdict ever recorded, so a healed window still shows the gap it had (sql/012).
+# Every verdict ever recorded, so a healed window still shows the gap it had (sql/013).
 _HISTORY = text(
     "INSERT INTO reprocess.reconciliation_history (pipeline, window_start, window_end, topic, partition, "
     "kafka_start, kafka_end, committed_end, verdict, detail, check_id, heal_conf, healed_by_run) VALUES (:pipeline, "
