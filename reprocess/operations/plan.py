@@ -85,16 +85,19 @@ def offsets_for_time(
     """The first offset whose record timestamp is >= ``ts_ms``, per partition.
 
     The broker's answer (``offsets_for_times``) is checked against the records' own
-    timestamps and replaced by a binary search over them when inconsistent: some
-    Kafka-compatible brokers answer 0 for every time. A partition with no record at or
-    after the time resolves to its log end.
+    timestamps and replaced by a binary search over them when inconsistent. Apache Kafka
+    itself answers wrong when records carry producer-set timestamps older than their
+    transaction's commit: the commit marker holds the broker's clock, so its offset (no
+    record) is the answer for every earlier time (tests/integration/test_plan_by_time.py);
+    Kafka-compatible brokers without a time index answer 0 for every time. A partition with
+    no record at or after the time resolves to its log end.
     """
     from confluent_kafka import TopicPartition as KTP
 
     from reprocess.kafka.clients import make_consumer
 
     # Each check and search step reads ONE record at a fresh position: a broker that holds a
-    # fetch for its max wait (the local one does, 500 ms by default) would cost that per step.
+    # fetch for its max wait (500 ms by default) would cost that per step.
     consumer = make_consumer({**kafka, "fetch.wait.max.ms": PROBE_FETCH_WAIT_MS})
     try:
         answers = consumer.offsets_for_times([KTP(s.topic, s.partition, ts_ms) for s in snapshots], timeout=15)
