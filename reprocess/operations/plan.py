@@ -212,7 +212,7 @@ def resolve(
                 "selected topics/partitions; nothing would be read"
             )
 
-    ranges, lost = [], []
+    ranges, lost, gone = [], [], []
     for s in selected:
         start = _start(spec, request, s, ledger, explicit.get("start"), time_offsets)
         end = _end(spec, request, s, explicit.get("end"), time_offsets)
@@ -221,15 +221,16 @@ def resolve(
         if start > end:
             raise SpecError(f"{spec.name} {s.tp}: start {start} is after end {end}")
         if start < s.log_start:
-            if not request.allow_data_loss:
-                raise DataLossError(
-                    f"{spec.name} {s.tp}: start {start} < log start {s.log_start}; offsets [{start}, {s.log_start}) "
-                    f"are gone (deleted or compacted). Re-run with allow_data_loss=true to record the loss, "
-                    f"or start at {s.log_start}."
-                )
+            gone.append(f"{s.tp}: start {start} < log start {s.log_start}; offsets [{start}, {s.log_start}) are gone")
             lost.append(LostRange(s.topic, s.partition, start, min(s.log_start, end)))
             start = min(s.log_start, end)
         ranges.append(OffsetRange(s.topic, s.partition, start, end))
+    if gone and not request.allow_data_loss:
+        # Every partition's loss in one error: retention deletes on all partitions at once.
+        raise DataLossError(
+            f"{spec.name} {'; '.join(gone)} (deleted or compacted). Re-run with allow_data_loss=true to record "
+            "the loss, or start at the log start."
+        )
     return ranges, lost
 
 
