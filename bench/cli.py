@@ -21,7 +21,7 @@ from bench.airflow import product_airflow
 from bench.baseline import baseline_python_loop
 from bench.ceilings import ceiling_a_pg_merge, ceiling_b_kafka_raw, reader_alone
 from bench.context import RESULTS, Bench, Result, bench_db_url
-from bench.data import PARTITIONS, UPDATES_PER_KEY, Dataset, produce_dataset
+from bench.data import UPDATES_PER_KEY, Dataset, produce_dataset
 from bench.product import Launcher, SparkConnect, SparkSubmit, product
 
 log = logging.getLogger("bench")
