@@ -56,18 +56,10 @@ def event(i: int, orders: int) -> tuple[int, str, dict[str, Any]]:
     return n % PARTITIONS, oid, body
 
 
-def tail_event(part: int) -> tuple[str, dict[str, Any]]:
-    """The single-record batch that ends each partition (see :func:`produce_dataset`)."""
-    key = f"tail-{part}"
-    return key, {"order_id": key, "customer_id": "c-tail", "status": "created", "amount": "1.00",
-                 "currency": "EUR", "items": 1, "updated_at": "2026-11-01T00:00:00Z"}  # fmt: skip
-
-
 def produce_dataset(kafka: dict[str, Any], topic: str, records: int) -> Dataset:
-    """Produce ``records`` order events (+1 single-record tail batch per partition) to a new topic.
+    """Produce ``records`` order events to a new topic.
 
-    The tail record makes the local broker's log end exact (it reports the last batch's base
-    offset + 1). Raises when the broker's log ends differ from the counts produced.
+    Raises when the broker's log ends differ from the counts produced.
     """
     from confluent_kafka import TopicPartition
 
@@ -105,10 +97,6 @@ def produce_dataset(kafka: dict[str, Any], topic: str, records: int) -> Dataset:
         if i % 1000 == 0:
             producer.poll(0)
     producer.flush(300)
-    for part in range(PARTITIONS):
-        key, body = tail_event(part)
-        send(part, key, json.dumps(body).encode(), T0_MS + records + part)
-        producer.flush(60)
     seconds = time.monotonic() - started
     if errors:
         raise RuntimeError(f"{len(errors)} messages failed delivery, first: {errors[0]}")
@@ -135,7 +123,3 @@ def parsed_rows(ds: Dataset) -> Iterator[tuple[Any, ...]]:
         next_offset[part] += 1
         yield (ev["order_id"], ev["customer_id"], ev["status"], ev["amount"], ev["currency"], ev["items"],
                ev["updated_at"], ds.topic, part, off, T0_MS + i)  # fmt: skip
-    for part in range(PARTITIONS):
-        key, ev = tail_event(part)
-        yield (key, ev["customer_id"], ev["status"], ev["amount"], ev["currency"], ev["items"], ev["updated_at"],
-               ds.topic, part, next_offset[part], T0_MS + ds.records + part)  # fmt: skip

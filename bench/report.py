@@ -65,7 +65,7 @@ def write_docs(report: dict[str, Any], text: str) -> None:
         "Produced by `make bench` (`python -m bench`, the `bench/` package; raw JSON in `bench/results/`,\n"
         "git-ignored). All cases run in one process on the same data: N JSON order events (~200 bytes,\n"
         "4 partitions, N/10 order ids, so each key is updated 10 times), on the local services (embedded\n"
-        "PostgreSQL, the tansu broker, the Spark launchers), each case into its own empty target table.\n"
+        "PostgreSQL, Apache Kafka from devstack, the Spark launchers), each case into its own empty target table.\n"
         "Ratios are records/s of the row ÷ records/s of the reference (1.00 = as fast). Re-run to refresh;\n"
         "numbers below are one measured run on a machine shared with other work (the load column).\n"
         "The Spark Connect launcher runs N twice: first right after the bench restarts its server (`_n_cold`:\n"

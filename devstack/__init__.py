@@ -2,8 +2,10 @@
 
 One module per service (``postgres``, ``broker``, ``connect``, ``airflow_ui``), each with
 start/stop/health that are idempotent; ``process`` holds what they share (state folder, ports,
-pid files, waiting for a port). ``scripts/`` are thin command-line wrappers around ``cli`` and
-``airflow_ui``; the tests import these modules instead of running scripts by path.
+pid files, waiting for a port); ``jvm`` pins the Maven jars of the JVM parts (Apache Kafka,
+Kafka Connect, Debezium, Spark's Kafka source) and gives each set's classpath. ``scripts/``
+are thin command-line wrappers around ``cli`` and ``airflow_ui``; the tests import these
+modules instead of running scripts by path.
 
 Every port binds 127.0.0.1. State (data dirs, logs, pid files, the generated database
 password) lives in ``$REPROCESS_STATE_DIR`` (default ``.state/`` of the repository).

@@ -86,9 +86,6 @@ def prepare_airflow() -> None:
     airflow("pools", "set", "spark", "1", "Spark jobs of the reprocessing pipelines")
 
 
-PAYMENT_TAIL = {"payment_id": "{key}", "order_id": "o-tail", "status": "authorized", "amount": "1.00", "version": 1}
-
-
 def ensure_demo_topics(orders: int, partitions: int = 4) -> dict[str, int]:
     """Create and fill ``orders`` and ``payments`` once; a second demo replays the same data."""
     kafka = config_from_env()
@@ -103,9 +100,7 @@ def ensure_demo_topics(orders: int, partitions: int = 4) -> dict[str, int]:
     if "payments" not in existing:
         demo_data.create_topic(kafka, "payments", 2)
         events = demo_data.payment_events(max(1, orders // 4))
-        produced["payments"] = len(
-            demo_data.produce(kafka, "payments", 2, events, malformed=(), tail_event=PAYMENT_TAIL).messages
-        )
+        produced["payments"] = len(demo_data.produce(kafka, "payments", 2, events, malformed=()).messages)
     return produced
 
 

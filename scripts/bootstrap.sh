@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Create the project venv and install the pinned dependency set from the package registries.
-# Idempotent: does nothing when the venv already matches pyproject.toml + constraints.txt.
+# Create the project venv and install the pinned dependency set from the package registries, then
+# fetch the JVM jar sets pinned in devstack/jvm/*/pom.xml from Maven Central (needs mvn and Java 17).
+# Idempotent: each step does nothing when its stamp matches (the venv's: pyproject.toml +
+# constraints.txt; each jar set's: its pom.xml).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,16 +16,17 @@ stamp_file=$VENV/.installed
 # entry point twice and report the second as a plugin import error. The venv keeps its own metadata.
 rm -rf reprocess.egg-info
 
-if [[ -f $stamp_file && $(cat "$stamp_file") == "$stamp_value" ]]; then
-  exit 0
+if [[ ! -f $stamp_file || $(cat "$stamp_file") != "$stamp_value" ]]; then
+  command -v "$PYTHON" >/dev/null || { echo "error: $PYTHON not found; install Python 3.11" >&2; exit 1; }
+  start=$(date +%s)
+  [[ -x $VENV/bin/python ]] || "$PYTHON" -m venv "$VENV"
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check "pip==25.3"
+  # pyspark ships as a 450 MB sdist the first time; later installs reuse pip's wheel cache.
+  "$VENV/bin/pip" install -q --disable-pip-version-check -c constraints.txt -e ".[local,dev]"
+  "$VENV/bin/pip" check
+  rm -rf reprocess.egg-info
+  echo "$stamp_value" > "$stamp_file"
+  echo "install: venv done in $(( $(date +%s) - start ))s"
 fi
-command -v "$PYTHON" >/dev/null || { echo "error: $PYTHON not found; install Python 3.11" >&2; exit 1; }
-start=$(date +%s)
-[[ -x $VENV/bin/python ]] || "$PYTHON" -m venv "$VENV"
-"$VENV/bin/python" -m pip install -q --disable-pip-version-check "pip==25.3"
-# pyspark ships as a 450 MB sdist the first time; later installs reuse pip's wheel cache.
-"$VENV/bin/pip" install -q --disable-pip-version-check -c constraints.txt -e ".[local,dev]"
-"$VENV/bin/pip" check
-rm -rf reprocess.egg-info
-echo "$stamp_value" > "$stamp_file"
-echo "install: done in $(( $(date +%s) - start ))s"
+# The jars go to the state folder, as the services' other state does (scripts/env.sh names it).
+REPROCESS_STATE_DIR=${REPROCESS_STATE_DIR:-$PWD/.state} "$VENV/bin/python" -m devstack.jvm

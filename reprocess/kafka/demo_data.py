@@ -110,6 +110,34 @@ def payment_events(payments: int, seed: int = 3) -> list[tuple[str, dict[str, An
     return events
 
 
+def wait_for_markers(kafka: Mapping[str, Any], topic: str, ends: Mapping[int, int], timeout_s: float = 30) -> None:
+    """Wait until each partition's log end reaches ``ends`` (its commit marker is written).
+
+    Kafka acknowledges a commit once its coordinator has logged it and writes the partitions'
+    markers after that, so a record produced right after the commit may land before a marker.
+    Waiting keeps each marker right after its transaction: a partition's log end is then its
+    last record + 1, as the delivery reports (and the tests' oracles) say.
+    """
+    import time
+
+    from confluent_kafka import TopicPartition
+
+    from reprocess.kafka.clients import make_consumer
+
+    consumer = make_consumer(kafka)
+    try:
+        deadline = time.monotonic() + timeout_s
+        for part, end in ends.items():
+            while consumer.get_watermark_offsets(TopicPartition(topic, part), timeout=10, cached=False)[1] < end:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(
+                        f"{topic}[{part}]: the commit marker at {end - 1} was not written in {timeout_s}s"
+                    )
+                time.sleep(0.02)
+    finally:
+        consumer.close()
+
+
 def produce(
     kafka: Mapping[str, Any],
     topic: str,
@@ -119,14 +147,8 @@ def produce(
     malformed: Iterable[bytes] = MALFORMED,
     transactional_every: int = 0,
     base_time: datetime | None = None,
-    tail_event: dict[str, Any] | None = None,
 ) -> Produced:
-    """Produce keyed JSON events, some malformed messages and, optionally, transactions.
-
-    Every partition ends with a single-record batch: the local broker reports the end
-    offset as the last batch's base offset + 1 (DESIGN §5), so a lone last record makes
-    its log end exact. Apache Kafka needs no such care.
-    """
+    """Produce keyed JSON events, some malformed messages and, optionally, transactions."""
     from confluent_kafka import Producer
 
     produced = Produced()
@@ -169,21 +191,18 @@ def produce(
         if use_txn and txn is not None:
             plain.flush()
             txn.begin_transaction()
+        before = len(produced.messages)
         for i, (key, ev) in enumerate(batch, start=lo):
             send(p, key, json.dumps(ev).encode(), i)
         if use_txn and txn is not None:
             txn.commit_transaction(30)
+            last: dict[int, int] = {}
+            for part, offset, *_ in produced.messages[before:]:
+                last[part] = max(last.get(part, offset), offset)
+            wait_for_markers(kafka, topic, {part: offset + 2 for part, offset in last.items()})
     for j, bad in enumerate(malformed):
         send(plain, f"bad-{j}", bad, len(events) + j, partition=j % partitions)
     plain.flush()
-    # The final single-record batch per partition (see docstring): a valid event of a tail key.
-    for part in range(partitions):
-        key = f"tail-{part}"
-        ev = tail_event or {"order_id": key, "customer_id": "c-tail", "status": "created", "amount": "1.00",
-                            "currency": "EUR", "items": 1, "updated_at": "2026-11-01T00:00:00Z"}  # fmt: skip
-        ev = {k: (key if v == "{key}" else v) for k, v in ev.items()}
-        send(plain, key, json.dumps(ev).encode(), len(events) + 100 + part, partition=part)
-        plain.flush()
     if errors:
         raise RuntimeError(f"{len(errors)} messages failed delivery, first: {errors[0]}")
     produced.messages.sort()

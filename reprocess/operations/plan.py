@@ -85,16 +85,19 @@ def offsets_for_time(
     """The first offset whose record timestamp is >= ``ts_ms``, per partition.
 
     The broker's answer (``offsets_for_times``) is checked against the records' own
-    timestamps and replaced by a binary search over them when inconsistent: some
-    Kafka-compatible brokers answer 0 for every time. A partition with no record at or
-    after the time resolves to its log end.
+    timestamps and replaced by a binary search over them when inconsistent. Apache Kafka
+    itself answers wrong when records carry producer-set timestamps older than their
+    transaction's commit: the commit marker holds the broker's clock, so its offset (no
+    record) is the answer for every earlier time (tests/integration/test_plan_by_time.py);
+    Kafka-compatible brokers without a time index answer 0 for every time. A partition with
+    no record at or after the time resolves to its log end.
     """
     from confluent_kafka import TopicPartition as KTP
 
     from reprocess.kafka.clients import make_consumer
 
     # Each check and search step reads ONE record at a fresh position: a broker that holds a
-    # fetch for its max wait (the local one does, 500 ms by default) would cost that per step.
+    # fetch for its max wait (500 ms by default) would cost that per step.
     consumer = make_consumer({**kafka, "fetch.wait.max.ms": PROBE_FETCH_WAIT_MS})
     try:
         answers = consumer.offsets_for_times([KTP(s.topic, s.partition, ts_ms) for s in snapshots], timeout=15)
@@ -209,7 +212,7 @@ def resolve(
                 "selected topics/partitions; nothing would be read"
             )
 
-    ranges, lost = [], []
+    ranges, lost, gone = [], [], []
     for s in selected:
         start = _start(spec, request, s, ledger, explicit.get("start"), time_offsets)
         end = _end(spec, request, s, explicit.get("end"), time_offsets)
@@ -218,15 +221,16 @@ def resolve(
         if start > end:
             raise SpecError(f"{spec.name} {s.tp}: start {start} is after end {end}")
         if start < s.log_start:
-            if not request.allow_data_loss:
-                raise DataLossError(
-                    f"{spec.name} {s.tp}: start {start} < log start {s.log_start}; offsets [{start}, {s.log_start}) "
-                    f"are gone (deleted or compacted). Re-run with allow_data_loss=true to record the loss, "
-                    f"or start at {s.log_start}."
-                )
+            gone.append(f"{s.tp}: start {start} < log start {s.log_start}; offsets [{start}, {s.log_start}) are gone")
             lost.append(LostRange(s.topic, s.partition, start, min(s.log_start, end)))
             start = min(s.log_start, end)
         ranges.append(OffsetRange(s.topic, s.partition, start, end))
+    if gone and not request.allow_data_loss:
+        # Every partition's loss in one error: retention deletes on all partitions at once.
+        raise DataLossError(
+            f"{spec.name} {'; '.join(gone)} (deleted or compacted). Re-run with allow_data_loss=true to record "
+            "the loss, or start at the log start."
+        )
     return ranges, lost
 
 

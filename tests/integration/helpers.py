@@ -184,6 +184,17 @@ def run_spark_stage(
     assert job.returncode == 0, output[-4000:]
 
 
+def plan_stage_commit(engine: Engine, kafka: dict[str, Any], spec: PipelineSpec, request: Any, run_id: str) -> Any:
+    """One whole run as the DAG makes it (plan, stage over Connect, commit); returns its plan."""
+    from reprocess.operations.plan import plan_run
+    from reprocess.postgres.commit import commit_run
+
+    plan = plan_run(engine, kafka, spec, request, run_id)
+    run_spark_stage(spec, run_id, kafka=kafka)
+    commit_run(engine, spec, run_id)
+    return plan
+
+
 def oracle_rows(produced: Any) -> dict[str, tuple[str, str, int, int]]:
     """oracle.expected_rows in the form target_rows returns (amounts normalised)."""
     from decimal import Decimal
@@ -229,7 +240,12 @@ def assert_matches_oracle(
     assert target_rows(engine, spec) == oracle_rows(produced)
     assert dead_letter_count(engine, spec) == (oracle.invalid_count(produced) if invalid is None else invalid)
     assert ledger(engine, spec) == ends
-    # Committed ranges tile each partition's log exactly once: no gap (lost) and no overlap (doubled).
+    assert_tiled(engine, spec, ends)
+
+
+def assert_tiled(engine: Engine, spec: PipelineSpec, ends: dict[int, int]) -> None:
+    """Committed ranges tile each partition's log [0, end) exactly once: no gap (lost) and no
+    overlap (doubled); offsets that hold no record (markers, aborted records) included."""
     for partition, pieces in committed_ranges(engine, spec).items():
         assert pieces[0][0] == 0 and pieces[-1][1] == ends[partition], (partition, pieces)
         assert all(a[1] == b[0] for a, b in itertools.pairwise(pieces)), (partition, pieces)

@@ -1,36 +1,32 @@
-"""Fault matrix case 8: the broker is killed and restarted while Spark reads, on durable storage.
+"""Fault matrix case 8: the broker is killed (SIGKILL) and restarted in the middle of a Spark
+read, then in the middle of a commit's mirror step; nothing is lost and nothing doubled.
 
-The session's own broker keeps its log in memory, so a restart would wipe the topic. This
-module starts a SECOND tansu whose storage engine is ``s3://tansu/`` on a local moto server
-(DESIGN §5, notes/components.md §5): its topics, records and offsets survive a restart.
-moto cannot live in the project venv (its botocore pins clash with python-dateutil 4 there),
-so it is installed from PyPI into its own venv under ``.state/moto-venv`` on first use, pinned by
-``moto-constraints.txt``.
+Each test starts a broker of its own (Apache Kafka, one KRaft node, like the session's) on free
+ports with its log in ``tmp_path``, so killing it disturbs no other test. Its log is on disk:
+topics, records and the consumer group's offsets survive the crash.
 """
 
 from __future__ import annotations
 
-import os
 import re
-import signal
-import subprocess
-import sys
+import threading
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
-from sqlalchemy import text
 
 from devstack.broker import Broker
-from devstack.process import free_port, wait_for_port
+from devstack.process import free_port
+from reprocess.core.errors import OffsetLookupError
 from reprocess.core.runs import RunRequest
 from reprocess.kafka import demo_data
+from reprocess.operations.mirror import mirror_group_offsets
 from reprocess.operations.plan import plan_run
 from reprocess.postgres.commit import commit_run
 from tests.integration.helpers import (
-    REPO_ROOT,
     assert_matches_oracle,
     ledger,
     log_ends,
@@ -44,9 +40,6 @@ from tests.integration.helpers import (
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("spark"), pytest.mark.integration("postgres")]
 
-MOTO = "moto[server]==5.2.5"
-MOTO_VENV = REPO_ROOT / ".state" / "moto-venv"
-BUCKET = "tansu"
 OUTAGE_S = 12  # longer than the job's planning, so its first fetches meet the dead broker
 
 
@@ -57,42 +50,10 @@ def _stage0_times(spark_log: str, event: str) -> list[datetime]:
     return [datetime.strptime(t, "%y/%m/%d %H:%M:%S").replace(tzinfo=UTC) for t in stamps]
 
 
-@pytest.fixture(scope="session")
-def moto_endpoint() -> Iterator[str]:
-    """A local S3 (moto_server from its own venv) holding the bucket tansu writes to."""
-    python = MOTO_VENV / "bin" / "python"
-    if not (MOTO_VENV / "bin" / "moto_server").exists():
-        subprocess.run([sys.executable, "-m", "venv", "--clear", str(MOTO_VENV)], check=True)
-        pins = Path(__file__).with_name("moto-constraints.txt")  # pip freeze of a working moto venv
-        subprocess.run([str(python), "-m", "pip", "install", "-q", "-c", str(pins), MOTO], check=True)
-    port = free_port()
-    log = MOTO_VENV / "moto_server.log"
-    with log.open("ab") as out:
-        server = subprocess.Popen(
-            [str(MOTO_VENV / "bin" / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
-            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-        )  # fmt: skip
-    try:
-        wait_for_port(port, 30, "moto_server", log, server)
-        endpoint = f"http://127.0.0.1:{port}"
-        subprocess.run(
-            [str(python), "-c", "import boto3, sys; boto3.client('s3', endpoint_url=sys.argv[1], "
-             "aws_access_key_id='x', aws_secret_access_key='x', region_name='us-east-1')"
-             f".create_bucket(Bucket='{BUCKET}')", endpoint],
-            check=True,
-        )  # fmt: skip
-        yield endpoint
-    finally:
-        os.killpg(server.pid, signal.SIGKILL)
-        server.wait()
-
-
 @pytest.fixture
-def s3_broker(moto_endpoint: str, tmp_path: Path) -> Iterator[Broker]:
-    """A second tansu on S3 storage that a test can kill (SIGKILL) and start again."""
-    env = {"AWS_ENDPOINT": moto_endpoint, "AWS_ALLOW_HTTP": "true", "AWS_ACCESS_KEY_ID": "x",
-           "AWS_SECRET_ACCESS_KEY": "x", "AWS_DEFAULT_REGION": "us-east-1"}  # fmt: skip
-    broker = Broker(free_port(), f"s3://{BUCKET}/", tmp_path, env)
+def own_broker(tmp_path: Path) -> Iterator[Broker]:
+    """A second Apache Kafka node that a test can kill (SIGKILL) and start again."""
+    broker = Broker(free_port(), tmp_path / "kafka", controller_port=free_port())
     broker.start()
     try:
         yield broker
@@ -100,33 +61,20 @@ def s3_broker(moto_endpoint: str, tmp_path: Path) -> Iterator[Broker]:
         broker.kill()
 
 
-def test_broker_killed_and_restarted_during_the_read_then_retried_matches_the_oracle(engine, s3_broker, unique_name):
+def test_broker_killed_and_restarted_during_the_read_then_retried_matches_the_oracle(engine, own_broker, unique_name):
     """SIGKILL of the broker as the Spark job starts its read; the broker comes back 12 s later.
 
     The kill is timed on the stage table: the job creates it right before its one Spark action,
     so the executors' first fetches meet a dead broker (their log says so), and the broker is
     back well inside the reader's 30 s stall timeout.
-
-    What the local broker cannot do, and how the test works around it: tansu's S3 engine
-    reports log ends (``list_offsets(latest)``) far below the truth, even when each partition
-    ends with a single-record batch (DESIGN §5, deviation 1; it reported 1 for 5,040 records).
-    The planner's snapshot would then cover only the first record of each partition. So the
-    test plans the run normally (snapshot stored, ranges resolved) and then sets the planned
-    ends to the true ends (the produced offsets + 1) before staging. The fault under test, a
-    broker that dies under the reader, is independent of how the ends were found.
     """
-    kafka = s3_broker.config
+    kafka = own_broker.config
     spec = orders_spec(unique_name, unique_name)
     demo_data.create_topic(kafka, unique_name, 2)
     produced = demo_data.produce(kafka, unique_name, 2, demo_data.order_events(2000, 4, seed=31))
     ends = log_ends(produced)
     plan = plan_run(engine, kafka, spec, RunRequest.from_params({}), unique_name)
-    with engine.begin() as conn:
-        for partition, end in ends.items():
-            conn.execute(
-                text("UPDATE reprocess.run_ranges SET end_offset = :end WHERE run_id = :r AND partition = :p"),
-                {"end": end, "r": plan.run_id, "p": partition},
-            )
+    assert {r.partition: r.end for r in plan.ranges} == ends  # the broker's log ends are the produced ones
 
     job = start_spark_stage(spec, plan.run_id, kafka=kafka)
     deadline = time.monotonic() + 180
@@ -134,21 +82,20 @@ def test_broker_killed_and_restarted_during_the_read_then_retried_matches_the_or
         assert job.poll() is None, job.stdout.read()[-4000:]
         assert time.monotonic() < deadline, "the job never created its stage"
         time.sleep(0.02)
-    s3_broker.kill()
+    own_broker.kill()
     killed_at = datetime.now(UTC).replace(microsecond=0)
     time.sleep(OUTAGE_S)
     restarted_at = datetime.now(UTC)
-    s3_broker.start()
+    own_broker.start()  # returns once the node serves clients again (seconds after its process starts)
+    back_at = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=1)
     output, _ = job.communicate(timeout=300)
 
-    (s3_broker.log.parent / "spark-submit.log").write_text(output)
+    (own_broker.log.parent / "spark-submit.log").write_text(output)
 
-    # The read (stage 0) started while the broker was dead and ended only after it was back:
-    # the reader waited the outage out (or failed loudly, below).
+    # The read (stage 0) started while the broker did not serve and ended only after it was
+    # started again: the reader waited the outage out (or failed loudly, below).
     started, finished = _stage0_times(output, "Starting"), _stage0_times(output, "Finished")
-    assert started and min(started) < restarted_at.replace(microsecond=0) and min(started) >= killed_at, (
-        killed_at, restarted_at, started, output[-4000:],
-    )  # fmt: skip
+    assert started and killed_at <= min(started) < back_at, (killed_at, back_at, started, output[-4000:])
     if finished:
         assert max(finished) >= restarted_at.replace(microsecond=0), (restarted_at, finished, output[-4000:])
     first_attempt = job.returncode
@@ -160,3 +107,68 @@ def test_broker_killed_and_restarted_during_the_read_then_retried_matches_the_or
     commit_run(engine, spec, plan.run_id)
     assert_matches_oracle(engine, spec, produced, ends)
     assert [r.state for r in runs(engine, spec)] == ["committed"]
+
+
+def _group_offsets(kafka: dict[str, Any], group: str, topic: str, partitions: int) -> dict[int, int]:
+    """The consumer group's committed offsets, asked of the broker directly."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient(kafka)  # held: a collected client never completes its futures
+    request = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in range(partitions)])
+    result = admin.list_consumer_group_offsets([request], request_timeout=30)[group].result()
+    return {tp.partition: tp.offset for tp in result.topic_partitions}
+
+
+def test_broker_killed_during_the_mirror_step_leaves_the_commit_and_the_next_run_exact(engine, own_broker, unique_name):
+    """SIGKILL of the broker right after a run's Postgres commit, as its mirror step starts; the
+    broker comes back 12 s later.
+
+    The mirror (the ledger copied to the consumer group) cannot finish while the broker is dead;
+    the commit stands all the while. The mirror then completes, or fails and is retried as the
+    Airflow task would be, and the group holds the ledger. A run planned after the restart, on
+    records produced after it, starts at the ledger: the target equals the oracle of everything
+    produced, each offset committed exactly once.
+    """
+    kafka = own_broker.config
+    spec = orders_spec(unique_name, unique_name)
+    demo_data.create_topic(kafka, unique_name, 2)
+    first = demo_data.produce(kafka, unique_name, 2, demo_data.order_events(300, 3, seed=41))
+    plan1 = plan_run(engine, kafka, spec, RunRequest.incremental(), f"{unique_name}-1")
+    run_spark_stage(spec, plan1.run_id, kafka=kafka)
+    commit_run(engine, spec, plan1.run_id)
+
+    own_broker.kill()
+    outcome: dict[str, Any] = {}
+
+    def mirror() -> None:
+        try:
+            outcome["written"] = mirror_group_offsets(engine, kafka, spec)
+        except OffsetLookupError as exc:  # what the mirror task raises; Airflow retries it
+            outcome["error"] = exc
+
+    step = threading.Thread(target=mirror)
+    step.start()
+    time.sleep(OUTAGE_S)
+    assert "written" not in outcome, "the mirror finished against a dead broker"
+    assert ledger(engine, spec) == log_ends(first)  # the Postgres commit stands during the outage
+    assert_matches_oracle(engine, spec, first, log_ends(first))
+    own_broker.start()
+    step.join(timeout=120)
+    assert not step.is_alive(), "the mirror step never returned after the broker came back"
+    if "error" in outcome:
+        mirror_group_offsets(engine, kafka, spec)  # the task's retry
+    assert _group_offsets(kafka, spec.consumer_group, unique_name, 2) == log_ends(first) == ledger(engine, spec)
+
+    later = [
+        (k.replace("o-", "l-"), {**ev, "order_id": ev["order_id"].replace("o-", "l-")})
+        for k, ev in demo_data.order_events(200, 3, seed=42)
+    ]
+    second = demo_data.produce(kafka, unique_name, 2, later)
+    plan2 = plan_run(engine, kafka, spec, RunRequest.incremental(), f"{unique_name}-2")
+    assert {r.partition: r.start for r in plan2.ranges} == log_ends(first)
+    run_spark_stage(spec, plan2.run_id, kafka=kafka)
+    commit_run(engine, spec, plan2.run_id)
+    both = demo_data.Produced(sorted(first.messages + second.messages))
+    assert_matches_oracle(engine, spec, both, log_ends(both))
+    assert [r.state for r in runs(engine, spec)] == ["committed", "committed"]

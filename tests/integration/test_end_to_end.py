@@ -152,13 +152,12 @@ def _verdicts(engine, spec) -> dict[int, str]:
 def test_version_ordering_keeps_the_highest_version_when_an_older_one_arrives_later(kafka_config, engine, unique_name):
     from sqlalchemy import text
 
-    from reprocess.cli import PAYMENT_TAIL
     from tests.integration.helpers import PAYMENTS_SPEC
 
     spec = orders_spec(unique_name, unique_name, base=PAYMENTS_SPEC)
     demo_data.create_topic(kafka_config, unique_name, 2)
     events = demo_data.payment_events(300, seed=9)
-    produced = demo_data.produce(kafka_config, unique_name, 2, events, malformed=(), tail_event=PAYMENT_TAIL)
+    produced = demo_data.produce(kafka_config, unique_name, 2, events, malformed=())
     assert run_dag(spec, "backfill").state == "success"
 
     with engine.connect() as conn:

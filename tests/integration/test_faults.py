@@ -13,11 +13,9 @@ The library is driven directly (``plan_run`` → ``spark-submit spark_apps/read_
 Not here, on purpose:
 - "the same run committed twice is a no-op" is proven in
   ``test_end_to_end.test_backfill_equals_oracle_and_replay_changes_nothing``;
-- data loss: tansu has neither retention nor DeleteRecords, so a deleted segment cannot be
-  produced on the local broker; ``test_deleted_range_...`` below moves the snapshot's log start
-  the way Apache Kafka reports it after retention, and runs everything else for real;
-- the broker restarted during the read (durable S3 storage on moto) is in
-  ``test_broker_restart.py``.
+- the broker killed and restarted during the read or the commit, aborted and open
+  transactions, and segments deleted by retention are in ``test_broker_restart.py``,
+  ``test_transactions.py`` and ``test_data_loss.py``.
 """
 
 from __future__ import annotations
@@ -56,7 +54,6 @@ from tests.integration.helpers import (
     start_spark_stage,
     target_rows,
 )
-from tests.integration.retention_proxy import retention_broker
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("spark"), pytest.mark.integration("postgres")]
 
@@ -413,63 +410,65 @@ def test_two_racing_incremental_runs_commit_exactly_once_and_fence_the_other(kaf
 
 
 # --------------------------------------------------------------------------- 5. data loss
-def test_retention_past_the_ledger_fails_the_read_and_the_plan_unless_allowed_then_is_recorded_as_lost(
-    engine, tmp_path, unique_name
+def test_records_deleted_past_the_ledger_fail_the_read_and_the_plan_unless_allowed_then_are_recorded_as_lost(
+    kafka_config, engine, unique_name
 ):
-    """Retention deletes partition 0's oldest segment past the ledger, after a run was planned.
+    """Partition 0's oldest records past the ledger are deleted after a run was planned (the
+    Admin API's delete-records, which moves the log start as retention does).
 
-    The local broker cannot delete records, so a retention proxy in front of a broker of the
-    test's own answers as Apache Kafka does once the segment is gone: a Fetch below the new log
-    start gets OFFSET_OUT_OF_RANGE and ``list_offsets(earliest)`` says the new log start. The
-    records below it are still on the broker, so reading them by mistake would show up in the
-    target. Everything else is real: the planned run's Spark read (whose reader meets the
-    deletion itself), planning, the commit and the ledger.
+    The planned run's Spark read meets the deletion itself (the broker answers its Fetch with
+    OFFSET_OUT_OF_RANGE); the next plan sees the new log start; with allow_data_loss the gap is
+    recorded as lost. The deleted records are gone from the broker, so no read can return them.
     """
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
     from reprocess.core.errors import DataLossError
 
-    with retention_broker(tmp_path) as (proxy, kafka):
-        spec = orders_spec(unique_name, unique_name)
-        demo_data.create_topic(kafka, unique_name, 2)
-        first = demo_data.produce(kafka, unique_name, 2, demo_data.order_events(150, 3, seed=29), malformed=())
-        plan1 = plan_run(engine, kafka, spec, RunRequest.incremental(), f"{unique_name}-1")
-        run_spark_stage(spec, plan1.run_id, kafka=kafka)
-        commit_run(engine, spec, plan1.run_id)
-        position = ledger(engine, spec)[0]
-        later = [
-            (k.replace("o-", "l-"), {**ev, "order_id": ev["order_id"].replace("o-", "l-")})
-            for k, ev in demo_data.order_events(150, 3, seed=30)
-        ]
-        second = demo_data.produce(kafka, unique_name, 2, later, malformed=())
-        planned = plan_run(engine, kafka, spec, RunRequest.incremental(), f"{unique_name}-2")
-        deleted_to = position + 40
-        assert deleted_to < log_ends(second)[0]
-        proxy.log_start[(unique_name, 0)] = deleted_to  # retention runs after the plan
+    kafka = kafka_config
+    spec = orders_spec(unique_name, unique_name)
+    demo_data.create_topic(kafka, unique_name, 2)
+    first = demo_data.produce(kafka, unique_name, 2, demo_data.order_events(150, 3, seed=29), malformed=())
+    plan1 = plan_run(engine, kafka, spec, RunRequest.incremental(), f"{unique_name}-1")
+    run_spark_stage(spec, plan1.run_id, kafka=kafka)
+    commit_run(engine, spec, plan1.run_id)
+    position = ledger(engine, spec)[0]
+    later = [
+        (k.replace("o-", "l-"), {**ev, "order_id": ev["order_id"].replace("o-", "l-")})
+        for k, ev in demo_data.order_events(150, 3, seed=30)
+    ]
+    second = demo_data.produce(kafka, unique_name, 2, later, malformed=())
+    planned = plan_run(engine, kafka, spec, RunRequest.incremental(), f"{unique_name}-2")
+    deleted_to = position + 40
+    assert deleted_to < log_ends(second)[0]
+    admin = AdminClient(kafka)  # held: a collected client never completes its futures
+    deleted = admin.delete_records([TopicPartition(unique_name, 0, deleted_to)], operation_timeout=30)
+    assert [f.result().low_watermark for f in deleted.values()] == [deleted_to]  # after the plan
 
-        # The planned run's reader meets the deletion: the job fails with the reader's own
-        # DataLossError (no retry), nothing is committed, the ledger stays.
-        with pytest.raises(DataLossError) as lost:
-            run_spark_stage(spec, planned.run_id, kafka=kafka)
-        assert f"{unique_name}[0] [{position}, " in str(lost.value), str(lost.value)
-        assert f"offset {position} is out of range" in str(lost.value) and "allow_data_loss" in str(lost.value)
-        assert proxy.fetches_refused >= 1
-        assert ledger(engine, spec) == log_ends(first)
-        assert target_rows(engine, spec) == oracle_rows(first)
+    # The planned run's reader meets the deletion: the job fails with the reader's own
+    # DataLossError (no retry), nothing is committed, the ledger stays.
+    with pytest.raises(DataLossError) as lost:
+        run_spark_stage(spec, planned.run_id, kafka=kafka)
+    assert f"{unique_name}[0] [{position}, " in str(lost.value), str(lost.value)
+    assert f"offset {position} is out of range" in str(lost.value) and "allow_data_loss" in str(lost.value)
+    assert ledger(engine, spec) == log_ends(first)
+    assert target_rows(engine, spec) == oracle_rows(first)
 
-        # Planning now sees the log start (list_offsets through the proxy) and refuses.
-        with pytest.raises(DataLossError) as refused:
-            plan_run(engine, kafka, spec, RunRequest.incremental(), f"{unique_name}-3")
-        message = str(refused.value)
-        assert f"{unique_name}[0]" in message and f"[{position}, {deleted_to})" in message, message
-        assert "allow_data_loss" in message
-        assert ledger(engine, spec) == log_ends(first)  # nothing moved
+    # Planning now sees the new log start and refuses.
+    with pytest.raises(DataLossError) as refused:
+        plan_run(engine, kafka, spec, RunRequest.incremental(), f"{unique_name}-3")
+    message = str(refused.value)
+    assert f"{unique_name}[0]" in message and f"[{position}, {deleted_to})" in message, message
+    assert "allow_data_loss" in message
+    assert ledger(engine, spec) == log_ends(first)  # nothing moved
 
-        # With allow_data_loss: the lost range is stored in the run, the read starts at the log start.
-        request = RunRequest.from_params({"start_mode": "ledger", "allow_data_loss": True})
-        plan4 = plan_run(engine, kafka, spec, request, f"{unique_name}-4")
-        assert [(x.topic, x.partition, x.start, x.end) for x in plan4.lost] == [(unique_name, 0, position, deleted_to)]
-        assert {r.partition: r.start for r in plan4.ranges}[0] == deleted_to
-        run_spark_stage(spec, plan4.run_id, kafka=kafka)
-        commit_run(engine, spec, plan4.run_id)
+    # With allow_data_loss: the lost range is stored in the run, the read starts at the log start.
+    request = RunRequest.from_params({"start_mode": "ledger", "allow_data_loss": True})
+    plan4 = plan_run(engine, kafka, spec, request, f"{unique_name}-4")
+    assert [(x.topic, x.partition, x.start, x.end) for x in plan4.lost] == [(unique_name, 0, position, deleted_to)]
+    assert {r.partition: r.start for r in plan4.ranges}[0] == deleted_to
+    run_spark_stage(spec, plan4.run_id, kafka=kafka)
+    commit_run(engine, spec, plan4.run_id)
 
     # Oracle: everything produced except partition 0's offsets [position, deleted_to).
     survived = demo_data.Produced(
@@ -536,47 +535,19 @@ def test_every_kind_of_bad_message_becomes_a_dead_letter_with_raw_bytes_and_a_re
 
 
 # --------------------------------------------------------------------------- 7. partitions added
-def _replay(kafka: dict[str, Any], topic: str, produced: demo_data.Produced) -> None:
-    """Write ``produced`` again, record for record, into the same partitions at the same offsets."""
-    from reprocess.kafka.clients import make_producer
-
-    producer = make_producer(kafka, **{"linger.ms": 5})
-    offsets: list[tuple[int, int]] = []
-
-    def on_delivery(err: Any, msg: Any) -> None:
-        assert err is None, err
-        offsets.append((msg.partition(), msg.offset()))
-
-    for partition in sorted({m[0] for m in produced.messages}):
-        mine = [m for m in produced.messages if m[0] == partition]
-        for i, (_, offset, key, value) in enumerate(mine):
-            if i == len(mine) - 1:
-                producer.flush()  # the last record alone in its batch: the broker's log end is exact
-            ts = produced.timestamps[(partition, offset)]
-            producer.produce(topic, value=value, key=key, partition=partition, timestamp=ts, on_delivery=on_delivery)
-        producer.flush()
-    assert sorted(offsets) == [(p, o) for p, o, *_ in produced.messages]
-
-
 def test_partitions_added_fail_an_offset_ordered_plan_and_an_acknowledged_column_ordered_run_reads_the_new_partition(
     kafka_config, engine, unique_name
 ):
-    """The topic grows from 2 to 3 partitions between two incremental runs.
-
-    tansu 0.6.0 answers CreatePartitions with UNSUPPORTED_FEATURE ("CreatePartitions (KIP-195)
-    not supported by broker"), so the growth is reproduced the only way the local broker allows:
-    the topic is deleted, re-created with 3 partitions, and partitions 0 and 1 are refilled
-    with exactly the same records at the same offsets. For the pipeline this is what
-    ``create_partitions`` does: old partitions unchanged, a new empty partition 2. On Apache
-    Kafka the same test would call ``AdminClient.create_partitions``. The re-created topic has a
-    new topic id, which the pipeline refuses as a re-creation (test_lineage.py); the test forgets
-    the old id, since create_partitions keeps it.
+    """The topic grows from 2 to 3 partitions (the Admin API's create-partitions) between two
+    incremental runs: old partitions unchanged, a new empty partition 2.
 
     Keys may have moved partition, so the offset-ordered pipeline's next plan fails (nothing
     planned, the run recorded as failed with the reason); once the spec orders by a required
     column, a backfill that acknowledges the change reads on from the ledger, partition 2 from
     its log start.
     """
+    from confluent_kafka.admin import NewPartitions
+
     from reprocess.kafka.clients import make_admin
 
     spec = orders_spec(unique_name, unique_name)
@@ -589,11 +560,8 @@ def test_partitions_added_fail_an_offset_ordered_plan_and_an_acknowledged_column
     assert_matches_oracle(engine, spec, first, log_ends(first))
 
     admin = make_admin(kafka_config)
-    for fut in admin.delete_topics([unique_name], request_timeout=15).values():
+    for fut in admin.create_partitions([NewPartitions(unique_name, 3)], request_timeout=15).values():
         fut.result()
-    _wait_for(lambda: unique_name not in admin.list_topics(timeout=10).topics, "the topic deletion", seconds=30)
-    demo_data.create_topic(kafka_config, unique_name, 3)
-    _replay(kafka_config, unique_name, first)
     new_keys = [
         (k.replace("o-", "n-"), {**ev, "order_id": ev["order_id"].replace("o-", "n-")})
         for k, ev in demo_data.order_events(150, 3, seed=28)
@@ -601,8 +569,6 @@ def test_partitions_added_fail_an_offset_ordered_plan_and_an_acknowledged_column
     second = demo_data.produce(kafka_config, unique_name, 3, new_keys)
     assert any(p == 2 for p, *_ in second.messages)
 
-    with engine.begin() as conn:  # what create_partitions leaves: the same topic (the re-created one has a new id)
-        conn.execute(text("UPDATE reprocess.offset_snapshots SET topic_id = NULL WHERE topic = :t"), {"t": unique_name})
     with pytest.raises(OrderingError, match=r"has 3 partitions, 2 at the last committed run.*orders by Kafka offset"):
         plan_run(engine, kafka_config, spec, RunRequest.incremental(), f"{unique_name}-2")
     assert _run_states(engine, spec) == ["committed", "failed"]

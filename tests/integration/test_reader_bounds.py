@@ -22,7 +22,6 @@ from reprocess.core.ranges import OffsetRange
 from reprocess.kafka import demo_data
 from reprocess.kafka.clients import make_consumer, make_producer
 from reprocess.kafka.reader import read_range
-from tests.integration.retention_proxy import retention_broker
 
 pytestmark = pytest.mark.integration("kafka")
 
@@ -52,21 +51,22 @@ class Recorder:
             self.delivered[msg.offset()] = msg.value()
 
 
-def produce_records(producer: Any, topic: str, tag: str, count: int, recorder: Recorder, lone: bool = False) -> None:
-    """Produce ``count`` records; ``lone`` flushes after each, so each is its own single-record batch."""
+def produce_records(producer: Any, topic: str, tag: str, count: int, recorder: Recorder) -> None:
+    """Produce ``count`` records to partition 0 and wait for their delivery."""
     for i in range(count):
         producer.produce(topic, f"{tag}-{i}".encode(), key=tag.encode(), partition=0, on_delivery=recorder)
-        if lone:
-            producer.flush(30)
     producer.flush(30)
+
+
+def commit_and_wait_for_marker(txn: Any, kafka_config: dict[str, Any], topic: str, recorder: Recorder) -> None:
+    """Commit, then wait until the commit marker follows the transaction's last record in the log."""
+    txn.commit_transaction(30)
+    demo_data.wait_for_markers(kafka_config, topic, {0: max(recorder.delivered) + 2})
 
 
 @pytest.fixture(scope="module")
 def gapped(kafka_config: dict[str, Any]) -> GappedTopic:
-    """One partition: 5 plain, a committed transaction of 4, 3 plain, a committed transaction of 3, 1 lone.
-
-    The lone last record is its own batch so that the local broker's log end is exact.
-    """
+    """One partition: 5 plain, a committed transaction of 4, 3 plain, a committed transaction of 3, 1 plain."""
     topic = f"reader_bounds_{uuid.uuid4().hex[:8]}"
     demo_data.create_topic(kafka_config, topic, 1)
     recorder = Recorder()
@@ -77,9 +77,9 @@ def gapped(kafka_config: dict[str, Any]) -> GappedTopic:
     for tag, count, after in (("txn-a", 4, 3), ("txn-b", 3, 0)):
         txn.begin_transaction()
         produce_records(txn, topic, tag, count, recorder)
-        txn.commit_transaction(30)
+        commit_and_wait_for_marker(txn, kafka_config, topic, recorder)
         produce_records(plain, topic, f"plain-after-{tag}", after, recorder)
-    produce_records(plain, topic, "tail", 1, recorder, lone=True)
+    produce_records(plain, topic, "tail", 1, recorder)
     assert recorder.errors == []
     log_end = max(recorder.delivered) + 1
     markers = tuple(sorted(set(range(log_end)) - set(recorder.delivered)))
@@ -163,7 +163,7 @@ def marker_last(kafka_config: dict[str, Any]) -> GappedTopic:
     txn.init_transactions(30)
     txn.begin_transaction()
     produce_records(txn, topic, "txn", 4, recorder)
-    txn.commit_transaction(30)
+    commit_and_wait_for_marker(txn, kafka_config, topic, recorder)
     assert recorder.errors == []
     consumer = make_consumer(kafka_config)
     try:
@@ -199,36 +199,36 @@ def test_a_range_ending_in_the_trailing_marker_completes_by_position_without_a_s
     assert time.monotonic() - began < 3  # done by position, not by waiting out the stall timeout
 
 
-def test_a_start_below_the_log_start_raises_data_loss_from_the_reader_itself(tmp_path, unique_name):
-    """Retention deleted offsets [0, 30) after the range was planned: the broker answers the
-    reader's Fetch with OFFSET_OUT_OF_RANGE (the retention proxy, as Apache Kafka does), and
-    the reader raises DataLossError at once, never reading on from the new log start."""
-    with retention_broker(tmp_path) as (proxy, kafka):
-        demo_data.create_topic(kafka, unique_name, 1)
-        recorder = Recorder()
-        producer = make_producer(kafka)
-        produce_records(producer, unique_name, "r", 99, recorder)
-        produce_records(producer, unique_name, "last", 1, recorder, lone=True)  # the local broker's end is exact
-        assert not recorder.errors and sorted(recorder.delivered) == list(range(100))
-        proxy.log_start[(unique_name, 0)] = 30
+def test_a_start_below_the_log_start_raises_data_loss_from_the_reader_itself(kafka_config, unique_name):
+    """Offsets [0, 30) were deleted after the range was planned (the Admin API's delete-records,
+    as retention would): the broker answers the reader's Fetch with OFFSET_OUT_OF_RANGE and the
+    reader raises DataLossError at once, never reading on from the new log start."""
+    from confluent_kafka.admin import AdminClient
 
-        began = time.monotonic()
-        with pytest.raises(DataLossError) as lost:
-            list(read_range(kafka, OffsetRange(unique_name, 0, 10, 100), stall_timeout_s=20))
-        assert "offset 10 is out of range" in str(lost.value) and "below the log start" in str(lost.value)
-        assert time.monotonic() - began < 20  # raised from the broker's answer, not a stall
-        assert proxy.fetches_refused >= 1
+    demo_data.create_topic(kafka_config, unique_name, 1)
+    recorder = Recorder()
+    produce_records(make_producer(kafka_config), unique_name, "r", 100, recorder)
+    assert not recorder.errors and sorted(recorder.delivered) == list(range(100))
+    admin = AdminClient(kafka_config)  # held: a collected client never completes its futures
+    deleted = admin.delete_records([TopicPartition(unique_name, 0, 30)], operation_timeout=30)
+    assert [f.result().low_watermark for f in deleted.values()] == [30]
 
-        # What retention kept is read exactly, and the watermarks show the new log start.
-        kept = [
-            v for b in read_range(kafka, OffsetRange(unique_name, 0, 30, 100)) for v in b.column("value").to_pylist()
-        ]
-        assert kept == [recorder.delivered[o] for o in range(30, 100)]
-        consumer = make_consumer(kafka)
-        try:
-            assert consumer.get_watermark_offsets(TopicPartition(unique_name, 0), timeout=10) == (30, 100)
-        finally:
-            consumer.close()
+    began = time.monotonic()
+    with pytest.raises(DataLossError) as lost:
+        list(read_range(kafka_config, OffsetRange(unique_name, 0, 10, 100), stall_timeout_s=20))
+    assert "offset 10 is out of range" in str(lost.value) and "below the log start" in str(lost.value)
+    assert time.monotonic() - began < 20  # raised from the broker's answer, not a stall
+
+    # What is left is read exactly, and the watermarks show the new log start.
+    kept = [
+        v for b in read_range(kafka_config, OffsetRange(unique_name, 0, 30, 100)) for v in b.column("value").to_pylist()
+    ]
+    assert kept == [recorder.delivered[o] for o in range(30, 100)]
+    consumer = make_consumer(kafka_config)
+    try:
+        assert consumer.get_watermark_offsets(TopicPartition(unique_name, 0), timeout=10, cached=False) == (30, 100)
+    finally:
+        consumer.close()
 
 
 @pytest.fixture
@@ -237,7 +237,7 @@ def open_transaction(kafka_config, unique_name) -> Any:
     demo_data.create_topic(kafka_config, unique_name, 1)
     recorder = Recorder()
     plain = make_producer(kafka_config)
-    produce_records(plain, unique_name, "plain", 2, recorder, lone=True)
+    produce_records(plain, unique_name, "plain", 2, recorder)
     txn = make_producer(kafka_config, **{"transactional.id": f"open-{unique_name}"})
     txn.init_transactions(30)
     txn.begin_transaction()

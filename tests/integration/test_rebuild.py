@@ -29,7 +29,6 @@ from tests.integration.helpers import ledger, log_ends, orders_spec, run_spark_s
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("spark")]
 
 COLUMNS = {"id": {"type": "text", "required": True}, "name": {"type": "text"}, "n": {"type": "integer"}}
-TAIL = {"id": "900000", "name": "tail", "n": 0}
 
 
 def _events(count: int) -> list[tuple[str, dict]]:
@@ -82,7 +81,7 @@ def _committed_at(engine, run_id: str) -> dict[int, object]:
 def test_key_type_change_is_rebuilt_resumed_verified_and_swapped_atomically(kafka_config, engine, db_url, unique_name):
     v1 = orders_spec(unique_name, unique_name, key=["id"], columns=COLUMNS, ordering="offset")
     demo_data.create_topic(kafka_config, unique_name, 1)
-    produced = demo_data.produce(kafka_config, unique_name, 1, _events(60), malformed=(), tail_event=TAIL)
+    produced = demo_data.produce(kafka_config, unique_name, 1, _events(60), malformed=())
     expected = _oracle(produced)
     first = plan_run(engine, kafka_config, v1, RunRequest.from_params({}), f"{unique_name}-v1")
     run_spark_stage(v1, first.run_id)

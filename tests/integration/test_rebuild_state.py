@@ -33,7 +33,7 @@ REBUILD = {"mode": "rebuild", "batch_size": 4}
 
 
 class Topic:
-    """Records sent one at a time (the local broker's log end is then exact), kept for the oracle."""
+    """Records sent one at a time (each send returns its offset), kept for the oracle."""
 
     def __init__(self, kafka: dict[str, Any], name: str) -> None:
         demo_data.create_topic(kafka, name, 1)
@@ -184,35 +184,38 @@ def _runs(engine, spec) -> dict[str, tuple[str, list[Any]]]:
     return {r.run_id: (r.state, r.lost_ranges) for r in rows}
 
 
-def test_the_swap_keeps_rows_the_log_no_longer_holds_unless_their_loss_is_allowed(engine, tmp_path, unique_name):
-    """Retention deleted [0, 3) after the live pipeline committed k0..k5 (a retention proxy in
-    front of a broker of the test's own answers as Apache Kafka does). A rebuild reads [3, 6):
-    swapping it in would drop k0..k2 with nothing recorded, so it is refused with the count;
-    with allow_data_loss the rows go and the run records the lost range."""
-    from tests.integration.retention_proxy import retention_broker
+def test_the_swap_keeps_rows_the_log_no_longer_holds_unless_their_loss_is_allowed(kafka_config, engine, unique_name):
+    """[0, 3) were deleted (the Admin API's delete-records, as retention does) after the live
+    pipeline committed k0..k5. A rebuild reads [3, 6): swapping it in would drop k0..k2 with
+    nothing recorded, so it is refused with the count; with allow_data_loss the rows go and the
+    run records the lost range."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
 
-    with retention_broker(tmp_path) as (proxy, kafka):
-        spec = orders_spec(unique_name, unique_name, key=["id"], columns={"id": "text", "s": "text"})
-        topic = Topic(kafka, unique_name)
-        for i in range(6):
-            topic.send(f"k{i}", {"id": f"k{i}", "s": f"v{i}"})
-        live = plan_run(engine, kafka, spec, RunRequest.incremental(), f"{unique_name}-live")
-        run_spark_stage(spec, live.run_id, kafka=kafka)
-        commit_run(engine, spec, live.run_id)
-        proxy.log_start[(unique_name, 0)] = 3
+    kafka = kafka_config
+    spec = orders_spec(unique_name, unique_name, key=["id"], columns={"id": "text", "s": "text"})
+    topic = Topic(kafka, unique_name)
+    for i in range(6):
+        topic.send(f"k{i}", {"id": f"k{i}", "s": f"v{i}"})
+    live = plan_run(engine, kafka, spec, RunRequest.incremental(), f"{unique_name}-live")
+    run_spark_stage(spec, live.run_id, kafka=kafka)
+    commit_run(engine, spec, live.run_id)
+    admin = AdminClient(kafka)  # held: a collected client never completes its futures
+    deleted = admin.delete_records([TopicPartition(unique_name, 0, 3)], operation_timeout=30)
+    assert [f.result().low_watermark for f in deleted.values()] == [3]
 
-        refused = plan_run(engine, kafka, spec, RunRequest.from_params(REBUILD), f"{unique_name}-rebuild")
-        assert [(r.start, r.end) for r in refused.ranges] == [(3, 6)]
-        run_spark_stage(spec, refused.run_id, batch_size=4, kafka=kafka)
-        with pytest.raises(ReprocessError, match=r"would drop 3 rows .*\[0\]: 3 rows from offset 0 below the log "
-                           r"start 3.*allow_data_loss=true"):  # fmt: skip
-            swap_in(engine, kafka, spec, refused.run_id)
-        assert sorted(_table(engine, spec.qualified_target, "id, s")) == [(f"k{i}", f"v{i}") for i in range(6)]
+    refused = plan_run(engine, kafka, spec, RunRequest.from_params(REBUILD), f"{unique_name}-rebuild")
+    assert [(r.start, r.end) for r in refused.ranges] == [(3, 6)]
+    run_spark_stage(spec, refused.run_id, batch_size=4, kafka=kafka)
+    with pytest.raises(ReprocessError, match=r"would drop 3 rows .*\[0\]: 3 rows from offset 0 below the log "
+                       r"start 3.*allow_data_loss=true"):  # fmt: skip
+        swap_in(engine, kafka, spec, refused.run_id)
+    assert sorted(_table(engine, spec.qualified_target, "id, s")) == [(f"k{i}", f"v{i}") for i in range(6)]
 
-        allowed = plan_run(engine, kafka, spec, RunRequest.from_params({**REBUILD, "allow_data_loss": True}),
-                           f"{unique_name}-allowed")  # fmt: skip
-        run_spark_stage(spec, allowed.run_id, batch_size=4, kafka=kafka)
-        swap_in(engine, kafka, spec, allowed.run_id)
+    allowed = plan_run(engine, kafka, spec, RunRequest.from_params({**REBUILD, "allow_data_loss": True}),
+                       f"{unique_name}-allowed")  # fmt: skip
+    run_spark_stage(spec, allowed.run_id, batch_size=4, kafka=kafka)
+    swap_in(engine, kafka, spec, allowed.run_id)
     assert sorted(_table(engine, spec.qualified_target, "id, s")) == [(f"k{i}", f"v{i}") for i in range(3, 6)]
     assert _runs(engine, spec)[allowed.run_id] == (
         "committed", [{"topic": unique_name, "partition": 0, "start": 0, "end": 3}]

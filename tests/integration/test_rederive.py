@@ -13,7 +13,6 @@ import time
 import pytest
 from sqlalchemy import text
 
-from reprocess.cli import PAYMENT_TAIL
 from reprocess.core.runs import RunRequest
 from reprocess.kafka import demo_data
 from reprocess.operations.plan import plan_run
@@ -58,8 +57,7 @@ def test_backfill_rederives_exactly_the_corrupted_rows_and_a_plain_replay_change
 ):
     spec = orders_spec(unique_name, unique_name, base=PAYMENTS_SPEC)
     demo_data.create_topic(kafka_config, unique_name, 2)
-    produced = demo_data.produce(kafka_config, unique_name, 2, demo_data.payment_events(1500), malformed=(),
-                                 tail_event=PAYMENT_TAIL)  # fmt: skip
+    produced = demo_data.produce(kafka_config, unique_name, 2, demo_data.payment_events(1500), malformed=())
     expected = _oracle(produced)
     first = _backfill(engine, kafka_config, spec, f"{unique_name}-1")
     assert first.rows_inserted == len(expected) and first.rows_rederived == 0

@@ -97,7 +97,7 @@ def test_real_tombstones_from_the_broker_delete_and_a_replay_does_not_resurrect(
 
     def send(key: bytes | None, value: dict[str, Any] | None) -> None:
         producer.produce(unique_name, key=key, value=None if value is None else json.dumps(value).encode())
-        producer.flush()  # one record per batch: the local broker's log end is then exact
+        producer.flush()  # delivered before the next plan
 
     def order(order_id: str, status: str) -> dict[str, Any]:
         return {"order_id": order_id, "customer_id": "c", "status": status, "amount": "1.5",

@@ -106,6 +106,13 @@ def test_ledger_below_log_start_is_data_loss():
         resolve(SPEC, RunRequest.incremental(), SNAP, {T0: 3})
 
 
+def test_data_loss_on_several_partitions_names_every_lost_range_in_one_error():
+    with pytest.raises(DataLossError) as lost:
+        resolve(SPEC, RunRequest.incremental(), SNAP, {T0: 3, T1: 0, U0: 1})
+    for fragment in ("t[0]: start 3 < log start 10; offsets [3, 10)", "u[0]: start 1 < log start 5; offsets [1, 5)"):
+        assert fragment in str(lost.value)
+
+
 def test_timestamp_modes_use_the_offsets_looked_up_for_the_times():
     times = {"start": {T0: 20, T1: 7, U0: 5}, "end": {T0: 60, T1: 7, U0: 30}}
     asked = req(StartMode.TIMESTAMP, EndMode.TIMESTAMP, "2026-11-01T00:00:00Z", "2026-11-02T00:00:00Z")
