@@ -6,18 +6,23 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from devstack import connect, java, postgres
+from devstack import connect, java, kafka_connect, postgres
 from devstack.broker import Broker
 from devstack.process import ServiceError
 
+# Started only when named (by the tests that need them, or `make demo`); `stop` stops them too.
+ON_DEMAND = ("kafka-connect",)
+
 
 def services() -> dict[str, tuple[Callable[[], None], Callable[[], None], Callable[[], bool]]]:
-    """name → (start, stop, running), in start order (Postgres first, the Spark server last)."""
+    """name → (start, stop, running), in start order (Postgres first, the Spark server and the
+    on-demand services last)."""
     broker = Broker.default()
     return {
         "postgres": (postgres.start, postgres.stop, postgres.running),
         "kafka": (broker.start, broker.stop, broker.running),
         "spark-connect": (connect.start, connect.stop, connect.running),
+        "kafka-connect": (kafka_connect.start, kafka_connect.stop, kafka_connect.running),
     }
 
 
@@ -25,12 +30,14 @@ def main(argv: list[str] | None = None) -> int:
     known = services()
     parser = argparse.ArgumentParser(description="Start, stop and check the embedded services.")
     parser.add_argument("action", choices=["start", "stop", "status", "java"])
-    parser.add_argument("services", nargs="*", help=f"any of {', '.join(known)} (default: all)")
+    parser.add_argument(
+        "services", nargs="*", help=f"any of {', '.join(known)} (default: all; `start` skips {', '.join(ON_DEMAND)})"
+    )
     args = parser.parse_args(argv)
     unknown = set(args.services) - set(known)
     if unknown:
         parser.error(f"unknown service(s) {sorted(unknown)}; choose from {list(known)}")
-    names = args.services or list(known)
+    names = args.services or [n for n in known if args.action != "start" or n not in ON_DEMAND]
     if args.action == "stop":
         names.reverse()
     try:

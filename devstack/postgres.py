@@ -120,7 +120,9 @@ def start() -> None:
                 "\nshared_buffers = 512MB\nwork_mem = 64MB\nmaintenance_work_mem = 256MB\n"
                 "max_wal_size = 4GB\nmax_connections = 200\n"
             )
-    opts = f"-h 127.0.0.1 -p {port()} -k {run}"
+    # wal_level=logical: the Debezium connector (devstack/debezium.py) decodes the WAL of a source
+    # database. Set on the command line, so a data dir made before it gets it too.
+    opts = f"-h 127.0.0.1 -p {port()} -k {run} -c wal_level=logical"
     result = run_pg("pg_ctl", "-D", str(data), "-l", str(log), "-o", opts, "-w", "-t", "60", "start")
     if result.returncode != 0:
         raise ServiceError(f"postgres: pg_ctl start failed:\n{result.stdout}{result.stderr}\n{log_tail(log)}")

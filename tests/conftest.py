@@ -98,3 +98,32 @@ def unique_name(request: pytest.FixtureRequest) -> str:
     """test name + short uuid: a topic/schema/pipeline name no other test uses."""
     base = request.node.name.lower().replace("[", "_").replace("]", "").replace("-", "_")[:30]
     return f"{base}_{uuid.uuid4().hex[:6]}"
+
+
+@pytest.fixture(scope="session")
+def kafka_connect() -> str:
+    """The Kafka Connect worker (Debezium's PostgreSQL connector on its plugin path), started on
+    demand like ``python scripts/services.py start kafka-connect``; left running for the next
+    session, stopped by ``make stop``. Its REST URL."""
+    from devstack import kafka_connect
+
+    kafka_connect.start()
+    return kafka_connect.url()
+
+
+@pytest.fixture
+def debezium_connector(kafka_connect: str) -> Iterator[Any]:
+    """``start(name, config)`` of devstack.debezium, its source database made; every connector a test
+    started is removed at the end with its replication slot and publication, so no slot keeps WAL."""
+    from devstack import debezium as dbz
+
+    dbz.ensure_source()
+    started: list[str] = []
+
+    def start(name: str, config: dict[str, str]) -> None:
+        started.append(name)
+        dbz.start(name, config)
+
+    yield start
+    for name in started:
+        dbz.remove(name)
