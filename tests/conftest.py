@@ -127,3 +127,14 @@ def debezium_connector(kafka_connect: str) -> Iterator[Any]:
     yield start
     for name in started:
         dbz.remove(name)
+
+
+@pytest.fixture(scope="session")
+def schema_registry() -> str:
+    """Apicurio Registry, started on demand (``python scripts/services.py start registry``), left running
+    for the next session, stopped by ``make stop``. Its Confluent-compatible URL, for
+    ``SchemaRegistryClient({"url": …})``. Its storage is durable: use subjects no other test uses."""
+    from devstack import registry
+
+    registry.start()
+    return registry.ccompat_url()
