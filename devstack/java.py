@@ -11,6 +11,8 @@ from pathlib import Path
 
 from devstack.process import REPO, ServiceError
 
+JVM_ROOT = Path("/usr/lib/jvm")
+
 
 def java_home() -> Path | None:
     if os.environ.get("JAVA_HOME") and (Path(os.environ["JAVA_HOME"]) / "bin" / "java").exists():
@@ -30,11 +32,11 @@ def major_version(home: Path) -> int:
 
 
 def find_at_least(major: int, variable: str) -> Path | None:
-    """A Java ``major`` or newer: ``$variable``, then :func:`java_home`, then any JDK in /usr/lib/jvm
-    (where Debian and the Temurin packages put theirs), newest first."""
+    """A Java ``major`` or newer: ``$variable``, then :func:`java_home`, then any JVM in
+    :data:`JVM_ROOT` (where Debian's and Temurin's packages put theirs)."""
     candidates = [Path(os.environ[variable])] if os.environ.get(variable) else []
     candidates += [h for h in [java_home()] if h is not None]
-    candidates += sorted(Path("/usr/lib/jvm").glob("*/"), key=lambda p: p.name, reverse=True)
+    candidates += sorted(JVM_ROOT.glob("*/"), reverse=True)
     for home in candidates:
         if (home / "bin" / "java").exists() and major_version(home) >= major:
             return home

@@ -208,3 +208,38 @@ def test_image_installs_the_built_wheel_and_carries_no_secret():
             assert not re.search(r"PASSWORD|SECRET|TOKEN|FERNET", line, re.I), line
     ignored = (REPO / ".dockerignore").read_text().split()
     assert ".env" in ignored and ".state/" in ignored
+
+
+def _pinned(jar_set: str, prop: str) -> str:
+    """A version devstack's pom for ``jar_set`` pins (what the embedded default runs)."""
+    pom = (REPO / "devstack" / "jvm" / jar_set / "pom.xml").read_text()
+    match = re.search(rf"<{re.escape(prop)}>([^<]+)</{re.escape(prop)}>", pom)
+    assert match, (jar_set, prop)
+    return match.group(1)
+
+
+def test_cdc_and_registry_reach_kafka_and_postgres_and_run_the_embedded_versions(services):
+    kafka_env = _env(services["kafka"])
+    internal = dict(x.split("://") for x in kafka_env["KAFKA_ADVERTISED_LISTENERS"].split(","))["PLAINTEXT"]
+    connect = services["kafka-connect"]
+    assert _env(connect)["BOOTSTRAP_SERVERS"] == internal
+    assert connect["image"] == f"quay.io/debezium/connect:{_pinned('debezium', 'debezium.version')}"
+    assert _env(connect)["ENABLE_APICURIO_CONVERTERS"] == "true", (
+        "the Avro converter ships in the image, off by default"
+    )
+    # Debezium decodes the WAL: the server must run with wal_level=logical.
+    command = services["postgres"]["command"]
+    assert command[command.index("wal_level=logical") - 1] == "-c"
+
+    registry = services["schema-registry"]
+    assert registry["image"] == f"apicurio/apicurio-registry:{_pinned('registry', 'apicurio.version')}"
+    env = _env(registry)
+    url = urlsplit(env["APICURIO_DATASOURCE_URL"].removeprefix("jdbc:"))
+    assert (url.hostname, url.port) == ("postgres", 5432) and env["APICURIO_STORAGE_SQL_KIND"] == "postgresql"
+    init = (REPO / "docker" / "postgres-init.sh").read_text()
+    created = dict(re.findall(r"CREATE DATABASE (\w+) OWNER (\w+);", init))
+    assert created[url.path.lstrip("/")] == env["APICURIO_DATASOURCE_USERNAME"]
+    assert re.search(r"CREATE ROLE cdc LOGIN REPLICATION", init) and created["cdc_source"] == "cdc"
+    for name, svc in services.items():
+        for published in svc.get("ports", []):
+            assert published.startswith("127.0.0.1:"), f"{name} publishes {published} beyond loopback"
