@@ -160,7 +160,7 @@ def command(properties: Path) -> list[str]:
         raise ServiceError(
             "java: not found. Kafka Connect needs Java 17: run `sudo apt-get install -y openjdk-17-jre-headless`"
         )
-    log4j = jvm.POMS / "connect" / "log4j2.properties"
+    log4j = jvm.POMS / "kafka" / "log4j2.properties"  # the broker's: one logging setup for Kafka's JVMs
     return [
         str(home_ / "bin" / "java"), f"-Xmx{HEAP}", "-Xms64m", "-XX:+UseG1GC", "-Djava.awt.headless=true",
         f"-Dlog4j2.configurationFile={log4j}", "-cp", jvm.classpath("connect"), MAIN_CLASS, str(properties),

@@ -3,7 +3,9 @@
 Each folder beside this file is one set (``kafka``: the broker and its tools; ``connect``: a Kafka
 Connect worker with the JSON converter; ``debezium``: the PostgreSQL source connector as a Connect
 plugin folder, with the PostgreSQL JDBC driver; ``spark``: what pyspark's own ``jars/`` lacks for
-Spark's Kafka source and spark-avro). Its ``pom.xml`` is the only list of coordinates and versions;
+Spark's Kafka source and spark-avro; ``registry``: Apicurio Registry's application archive, which
+the install unpacks; ``avro-converter``: a Connect plugin folder writing Avro through the registry).
+Its ``pom.xml`` is the only list of coordinates and versions;
 ``mvn dependency:copy-dependencies`` copies the set's runtime closure into the state folder
 (``jvm/jars/<set>/``). Maven's local repository (``~/.m2``) caches the downloads the way pip's cache
 does, and a stamp (the pom's hash) makes a second install a no-op, so no jar is ever committed.
@@ -21,6 +23,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,7 +32,7 @@ from typing import Final
 from devstack.process import ServiceError, state_dir
 
 POMS: Final = Path(__file__).resolve().parent
-SETS: Final = ("kafka", "connect", "debezium", "spark")
+SETS: Final = ("kafka", "connect", "debezium", "spark", "registry", "avro-converter")
 STAMP: Final = ".installed"
 INSTALL_HINT: Final = (
     "install Maven 3.8+ and Java 17 (Debian: `sudo apt-get install -y maven openjdk-17-jre-headless`), "
@@ -135,6 +138,11 @@ def fetch(name: str) -> bool:
             f"reachable (a proxy goes in ~/.m2/settings.xml); a download cut short is retried by `mvn -U`.\n"
             f"{(done.stdout + done.stderr)[-3000:]}"
         )
+    for archive in partial.glob("*.tar.gz"):
+        # A part published as an application archive (the registry) is used unpacked.
+        with tarfile.open(archive) as tar:
+            tar.extractall(partial / archive.name.removesuffix(".tar.gz"), filter="data")
+        archive.unlink()
     (partial / STAMP).write_text(_stamp(name) + "\n")
     shutil.rmtree(target, ignore_errors=True)
     partial.rename(target)
