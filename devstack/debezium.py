@@ -91,7 +91,26 @@ def connector_config(name: str, tables: Iterable[str], topic_prefix: str, **over
 def start(name: str, config: Mapping[str, str]) -> None:
     """Create the source database if needed, then the connector; returns once its task runs."""
     ensure_source()
-    kafka_connect.put_connector(_checked(name), config)
+    drop_orphan_slots(keep=_checked(name))
+    kafka_connect.put_connector(name, config)
+
+
+def drop_orphan_slots(keep: str) -> list[str]:
+    """Drop the idle replication slots of the source database that no connector of the worker owns
+    (but ``keep``'s, which a connector re-created after a crash resumes from). The worker forgets
+    its connectors when it stops; their slots would keep WAL until PostgreSQL's cap."""
+    owned = {keep, *kafka_connect.request("GET", "/connectors")}
+    conn = _connect(SOURCE_DB)
+    conn.autocommit = True
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT slot_name FROM pg_replication_slots WHERE database = %s AND NOT active", (SOURCE_DB,))
+            orphans = [slot for (slot,) in cur.fetchall() if slot not in owned]
+            for slot in orphans:
+                cur.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
+    finally:
+        conn.close()
+    return orphans
 
 
 def remove(name: str, seconds: float = 30) -> None:

@@ -121,8 +121,10 @@ def start() -> None:
                 "max_wal_size = 4GB\nmax_connections = 200\n"
             )
     # wal_level=logical: the Debezium connector (devstack/debezium.py) decodes the WAL of a source
-    # database. Set on the command line, so a data dir made before it gets it too.
-    opts = f"-h 127.0.0.1 -p {port()} -k {run} -c wal_level=logical"
+    # database. A replication slot keeps the WAL from its position on; one left behind (a crashed
+    # test) is invalidated past 1 GB instead of filling the disk. On the command line, so a data
+    # dir made before these settings gets them too.
+    opts = f"-h 127.0.0.1 -p {port()} -k {run} -c wal_level=logical -c max_slot_wal_keep_size=1GB"
     result = run_pg("pg_ctl", "-D", str(data), "-l", str(log), "-o", opts, "-w", "-t", "60", "start")
     if result.returncode != 0:
         raise ServiceError(f"postgres: pg_ctl start failed:\n{result.stdout}{result.stderr}\n{log_tail(log)}")

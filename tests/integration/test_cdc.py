@@ -157,3 +157,20 @@ def _slots_and_publications(name: str) -> tuple[int, int]:
         (publications,) = cur.fetchone()
     conn.close()
     return slots, publications
+
+
+def test_a_slot_left_behind_by_a_forgotten_connector_is_dropped_at_the_next_start(
+    debezium_connector, kafka_config, unique_name
+):
+    """A worker that stops forgets its connectors but not their slots (a crashed test, `make stop`)."""
+    orphan = f"orphan_{unique_name}"[:63]
+    conn = psycopg2.connect(debezium.source_dsn())
+    conn.autocommit = True
+    with conn.cursor() as cur:
+        cur.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (orphan,))
+        cur.execute(f"CREATE TABLE public.{unique_name} (id int PRIMARY KEY)")
+    conn.close()
+    assert _slots_and_publications(orphan)[0] == 1
+    debezium_connector(unique_name, debezium.connector_config(unique_name, [f"public.{unique_name}"], unique_name))
+    assert _slots_and_publications(orphan)[0] == 0
+    assert _slots_and_publications(unique_name) == (1, 1)
