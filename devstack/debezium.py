@@ -21,6 +21,8 @@ SOURCE_DB: Final = "cdc_source"
 CONNECTOR_CLASS: Final = "io.debezium.connector.postgresql.PostgresConnector"
 # Slot and publication names: PostgreSQL allows lower-case letters, digits and '_' in slot names.
 NAME_PATTERN: Final = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+# Debezium's error when a connector's stored position is older than its replication slot.
+SLOT_GONE: Final = "no longer available on the server"
 
 
 def _connect(dbname: str) -> Any:
@@ -92,7 +94,16 @@ def start(name: str, config: Mapping[str, str]) -> None:
     """Create the source database if needed, then the connector; returns once its task runs."""
     ensure_source()
     drop_orphan_slots(keep=_checked(name))
-    kafka_connect.put_connector(name, config)
+    try:
+        kafka_connect.put_connector(name, config)
+    except ServiceError as exc:
+        if SLOT_GONE not in str(exc):
+            raise
+        # Its offsets outlived its slot (dropped as an orphan while the worker had forgotten it):
+        # they point at WAL the server no longer keeps. Start over with a snapshot of the tables.
+        print(f"debezium: {name}'s replication slot was dropped since its last run; starting it over with a snapshot")
+        remove(name)
+        kafka_connect.put_connector(name, config)
 
 
 def drop_orphan_slots(keep: str) -> list[str]:

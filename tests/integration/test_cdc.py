@@ -207,3 +207,25 @@ def test_a_worker_killed_mid_stream_resumes_from_its_offsets_and_slot_losing_not
     assert sorted(positions) == list(range(42)), "every change, none lost"
     assert [(e["op"], e["after"]["id"]) for e in events if e["op"] != "c"] == [("r", 0)], "no second snapshot"
     assert all(len(p) == 1 for p in positions.values()), "a change sent again carries its first position"
+
+
+def test_a_connector_whose_slot_was_dropped_as_an_orphan_starts_over_with_a_snapshot(
+    debezium_connector, kafka_config, unique_name
+):
+    """Connector A's worker crashes (A is forgotten, its offsets and slot stay); connector B starts and
+    drops A's slot as an orphan; A added again cannot resume from a position no slot keeps, so it
+    starts over with a snapshot instead of failing."""
+    a, b = f"a_{unique_name}", f"b_{unique_name}"
+    _source(f"CREATE TABLE public.{unique_name} (id int PRIMARY KEY); INSERT INTO public.{unique_name} VALUES (1)")
+    config_a = debezium.connector_config(a, [f"public.{unique_name}"], a)
+    debezium_connector(a, config_a)
+    _source(f"INSERT INTO public.{unique_name} VALUES (2)")
+    assert len(_read(kafka_config, f"{a}.public.{unique_name}", 2)) == 2  # offsets flushed during the linger
+    kafka_connect.kill()
+    kafka_connect.start()
+    debezium_connector(b, debezium.connector_config(b, [f"public.{unique_name}"], b))
+    assert _slots_and_publications(a)[0] == 0, "A's slot was dropped as an orphan"
+    _source(f"INSERT INTO public.{unique_name} VALUES (3)")
+    debezium_connector(a, config_a)
+    events = [json.loads(m.value()) for m in _read(kafka_config, f"{a}.public.{unique_name}", 5)]
+    assert [(e["op"], e["after"]["id"]) for e in events] == [("r", 1), ("c", 2), ("r", 1), ("r", 2), ("r", 3)]
