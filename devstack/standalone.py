@@ -183,9 +183,12 @@ def stop() -> None:
 
 
 def job_env() -> dict[str, str]:
-    """What points a job (the DAG's spark_default) at this cluster: client mode, the executors' Python."""
+    """What points a job (the DAG's spark_default) at this cluster: client mode, the executors' Python,
+    and Spark's Kafka source by its Maven coordinates (``--packages``, resolved by spark-submit and
+    shipped to the executors), as a real cluster gets it, not the local jar folder."""
     connection = {"conn_type": "spark", "host": master_url(), "extra": {"deploy-mode": "client"}}
-    return {"AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(connection), "PYSPARK_PYTHON": str(executor_python())}
+    return {"AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(connection), "PYSPARK_PYTHON": str(executor_python()),
+            "REPROCESS_SPARK_JARS": ""}  # fmt: skip
 
 
 def status() -> str:

@@ -28,7 +28,7 @@ from airflow.providers.apache.spark.operators.spark_pyspark import PySparkOperat
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Connection
 
-from reprocess.spark.conf import spark_conf
+from reprocess.spark.conf import dependency_args, spark_conf
 from reprocess.spark.connect import check_library, check_reachable, client_env, shared_session
 from reprocess.spark.entry_points import RUN_JOB, app_path, resolve_job, secret_env
 
@@ -96,6 +96,7 @@ class SparkJobOperator(PySparkOperator):
             name=self.name,
             application_args=application_args,
             conf=spark_conf(),
+            **dependency_args(),  # Spark's Kafka source: local jars, or Maven coordinates on a cluster
             env_vars={secret_env(key): value for key, value in self.secrets.items()},
         )
         return self._submit.execute(context)
