@@ -103,6 +103,7 @@ def gapped(kafka_config: dict[str, Any]) -> GappedTopic:
         txn.begin_transaction()
         produce_records(txn, topic, tag, count, recorder)
         txn.commit_transaction(30)
+        stable_end(kafka_config, topic)  # the marker lands before the next records (it is written async)
         produce_records(plain, topic, f"plain-after-{tag}", after, recorder)
     txn.begin_transaction()
     produce_records(txn, topic, "aborted", 3, aborted)  # flushed first: abort purges what is unsent
