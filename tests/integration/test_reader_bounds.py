@@ -11,6 +11,7 @@ that holds no record. Runs on the real broker and the real Connect server.
 from __future__ import annotations
 
 import itertools
+import re
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -240,3 +241,37 @@ def test_a_transaction_open_at_the_snapshot_is_read_by_the_next_run_once_committ
     assert after.log_end == 6  # the three records and the commit marker
     rest = read(spark, kafka_config, unique_name, before.log_end, after.log_end)
     assert rest == [(o, recorder.delivered[o]) for o in (2, 3, 4)]
+
+
+@pytest.mark.parametrize("launcher", ["connect", "submit"])
+def test_records_deleted_after_planning_stop_the_stage_with_the_products_data_loss_error(
+    kafka_config, engine, unique_name, launcher
+):
+    """The run's own job on both launchers (their Spark exceptions differ): real delete_records
+    between planning and the read; the stage fails with DataLossError naming the lost offsets and
+    nothing is committed."""
+    from reprocess.core.runs import RunRequest
+    from reprocess.operations.plan import plan_run
+    from tests.integration.helpers import ledger, stage_over_connect, start_spark_stage
+
+    spec = orders_spec(unique_name, unique_name)
+    demo_data.create_topic(kafka_config, unique_name, 1)
+    produced = demo_data.produce(kafka_config, unique_name, 1, demo_data.order_events(60, 2, seed=5), malformed=())
+    end = max(offset for _, offset, *_ in produced.messages) + 1
+    assert end > 30
+    plan = plan_run(engine, kafka_config, spec, RunRequest.incremental(), f"{unique_name}-1")
+    assert [(r.start, r.end) for r in plan.ranges] == [(0, end)]
+    admin = AdminClient({"bootstrap.servers": kafka_config["bootstrap.servers"]})
+    (deleted,) = admin.delete_records([TopicPartition(unique_name, 0, 30)]).values()
+    assert deleted.result().low_watermark == 30
+
+    says = f"{unique_name}[0]: offsets [0, 30) of the planned range [0, {end}) are no longer in Kafka"
+    if launcher == "connect":
+        with pytest.raises(DataLossError, match=re.escape(says)):
+            stage_over_connect(spec, plan.run_id)
+    else:
+        job = start_spark_stage(spec, plan.run_id)
+        output, _ = job.communicate(timeout=300)
+        assert job.returncode != 0
+        assert f"reprocess.core.errors.DataLossError: {says}" in output, output[-3000:]
+    assert ledger(engine, spec) == {}  # nothing committed
