@@ -89,6 +89,7 @@ class SparkJobOperator(PySparkOperator):
         application_args = [self.job]
         for key, value in self.args.items():
             application_args += [f"--{key.replace('_', '-')}", str(value)]
+        deps = dependency_args()
         self._submit = SparkSubmitOperator(
             task_id=self.task_id,
             application=str(app_path(RUN_JOB)),
@@ -96,7 +97,9 @@ class SparkJobOperator(PySparkOperator):
             name=self.name,
             application_args=application_args,
             conf=spark_conf(),
-            **dependency_args(),  # Spark's Kafka source: local jars, or Maven coordinates on a cluster
+            # Spark's Kafka source: the local jars, or its Maven coordinates on a cluster
+            jars=deps.get("jars"),
+            packages=deps.get("packages"),
             env_vars={secret_env(key): value for key, value in self.secrets.items()},
         )
         return self._submit.execute(context)
