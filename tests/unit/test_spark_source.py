@@ -97,3 +97,8 @@ def test_sparks_data_loss_becomes_the_products_error_naming_the_lost_offsets(mon
     other = read.data_loss(RuntimeError(SPARK_SAYS), {}, planned)
     assert isinstance(other, DataLossError) and "could not read the planned range [2, 10)" in str(other)
     assert read.data_loss(RuntimeError("java.lang.OutOfMemoryError: Java heap space"), {}, planned) is None
+
+
+def test_the_compose_connect_server_gets_the_same_packages():
+    compose = (REPO / "docker-compose.yml").read_text()
+    assert f'"--packages", "{",".join(PACKAGES)}"' in compose
