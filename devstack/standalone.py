@@ -118,7 +118,7 @@ def healthy() -> bool:
     """The master is ALIVE and every worker registered with it."""
     try:
         view = state()
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a master still starting answers /json/ with its HTML page
         return False
     return view.get("status") == "ALIVE" and view.get("aliveworkers") == WORKERS
 
