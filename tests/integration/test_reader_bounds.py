@@ -245,13 +245,14 @@ def test_a_transaction_open_at_the_snapshot_is_read_by_the_next_run_once_committ
 
 @pytest.mark.parametrize("launcher", ["connect", "submit"])
 def test_records_deleted_after_planning_stop_the_stage_with_the_products_data_loss_error(
-    kafka_config, engine, unique_name, launcher
+    kafka_config, engine, unique_name, launcher, monkeypatch
 ):
     """The run's own job on both launchers (their Spark exceptions differ): real delete_records
     between planning and the read; the stage fails with DataLossError naming the lost offsets and
     nothing is committed."""
     from reprocess.core.runs import RunRequest
     from reprocess.operations.plan import plan_run
+    from reprocess.spark.connect import CLIENT_MARKS
     from tests.integration.helpers import ledger, stage_over_connect, start_spark_stage
 
     spec = orders_spec(unique_name, unique_name)
@@ -270,6 +271,8 @@ def test_records_deleted_after_planning_stop_the_stage_with_the_products_data_lo
         with pytest.raises(DataLossError, match=re.escape(says)):
             stage_over_connect(spec, plan.run_id)
     else:
+        for mark in CLIENT_MARKS:  # this module's Connect session is open: its marks must not reach the driver
+            monkeypatch.delenv(mark, raising=False)
         job = start_spark_stage(spec, plan.run_id)
         output, _ = job.communicate(timeout=300)
         assert job.returncode != 0
