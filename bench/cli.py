@@ -19,7 +19,7 @@ from typing import Any
 from bench import report
 from bench.airflow import product_airflow
 from bench.baseline import baseline_python_loop
-from bench.ceilings import ceiling_a_pg_merge, ceiling_b_kafka_raw, reader_alone
+from bench.ceilings import ceiling_a_pg_merge, ceiling_b_kafka_raw, read_alone
 from bench.context import RESULTS, Bench, Result, bench_db_url
 from bench.data import UPDATES_PER_KEY, Dataset, produce_dataset
 from bench.product import Launcher, SparkConnect, SparkSubmit, product
@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         main_ds = dataset(n)
         ceil_a = run(ceiling_a_pg_merge, main_ds)
         ceil_b = run(ceiling_b_kafka_raw, main_ds)
-        reader = run(reader_alone, main_ds)
+        reader = run(read_alone, main_ds)
         base = run(baseline_python_loop, main_ds)
         results += [ceil_a, ceil_b, reader, base]
         for launcher in launchers():

@@ -2,7 +2,7 @@
 
 A launcher runs the Spark stage of a planned run: ``spark-submit spark_apps/read_stage.py``
 (a fresh driver JVM per run) or a Spark Connect client against the warm server. Both read
-Kafka through the ``kafka-range`` data source, parse, dedupe and COPY into the run's stage
+Kafka through Spark's Kafka source, parse, dedupe and COPY into the run's stage
 in one Spark action, whose own time the job logs (``stage ... seconds=``).
 """
 

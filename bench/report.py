@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from bench.context import REPO, Result
 
@@ -59,7 +59,13 @@ def body(n: int, results: list[Result], ceiling_a: Result, baseline: Result, rat
     )
 
 
+# docs/benchmarks.md from this line on is kept by a re-run (comparisons measured apart from the table).
+KEPT: Final = "<!-- kept by make bench: what follows is not rewritten -->"
+
+
 def write_docs(report: dict[str, Any], text: str) -> None:
+    old = DOCS.read_text() if DOCS.exists() else ""
+    kept = old[old.index(KEPT) :] if KEPT in old else ""
     DOCS.write_text(
         "# Benchmarks\n\n"
         "Produced by `make bench` (`python -m bench`, the `bench/` package; raw JSON in `bench/results/`,\n"
@@ -74,5 +80,5 @@ def write_docs(report: dict[str, Any], text: str) -> None:
         "What each optimisation bought, and where a small run's time goes: `docs/performance.md`.\n\n"
         f"- date: {report['date']}\n- machine: {report['cores']} cores, {report['platform']}, Python "
         f"{report['python']}\n- command: `{report['command']}`\n- records (N): {report['records']:,}\n"
-        f"- default launcher: {report['default_launcher']}\n\n{text}\n"
+        f"- default launcher: {report['default_launcher']}\n\n{text}\n" + (f"\n{kept}" if kept else "")
     )

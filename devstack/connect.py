@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Final
 
+from devstack import jvm
 from devstack.process import (
     ServiceError,
     ensure_port_free,
@@ -81,6 +82,8 @@ def command(fingerprint: str) -> list[str]:
         }
     )
     cmd = [str(spark_home() / "bin" / "spark-submit"), "--master", "local[2]", "--class", SERVER_CLASS]
+    # Spark's Kafka source and spark-avro (the jar set make install fetched) reach the server at its start.
+    cmd += ["--jars", ",".join(str(j) for j in jvm.jars("spark"))]
     cmd += ["--name", "reprocess-connect"]
     for name, value in conf.items():
         cmd += ["--conf", f"{name}={value}"]

@@ -118,7 +118,7 @@ def healthy() -> bool:
     """The master is ALIVE and every worker registered with it."""
     try:
         view = state()
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a master still starting answers /json/ with its HTML page
         return False
     return view.get("status") == "ALIVE" and view.get("aliveworkers") == WORKERS
 
@@ -183,7 +183,12 @@ def stop() -> None:
 
 
 def job_env() -> dict[str, str]:
-    """What points a job (the DAG's spark_default) at this cluster: client mode, the executors' Python."""
+    """What points a job (the DAG's spark_default) at this cluster: client mode, the executors' Python.
+
+    Spark's Kafka source reaches the executors from the driver (``--jars`` of the fetched set, which
+    the driver serves them). Not ``--packages`` here: spark-submit's Ivy looks in ``~/.m2`` first,
+    where ``make install``'s Maven left the excluded dependencies' poms without their jars, and
+    fails ("download failed: org.slf4j#slf4j-api;2.0.17!slf4j-api.jar")."""
     connection = {"conn_type": "spark", "host": master_url(), "extra": {"deploy-mode": "client"}}
     return {"AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(connection), "PYSPARK_PYTHON": str(executor_python())}
 

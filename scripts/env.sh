@@ -31,6 +31,9 @@ export AIRFLOW_CONN_SPARK_DEFAULT="{\"conn_type\":\"spark_connect\",\"host\":\"1
 export SPARK_LOCAL_IP=127.0.0.1
 export PYSPARK_PYTHON="$_repo/.venv/bin/python"
 export PYSPARK_DRIVER_PYTHON="$_repo/.venv/bin/python"
+# Spark's Kafka source for spark-submit (--jars; reprocess/spark/conf.py): the jar set make install
+# fetched. Set it empty to have spark-submit resolve the Maven coordinates (--packages) instead.
+export REPROCESS_SPARK_JARS="${REPROCESS_SPARK_JARS-$REPROCESS_STATE_DIR/jvm/jars/spark}"
 # JVM class archive that halves the driver's start-up (reprocess/sparkconf.py; built by services.py).
 export REPROCESS_SPARK_CLASS_ARCHIVE="${REPROCESS_SPARK_CLASS_ARCHIVE:-$REPROCESS_STATE_DIR/jvm/spark-classes.jsa}"
 if [[ -z "${JAVA_HOME:-}" ]] && command -v java >/dev/null; then

@@ -28,7 +28,7 @@ from airflow.providers.apache.spark.operators.spark_pyspark import PySparkOperat
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Connection
 
-from reprocess.spark.conf import spark_conf
+from reprocess.spark.conf import dependency_args, spark_conf
 from reprocess.spark.connect import check_library, check_reachable, client_env, shared_session
 from reprocess.spark.entry_points import RUN_JOB, app_path, resolve_job, secret_env
 
@@ -89,6 +89,7 @@ class SparkJobOperator(PySparkOperator):
         application_args = [self.job]
         for key, value in self.args.items():
             application_args += [f"--{key.replace('_', '-')}", str(value)]
+        deps = dependency_args()
         self._submit = SparkSubmitOperator(
             task_id=self.task_id,
             application=str(app_path(RUN_JOB)),
@@ -96,6 +97,9 @@ class SparkJobOperator(PySparkOperator):
             name=self.name,
             application_args=application_args,
             conf=spark_conf(),
+            # Spark's Kafka source: the local jars, or its Maven coordinates on a cluster
+            jars=deps.get("jars"),
+            packages=deps.get("packages"),
             env_vars={secret_env(key): value for key, value in self.secrets.items()},
         )
         return self._submit.execute(context)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from reprocess.core.errors import SpecError
 
@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     from confluent_kafka.admin import AdminClient
 
 KafkaConfig = Mapping[str, Any]
+# Connection keys for the Java client only (Spark's Kafka source); confluent-kafka never sees them.
+JAVA_PREFIX: Final = "java."
 
 
 def config_from_env() -> dict[str, Any]:
@@ -26,6 +28,12 @@ def config_from_env() -> dict[str, Any]:
     if not raw:
         raise SpecError("AIRFLOW_CONN_KAFKA_DEFAULT is not set; source scripts/env.sh or define the connection")
     return dict(json.loads(raw).get("extra", {}))
+
+
+def librdkafka_config(config: KafkaConfig) -> dict[str, Any]:
+    """``config`` without its ``java.*`` keys, which only Spark's Kafka source (the Java client) reads
+    (``reprocess.kafka.spark_source``)."""
+    return {k: v for k, v in config.items() if not k.startswith(JAVA_PREFIX)}
 
 
 def _require_bootstrap(config: KafkaConfig) -> None:
@@ -44,7 +52,7 @@ def consumer_config(config: KafkaConfig) -> dict[str, Any]:
     """The librdkafka settings of :func:`make_consumer`, inspectable without a broker."""
     _require_bootstrap(config)
     conf = {
-        **config,
+        **librdkafka_config(config),
         # Offsets live in Postgres (the ledger); the Kafka group is only a mirror.
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,
@@ -63,14 +71,14 @@ def make_admin(config: KafkaConfig) -> AdminClient:
     from confluent_kafka.admin import AdminClient
 
     _require_bootstrap(config)
-    return AdminClient({k: v for k, v in config.items() if k not in _CONSUMER_ONLY})
+    return AdminClient({k: v for k, v in librdkafka_config(config).items() if k not in _CONSUMER_ONLY})
 
 
 def make_producer(config: KafkaConfig, **overrides: Any) -> Producer:
     from confluent_kafka import Producer
 
     _require_bootstrap(config)
-    conf = {k: v for k, v in config.items() if k not in _CONSUMER_ONLY}
+    conf = {k: v for k, v in librdkafka_config(config).items() if k not in _CONSUMER_ONLY}
     # Idempotence keeps retried sends from duplicating records.
     conf.setdefault("enable.idempotence", True)
     conf.update(overrides)

@@ -110,13 +110,13 @@ def _load_range(conn: Connection, spec: PipelineSpec, kafka: Mapping[str, Any], 
         for batch in read_range(kafka, r):
             out = io.StringIO()
             writer = csv.writer(out)
-            for rec in batch.select(["offset", "key", "value"]).to_pylist():
+            for offset, key, value in batch:
                 records += 1
-                values = None if rec["offset"] in dead else _record_fields(spec, fields, rec["key"], rec["value"])
+                values = None if offset in dead else _record_fields(spec, fields, key, value)
                 if values is not None:
-                    kind = ROW if rec["value"] is not None else TOMBSTONE
+                    kind = ROW if value is not None else TOMBSTONE
                     texts = ["\\N" if v is None else v for v in values]
-                    writer.writerow([*texts, kind, r.topic, r.partition, rec["offset"]])
+                    writer.writerow([*texts, kind, r.topic, r.partition, offset])
             out.seek(0)
             cur.copy_expert(copy, out)
     return records

@@ -25,6 +25,11 @@ from typing import Final
 from reprocess.spark.entry_points import WARMUP, app_path
 
 CLASS_ARCHIVE_ENV: Final = "REPROCESS_SPARK_CLASS_ARCHIVE"
+JARS_ENV: Final = "REPROCESS_SPARK_JARS"
+# Spark's Kafka source and spark-avro, at pyspark's version: what pyspark's own jars/ lacks. A
+# cluster gets them with --packages (docs/clusters.md); devstack/jvm/spark/pom.xml pins the same
+# coordinates for the local jars (a unit test holds the two together).
+PACKAGES: Final = ("org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0", "org.apache.spark:spark-avro_2.13:4.2.0")
 
 BASE_CONF: Final[Mapping[str, str]] = {
     "spark.ui.enabled": "false",
@@ -63,18 +68,55 @@ def spark_conf(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return conf
 
 
+def source_jars() -> list[str]:
+    """The jar files named by ``$REPROCESS_SPARK_JARS``: comma-separated files or folders (each
+    folder's ``*.jar``); ``make install`` fetches them and ``scripts/env.sh`` names the folder.
+    Empty when unset or empty: then spark-submit resolves :data:`PACKAGES` itself.
+    """
+    found: list[str] = []
+    for item in filter(None, os.environ.get(JARS_ENV, "").split(",")):
+        path = Path(item)
+        jars = sorted(str(j) for j in path.glob("*.jar")) if path.is_dir() else [str(path)]
+        if not jars or not all(Path(j).is_file() for j in jars):
+            raise RuntimeError(f"${JARS_ENV} names {item}, which holds no jar: run `make install` (it fetches them)")
+        found += jars
+    return found
+
+
+def dependency_args() -> dict[str, str]:
+    """``jars`` (local files) or ``packages`` (Maven coordinates) for spark-submit: how the driver
+    and executors get Spark's Kafka source.
+
+    Examples
+    --------
+    >>> saved = os.environ.pop(JARS_ENV, None)
+    >>> dependency_args()
+    {'packages': 'org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0,org.apache.spark:spark-avro_2.13:4.2.0'}
+    >>> if saved is not None:
+    ...     os.environ[JARS_ENV] = saved
+    """
+    jars = source_jars()
+    return {"jars": ",".join(jars)} if jars else {"packages": ",".join(PACKAGES)}
+
+
 def spark_submit_command(app: Path | str, *app_args: str, extra: Mapping[str, str] | None = None) -> list[str]:
     """``spark-submit`` on local[2] with :func:`spark_conf` (the way the DAG's operator runs it).
 
     Examples
     --------
-    >>> saved = os.environ.pop(CLASS_ARCHIVE_ENV, None)
-    >>> spark_submit_command("app.py", "--run-id", "r1", extra={"spark.ui.enabled": "true"})[:5]
-    ['spark-submit', '--master', 'local[2]', '--conf', 'spark.ui.enabled=true']
-    >>> if saved is not None:
-    ...     os.environ[CLASS_ARCHIVE_ENV] = saved
+    >>> saved = os.environ.pop(CLASS_ARCHIVE_ENV, None), os.environ.pop(JARS_ENV, None)
+    >>> cmd = spark_submit_command("app.py", "--run-id", "r1", extra={"spark.ui.enabled": "true"})
+    >>> cmd[:4]
+    ['spark-submit', '--master', 'local[2]', '--packages']
+    >>> cmd[5:7], cmd[-3:]
+    (['--conf', 'spark.ui.enabled=true'], ['app.py', '--run-id', 'r1'])
+    >>> for name, value in zip((CLASS_ARCHIVE_ENV, JARS_ENV), saved, strict=True):
+    ...     if value is not None:
+    ...         os.environ[name] = value
     """
     cmd = ["spark-submit", "--master", "local[2]"]
+    for name, value in dependency_args().items():
+        cmd += [f"--{name}", value]
     for name, value in spark_conf(extra).items():
         cmd += ["--conf", f"{name}={value}"]
     return [*cmd, str(app), *app_args]

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -18,12 +17,10 @@ from typing import TYPE_CHECKING, Any
 import psycopg2
 from psycopg2 import sql
 
-from reprocess.core.errors import DataLossError, ReadError
 from reprocess.core.ranges import OffsetRange, window_ranges
 from reprocess.core.runs import RunPlan, RunState
 from reprocess.core.spec import PipelineSpec
 from reprocess.core.stage_rows import stage_columns
-from reprocess.kafka.reader import KafkaRangeDataSource, reader_options
 from reprocess.postgres import store
 from reprocess.postgres.batches import run_in_batches
 from reprocess.postgres.commit import commit_staged_batch
@@ -38,6 +35,7 @@ from reprocess.postgres.stage import (
 )
 from reprocess.postgres.target import stage_counts_sql
 from reprocess.spark.progress import RunProgress
+from reprocess.spark.read import data_loss, read_ranges
 from reprocess.spark.transform import to_stage
 
 if TYPE_CHECKING:
@@ -46,16 +44,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def register_sources(spark: SparkSession) -> None:
-    spark.dataSource.register(KafkaRangeDataSource)
-
-
 def stage_job(
     spark: SparkSession, *, spec: str, run_id: str, db_url: str, kafka_config: str, batch_size: str | None = None
 ) -> bool:
     """The stage job as the Spark task launches it (``reprocess.airflow.spark_task``): string arguments
     from the task, ``db_url`` and ``kafka_config`` (librdkafka JSON) from its connections."""
-    register_sources(spark)
     size = int(batch_size) if batch_size else None
     return read_and_stage(spark, PipelineSpec.from_file(Path(spec)), run_id, db_url, json.loads(kafka_config), size)
 
@@ -65,7 +58,6 @@ def window_job(
 ) -> int:
     """Reconciliation's Spark job as the Spark task launches it (``reprocess.airflow.spark_task``): the
     window's ranges as Spark offset JSONs, ``db_url`` and ``kafka_config`` from the connections."""
-    register_sources(spark)
     spec_ = PipelineSpec.from_file(Path(spec))
     return stage_window(spark, spec_, check_id, window_ranges(starting, ending), db_url, json.loads(kafka_config))
 
@@ -169,28 +161,6 @@ def stage_window(
         return _stage(spark, spec, check_id, ranges, db_url, kafka, check=True)
 
 
-def reader_error(exc: Exception) -> DataLossError | ReadError | None:
-    """The reader's own error inside a failed Spark action, raised again as its type.
-
-    A Spark task's Python exception reaches the client as Spark's exception, its traceback in
-    the text; raised as itself, the task fails the way the reader meant (a DataLossError is not
-    retried: it needs a decision) and its message, which says the fix, is the task's error.
-
-    Examples
-    --------
-    >>> spark_says = "[PYTHON_EXCEPTION] ... reprocess.core.errors.DataLossError: t[0] [5, 9): out of range"
-    >>> reader_error(RuntimeError(spark_says))
-    DataLossError('t[0] [5, 9): out of range')
-    >>> reader_error(RuntimeError("java.lang.OutOfMemoryError: Java heap space")) is None
-    True
-    """
-    for kind in (DataLossError, ReadError):
-        found = re.search(rf"\b{kind.__name__}: (.+)", str(exc))
-        if found:
-            return kind(found.group(1).strip())
-    return None
-
-
 def _stage(
     spark: SparkSession,
     spec: PipelineSpec,
@@ -212,15 +182,15 @@ def _stage(
     ranges = [r for r in ranges if r.width > 0]
     if not ranges:
         return 0
-    records = spark.read.format("kafka-range").options(**reader_options(kafka, ranges, None)).load()
+    records = read_ranges(spark, kafka, ranges)
     copier = StageCopier(f"{STAGE_SCHEMA}.{spec.stage_table(stage_id)}", tuple(stage_columns(spec)), libpq_url(db_url))
     try:
         copied = sum(row.rows for row in to_stage(records, spec).mapInArrow(copier, COPIED_SCHEMA).collect())
     except Exception as exc:
-        own = reader_error(exc)
-        if own is None:
+        lost = data_loss(exc, kafka, ranges)
+        if lost is None:
             raise
-        raise own from exc
+        raise lost from exc
     with psycopg2.connect(libpq_url(db_url)) as pg, pg.cursor() as cur:
         cur.execute(sql.SQL("SELECT count(*) FROM {}").format(stage_identifier(spec, stage_id)))
         rows = int(one_row(cur)[0])

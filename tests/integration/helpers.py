@@ -157,12 +157,11 @@ def reconcile_over_connect(engine: Engine, spec: PipelineSpec, start: datetime, 
     """The reconcile DAG's three steps in this process: plan the window, stage it over Connect,
     record the verdicts (raises ReconciliationGap on a gap)."""
     from reprocess.operations.reconcile import plan_window, record_verdicts
-    from reprocess.spark.job import register_sources, stage_window
+    from reprocess.spark.job import stage_window
 
     kafka = _kafka_from_env()
     ranges = plan_window(kafka, spec, start, end)
     with connect_session() as spark:
-        register_sources(spark)
         stage_window(spark, spec, check_id, ranges, os.environ["AIRFLOW_CONN_REPROCESS_DB"], kafka)
     return record_verdicts(engine, spec, ranges, start, end, check_id)
 

@@ -12,7 +12,7 @@ import re
 import threading
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -64,9 +64,10 @@ def own_broker(tmp_path: Path) -> Iterator[Broker]:
 def test_broker_killed_and_restarted_during_the_read_then_retried_matches_the_oracle(engine, own_broker, unique_name):
     """SIGKILL of the broker as the Spark job starts its read; the broker comes back 12 s later.
 
-    The kill is timed on the stage table: the job creates it right before its one Spark action,
-    so the executors' first fetches meet a dead broker (their log says so), and the broker is
-    back well inside the reader's 30 s stall timeout.
+    The kill is timed on the stage table: the job creates it right before its one Spark action, so
+    Spark's Kafka source meets a dead broker, on the driver (the assigned partitions' offsets, as it
+    plans the read) or in the executors' fetches, and the broker is back well inside the source's
+    60 s poll timeout (``kafkaConsumer.pollTimeoutMs``).
     """
     kafka = own_broker.config
     spec = orders_spec(unique_name, unique_name)
@@ -87,20 +88,18 @@ def test_broker_killed_and_restarted_during_the_read_then_retried_matches_the_or
     time.sleep(OUTAGE_S)
     restarted_at = datetime.now(UTC)
     own_broker.start()  # returns once the node serves clients again (seconds after its process starts)
-    back_at = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=1)
     output, _ = job.communicate(timeout=300)
 
     (own_broker.log.parent / "spark-submit.log").write_text(output)
 
-    # The read (stage 0) started while the broker did not serve and ended only after it was
-    # started again: the reader waited the outage out (or failed loudly, below).
+    # The read (stage 0) ended only after the broker was back: the source waited the outage out
+    # (or the job failed loudly, below).
     started, finished = _stage0_times(output, "Starting"), _stage0_times(output, "Finished")
-    assert started and killed_at <= min(started) < back_at, (killed_at, back_at, started, output[-4000:])
+    assert started and min(started) >= killed_at, (killed_at, started, output[-4000:])
     if finished:
         assert max(finished) >= restarted_at.replace(microsecond=0), (restarted_at, finished, output[-4000:])
     first_attempt = job.returncode
-    if first_attempt != 0:  # ... and failed loudly, naming the read: nothing is staged or committed
-        assert "ReadError" in output, output[-4000:]
+    if first_attempt != 0:  # ... and failed loudly: nothing is staged or committed
         assert runs(engine, spec)[0].state == "planned"
         assert target_rows(engine, spec) == {} and ledger(engine, spec) == {}
         run_spark_stage(spec, plan.run_id, kafka=kafka)  # the retry, against the restarted broker

@@ -1,0 +1,106 @@
+"""A run's bounded Kafka read as a DataFrame (Spark's own Kafka source), and its data-loss
+failure turned back into the product's :class:`~reprocess.core.errors.DataLossError`.
+
+Spark's source makes one task per topic partition. Many small ranges (a redrive, a
+reconciliation window of a wide topic) would cost a task each, so they are grouped into a few
+tasks (``coalesce``: a narrow dependency, still one scan); wide ranges keep one task each.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+from reprocess.core.errors import DataLossError
+from reprocess.core.ranges import OffsetRange
+from reprocess.kafka.spark_source import read_options
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
+
+DATA_LOSS_CONDITION: Final = "KAFKA_DATA_LOSS.COULD_NOT_READ_OFFSET_RANGE"
+# How Spark words it (the condition's text, in both launchers' exceptions).
+_DATA_LOSS_TEXT: Final = re.compile(r"Could not read records in offset \[(\d+), (\d+)\) for topic partition (\S+)")
+RECORDS_PER_TASK: Final = 200_000
+MIN_TASKS: Final = 2
+
+
+def read_tasks(ranges: Sequence[OffsetRange]) -> int:
+    """How many tasks read ``ranges``: one per ``RECORDS_PER_TASK`` offsets, at least ``MIN_TASKS``,
+    at most one per range (what the source makes).
+
+    Examples
+    --------
+    >>> read_tasks([OffsetRange("t", p, 0, 20) for p in range(200)])
+    2
+    >>> read_tasks([OffsetRange("t", p, 0, 250_000) for p in range(4)])
+    4
+    >>> read_tasks([OffsetRange("t", 0, 0, 5)])
+    1
+    """
+    wanted = max(MIN_TASKS, math.ceil(sum(r.width for r in ranges) / RECORDS_PER_TASK))
+    return min(len(ranges), wanted)
+
+
+def read_ranges(spark: SparkSession, kafka: Mapping[str, Any], ranges: Sequence[OffsetRange]) -> DataFrame:
+    """Exactly the committed records of ``ranges`` (at least one): ``key, value, topic, partition,
+    offset, timestamp, timestampType, headers``."""
+    records = spark.read.format("kafka").options(**read_options(kafka, ranges)).load()
+    tasks = read_tasks(ranges)
+    return records.coalesce(tasks) if tasks < len(ranges) else records
+
+
+def data_loss(exc: BaseException, kafka: Mapping[str, Any], ranges: Sequence[OffsetRange]) -> DataLossError | None:
+    """The product's DataLossError for a read that Spark failed with ``KAFKA_DATA_LOSS``, else None.
+
+    Spark names the whole range it could not read; the log start (asked now) says which part
+    is gone. The error says the fix: nothing of the read was committed, and planning again
+    names the lost records and takes ``allow_data_loss=true`` to record them.
+    """
+    condition = getattr(exc, "getCondition", lambda: None)()
+    found = _DATA_LOSS_TEXT.search(str(exc))
+    if found is None and condition != DATA_LOSS_CONDITION:
+        return None
+    names = {f"{r.topic}-{r.partition}": r for r in ranges}
+    planned = names.get(found.group(3)) if found else None
+    if planned is None:  # the condition without the text Spark always writes: say what Spark said
+        return DataLossError(
+            f"Spark's Kafka source lost records ({condition}): {str(exc).split('JVM stacktrace:')[0].strip()}. "
+            "Nothing of this read was committed; plan the run again (allow_data_loss=true records a loss)."
+        )
+    assert found is not None
+    start, end = int(found.group(1)), int(found.group(2))
+    log_start, log_end = _watermarks(kafka, planned)
+    where = f"{planned.topic}[{planned.partition}]"
+    fix = (
+        "Nothing of this read was committed. Plan the run again: planning names the records lost and takes "
+        "allow_data_loss=true to record them and go on from the log start."
+    )
+    if log_start > start:
+        return DataLossError(
+            f"{where}: offsets [{start}, {min(log_start, end)}) of the planned range [{start}, {end}) are no longer "
+            f"in Kafka (the log now starts at {log_start}: deleted or aged out after planning). {fix}"
+        )
+    return DataLossError(
+        f"{where}: Spark's Kafka source could not read the planned range [{start}, {end}) although the log holds "
+        f"[{log_start}, {log_end}): records inside it are missing (truncated log) or its end is above the last "
+        f"stable offset. {fix}"
+    )
+
+
+def _watermarks(kafka: Mapping[str, Any], r: OffsetRange) -> tuple[int, int]:
+    from confluent_kafka import TopicPartition
+
+    from reprocess.kafka.clients import make_consumer
+
+    consumer = make_consumer(kafka)
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition(r.topic, r.partition), timeout=15, cached=False)
+    finally:
+        consumer.close()
+    return int(low), int(high)
