@@ -90,8 +90,8 @@ def test_batch_commit_cut_after_the_server_commits_is_not_redone_by_the_retried_
     spec = orders_spec(unique_name, unique_name, max_dead_letter_ratio=0.5)
     demo_data.create_topic(kafka_config, unique_name, 2)
     produced = demo_data.produce(kafka_config, unique_name, 2, demo_data.order_events(90, 3), transactional_every=70)
-    plan = plan_run(engine, kafka_config, spec, RunRequest.from_params({"batch_size": 50}), unique_name)
-    assert max(r.width for r in plan.ranges) > 100  # at least three batches
+    plan = plan_run(engine, kafka_config, spec, RunRequest.from_params({"batch_size": 40}), unique_name)
+    assert max(r.width for r in plan.ranges) > 80  # at least three batches
     second = f"{plan.run_id}#1"
 
     # The job commits batch 0, then batch 1's commit is cut after the server committed it: the
@@ -99,7 +99,7 @@ def test_batch_commit_cut_after_the_server_commits_is_not_redone_by_the_retried_
     with commit_cut_proxy(db_url) as (proxy, proxied_url):
         proxy.arm(_marks_committed(second), "after")
         with pytest.raises(CommitInterrupted, match=re.escape(second)):
-            run_spark_stage(spec, plan.run_id, batch_size=50, db_url=proxied_url)
+            run_spark_stage(spec, plan.run_id, batch_size=40, db_url=proxied_url)
         assert proxy.cuts == 1
     with engine.connect() as conn:
         before = dict(
@@ -111,7 +111,7 @@ def test_batch_commit_cut_after_the_server_commits_is_not_redone_by_the_retried_
     assert set(before) == {0, 1}
 
     # The retried task resumes after batch 1 (its commit is in the database) and never redoes it.
-    run_spark_stage(spec, plan.run_id, batch_size=50)
+    run_spark_stage(spec, plan.run_id, batch_size=40)
     with engine.connect() as conn:
         query = text("SELECT batch_index, committed_at FROM reprocess.runs WHERE parent_run_id = :r")
         after = dict(conn.execute(query, {"r": plan.run_id}).all())
