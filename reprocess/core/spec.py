@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
 import yaml
 
+from reprocess.core.derive import Transform, parse_transform, value_fields
 from reprocess.core.errors import SpecError
 from reprocess.core.ordering import Ordering
 
@@ -24,6 +25,7 @@ from reprocess.core.ordering import Ordering
 SPEC_FIELDS: Final = frozenset({
     "name", "description", "topics", "consumer_group", "key", "columns", "target_table", "ordering", "tombstones",
     "batch_size", "max_record_bytes", "max_dead_letter_ratio", "schedule", "reconcile", "owner", "tags", "format",
+    "where", "transform", "transform_version",
 })  # fmt: skip
 SCHEMA_FILE: Final = "spec.schema.json"
 # The bookkeeping schemas (runs and ledger, stages, deletion markers): never a pipeline's target.
@@ -92,8 +94,12 @@ class TombstoneMode(enum.StrEnum):
 class ColumnSpec:
     name: str
     type: ColumnType
-    path: str  # dotted path into the JSON value
+    path: str  # dotted path into the JSON value (the column's name when it has an ``expr``)
     required: bool
+    expr: str | None = None  # Spark SQL deriving the value (core.derive), instead of a path
+
+    def with_required(self) -> ColumnSpec:
+        return ColumnSpec(self.name, self.type, self.path, True, self.expr)
 
     @property
     def json_path(self) -> str:
@@ -121,6 +127,10 @@ class PipelineSpec:
     description: str = ""
     source_file: str = ""
     tags: tuple[str, ...] = field(default_factory=tuple)
+    where: str | None = None  # Spark SQL predicate: records it does not keep are counted, not staged
+    transform: Transform | None = None
+    # Paths of the decoded value the expressions read beyond the path-mapped columns (core.derive).
+    value_fields: tuple[str, ...] = ()
     # The deletion markers' table (schema reprocess_deleted); empty: the pipeline's name. Not a
     # spec field: a rebuild's shadow spec names its own (postgres.target.shadow_spec).
     markers_table: str = ""
@@ -157,18 +167,26 @@ class PipelineSpec:
 
     @property
     def fingerprint(self) -> str:
-        """A hash of what decides the derived rows: key, columns (type, path, required), ordering.
+        """A hash of what decides the derived rows: key, columns (type, path, required, expr),
+        ordering, the ``where`` predicate and the transform's declared version.
 
         Schedules, batch sizes and descriptions do not derive rows, so they do not change it.
+        Transforms enter only when a spec has them, so older specs keep their fingerprint.
         """
         import hashlib
         import json
 
-        derives = {
+        derives: dict[str, Any] = {
             "key": list(self.key),
-            "columns": [[c.name, c.type.value, c.path, c.required] for c in self.columns],
+            "columns": [
+                [c.name, c.type.value, c.path, c.required, *([c.expr] if c.expr else [])] for c in self.columns
+            ],
             "ordering": [self.ordering.mode.value, self.ordering.column],
         }
+        if self.where is not None:
+            derives["where"] = self.where
+        if self.transform is not None:
+            derives["transform"] = [self.transform.function, self.transform.version]
         return hashlib.sha256(json.dumps(derives, sort_keys=True).encode()).hexdigest()[:16]
 
     def as_dict(self) -> dict[str, Any]:
@@ -178,7 +196,14 @@ class PipelineSpec:
             "topics": list(self.topics),
             "consumer_group": self.consumer_group,
             "key": list(self.key),
-            "columns": {c.name: {"type": c.type.value, "path": c.path, "required": c.required} for c in self.columns},
+            "columns": {
+                c.name: {
+                    "type": c.type.value,
+                    "required": c.required,
+                    **({"expr": c.expr} if c.expr else {"path": c.path}),
+                }
+                for c in self.columns
+            },
             "target_table": self.qualified_target,
             "ordering": {"mode": self.ordering.mode.value, "column": self.ordering.column},
             "tombstones": self.tombstones.value,
@@ -187,6 +212,9 @@ class PipelineSpec:
             "max_dead_letter_ratio": self.max_dead_letter_ratio,
             "schedule": self.schedule,
             "reconcile": {"cron": self.reconcile_cron, "auto_heal": self.auto_heal},
+            "where": self.where,
+            "transform": self.transform.function if self.transform else None,
+            "transform_version": self.transform.version if self.transform else None,
         }
 
 
@@ -229,7 +257,7 @@ class _SpecParser:
             key = [key]
         if not isinstance(key, list) or not key or not all(k in names for k in key):
             raise self.fail("key", f"must list one or more of the columns {sorted(names)}, got {key!r}")
-        columns = tuple(ColumnSpec(c.name, c.type, c.path, True) if c.name in key else c for c in columns)
+        columns = tuple(c.with_required() if c.name in key else c for c in columns)
         ordering = Ordering.parse(
             raw.get("ordering", "offset"),
             required={c.name: c.required for c in columns},
@@ -251,6 +279,8 @@ class _SpecParser:
         schedule = raw.get("schedule")
         if schedule is not None and not isinstance(schedule, str):
             raise self.fail("schedule", f"must be a cron string or preset like '@hourly', got {schedule!r}")
+        tombstones = self.tombstones(raw.get("tombstones", "dead_letter"), ordering)
+        where, fields = self.derivations(columns, raw.get("where"), key if tombstones is TombstoneMode.DELETE else ())
         return PipelineSpec(
             name=name,
             topics=tuple(topics),
@@ -260,7 +290,7 @@ class _SpecParser:
             target_schema=self.ident(schema or "public", "target_table"),
             target_table=self.ident(table, "target_table"),
             ordering=ordering,
-            tombstones=self.tombstones(raw.get("tombstones", "dead_letter"), ordering),
+            tombstones=tombstones,
             batch_size=self.positive_int(raw, "batch_size", 1_000_000),
             max_record_bytes=self.positive_int(raw, "max_record_bytes", 1_048_576),
             max_dead_letter_ratio=float(ratio),
@@ -271,7 +301,36 @@ class _SpecParser:
             description=str(raw.get("description") or "").strip(),
             source_file=self.source,
             tags=self.tags(raw.get("tags")),
+            where=where,
+            transform=parse_transform(raw.get("transform"), raw.get("transform_version"), self.fail),
+            value_fields=fields,
         )
+
+    def derivations(
+        self, columns: tuple[ColumnSpec, ...], where: object, tombstone_key: Collection[str]
+    ) -> tuple[str | None, tuple[str, ...]]:
+        """Check every ``expr`` and the ``where`` predicate (core.derive); returns the predicate and
+        the value paths they read. An expression reads path-mapped columns, not other expressions
+        (one evaluation step); a tombstone has no value, so its key columns cannot be derived."""
+        plain = {c.name for c in columns if c.expr is None}
+        fields: list[str] = []
+        for c in columns:
+            if c.expr is None:
+                continue
+            if c.name in tombstone_key:
+                raise self.fail(f"columns.{c.name}.expr", "a key column of 'tombstones: delete' needs a path: a "
+                                "tombstone has no value to evaluate it on; map it by path (from the Kafka key)")  # fmt: skip
+            found = value_fields(c.expr, plain, lambda p, f=f"columns.{c.name}.expr": self.fail(f, p))
+            derived = [f for f in found if f.split(".")[0] in {d.name for d in columns}]
+            if derived:
+                raise self.fail(f"columns.{c.name}.expr", f"reads {derived[0]!r}, itself an expr column: an expr "
+                                "reads path-mapped columns and value fields (repeat the other expression instead)")  # fmt: skip
+            fields += [f for f in found if f not in fields]
+        if where is not None:
+            found = value_fields(where, {c.name for c in columns}, lambda p: self.fail("where", p))
+            fields += [f for f in found if f not in fields]
+            where = str(where)
+        return where, tuple(fields)
 
     def tombstones(self, raw: object, ordering: Ordering) -> TombstoneMode:
         """A tombstone has no payload, so it carries no version: it can only be ordered by its
@@ -316,10 +375,13 @@ class _SpecParser:
             except ValueError:
                 allowed = ", ".join(t.value for t in ColumnType)
                 raise self.fail(f"{where}.type", f"{col.get('type')!r} is not one of: {allowed}") from None
+            expr = col.get("expr")
+            if expr is not None and "path" in col:
+                raise self.fail(f"{where}.expr", "a column takes its value from 'path' or from 'expr', not both")
             path = col.get("path", col_name)
             if not isinstance(path, str) or not re.fullmatch(r"[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*", path):
                 raise self.fail(f"{where}.path", f"must be a dotted JSON path like 'a.b', got {path!r}")
-            out.append(ColumnSpec(col_name, col_type, path, bool(col.get("required", False))))
+            out.append(ColumnSpec(col_name, col_type, path, bool(col.get("required", False)), expr))
         return tuple(out)
 
 

@@ -8,6 +8,7 @@ from reprocess.core.spec import PipelineSpec
 ROW: str = "row"
 DEAD: str = "dead"
 TOMBSTONE: str = "tombstone"  # a null value that deletes its key (spec ``tombstones: delete``)
+FILTERED: str = "filtered"  # ONE row whose ``_records`` counts the good records ``where`` did not keep
 LINEAGE: tuple[str, ...] = ("_kafka_topic", "_kafka_partition", "_kafka_offset", "_kafka_timestamp")
 STAGE_EXTRA: tuple[str, ...] = ("_records", "_error", "_raw_key", "_raw_value")
 

@@ -78,3 +78,8 @@ def sql_string(s: str) -> str:
     'it\\'s'
     """
     return "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+KEEP: str = "_keep"
+"""The column holding whether the spec's ``where`` keeps a good record (true without ``where``);
+decoders add it with :func:`reprocess.formats.derive.derived_fields`."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from reprocess.core.spec import ColumnSpec, ColumnType, PipelineSpec, TombstoneMode
+from reprocess.formats import derive
 from reprocess.formats.contract import escaped_sql, hex_sql, key_name, storable_sql, typed_name
 from reprocess.formats.contract import sql_string as _sql_str
 
@@ -38,18 +39,25 @@ def json_schema(spec: PipelineSpec) -> str:
     ...     "columns": {"id": "text", "n": {"type": "bigint", "path": "meta.n"}, "x": "numeric"}})
     >>> json_schema(spec)
     'struct<`id`:string,`meta`:struct<`n`:string>,`x`:variant,`_corrupt_record`:string>'
+
+    The value fields that only ``expr``/``where`` read are read as STRING too (their JSON text).
     """
-    return _schema_of(spec.columns, exact_numeric=True)
+    plain = [(c.path, c.type is ColumnType.NUMERIC) for c in spec.columns if c.expr is None]
+    return _schema_of([*plain, *((f, False) for f in spec.value_fields)])
 
 
-def _schema_of(columns: tuple[ColumnSpec, ...], *, exact_numeric: bool) -> str:
+def _schema_of(fields: list[tuple[str, bool]]) -> str:
+    """``fields``: (dotted path, read as VARIANT) pairs."""
     tree: dict[str, object] = {}
-    for c in columns:
+    for path, variant in fields:
         node = tree
-        *parents, leaf = c.path.split(".")
+        *parents, leaf = path.split(".")
         for part in parents:
-            node = node.setdefault(part, {})  # type: ignore[assignment]
-        node[leaf] = "variant" if exact_numeric and c.type is ColumnType.NUMERIC else "string"
+            child = node.get(part)
+            if not isinstance(child, dict):
+                child = node[part] = {}  # a struct wins over the same field read as text
+            node = child
+        node.setdefault(leaf, "variant" if variant else "string")
 
     def render(node: dict[str, object]) -> str:
         return ",".join(f"`{k}`:{v if isinstance(v, str) else 'struct<' + render(v) + '>'}" for k, v in node.items())  # type: ignore[arg-type]
@@ -66,7 +74,9 @@ def _extract_fields(spec: PipelineSpec) -> list[str]:
     """
     out = []
     for i, c in enumerate(spec.columns):
-        ref = "_j." + ".".join(f"`{p}`" for p in c.path.split("."))
+        if c.expr is not None:
+            continue
+        ref = _value_ref(c.path)
         if c.type is ColumnType.NUMERIC:
             out += [
                 f"try_variant_get({ref}, '$', 'string') AS {_raw_name(i)}",
@@ -99,7 +109,7 @@ def _exact_numeric(spec: PipelineSpec) -> list[str]:
     """
     out = []
     for i, c in enumerate(spec.columns):
-        if c.type is not ColumnType.NUMERIC:
+        if c.type is not ColumnType.NUMERIC or c.expr is not None:
             continue
         raw, kind, text = _raw_name(i), _kind(i), f"trim({_raw_name(i)})"
         valid = f"{text} RLIKE {_sql_str(_NUMERIC_TEXT)} AND length({text}) <= {_NUMERIC_CHARS}"
@@ -131,6 +141,17 @@ def _type_text(c: ColumnSpec) -> str:
     if c.type is ColumnType.TIMESTAMPTZ:
         return f"timestamptz (years {_TIMESTAMP_YEARS[0]}-{_TIMESTAMP_YEARS[1]})"
     return c.type.value
+
+
+def numeric_text(sql: str) -> str:
+    """``sql``'s text when PostgreSQL's numeric input reads it (else NULL: a type error)."""
+    text = f"trim(CAST({sql} AS STRING))"
+    return f"CASE WHEN {text} RLIKE {_sql_str(_NUMERIC_TEXT)} AND length({text}) <= {_NUMERIC_CHARS} THEN {text} END"
+
+
+def _value_ref(path: str) -> str:
+    """A field of the parsed value by dotted path (its JSON text)."""
+    return "_j." + ".".join(f"`{p}`" for p in path.split("."))
 
 
 def _from_json(text: str, schema: str, alias: str) -> str:
@@ -178,9 +199,11 @@ def _error_expression(spec: PipelineSpec) -> str:
     ]
     for i, c in enumerate(spec.columns):
         r, t = _raw_name(i), typed_name(i)
+        what = f"field {c.path}" if c.expr is None else f"expr of column {c.name}"
         if c.required:
-            cases.append(f"WHEN {r} IS NULL THEN {_sql_str('missing required field ' + c.path)}")
-        if c.type is ColumnType.NUMERIC:
+            missing = f"missing required field {c.path}" if c.expr is None else f"{what} is null"
+            cases.append(f"WHEN {r} IS NULL THEN {_sql_str(missing)}")
+        if c.type is ColumnType.NUMERIC and c.expr is None:
             cases.append(
                 f"WHEN {t} IS NULL AND {_kind(i)} IN ('DOUBLE', 'FLOAT') THEN "
                 + _sql_str(
@@ -191,7 +214,7 @@ def _error_expression(spec: PipelineSpec) -> str:
             )
         cases.append(
             f"WHEN {r} IS NOT NULL AND {t} IS NULL THEN "
-            f"concat({_sql_str(f'type error: field {c.path} is not {_type_text(c)}: ')}, {escaped_sql(r)})"
+            f"concat({_sql_str(f'type error: {what} is not {_type_text(c)}: ')}, {escaped_sql(f'CAST({r} AS STRING)')})"
         )
     return "CASE " + " ".join(cases) + " END"
 
@@ -211,7 +234,12 @@ def decode(records: DataFrame, spec: PipelineSpec) -> DataFrame:
     if spec.tombstones is TombstoneMode.DELETE:
         parsed = (
             parsed.selectExpr("*", "CAST(key AS STRING) AS _kstr")
-            .selectExpr("*", _from_json("_kstr", _schema_of(spec.key_columns, exact_numeric=False), "_kj"))
+            .selectExpr("*", _from_json("_kstr", _schema_of([(c.path, False) for c in spec.key_columns]), "_kj"))
             .selectExpr("*", *_tombstone_key_fields(spec))
         )
-    return parsed.withColumn("_error", F.expr(_error_expression(spec)))
+    if any(c.expr for c in spec.columns):
+        parsed = parsed.selectExpr("*", *derive.derived_fields(spec, _value_ref, _raw_name))
+        parsed = parsed.selectExpr("*", *derive.typed_fields(spec, _raw_name, numeric_text))
+    return parsed.withColumn("_error", F.expr(_error_expression(spec))).selectExpr(
+        "*", derive.keep_field(spec, _value_ref)
+    )

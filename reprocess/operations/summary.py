@@ -50,6 +50,8 @@ def run_summary(
             "rows_rederived": run.rows_rederived or 0,
             "rows_newer": (run.rows_upserted or 0) - (run.rows_inserted or 0) - (run.rows_rederived or 0),
             "rows_deleted": run.rows_deleted or 0,
+            "records_filtered": run.records_filtered or 0,
+            "rows_restamped": run.rows_restamped or 0,
             # Found in this run's records vs stored now: a replay finds dead letters an earlier run stored.
             "dead_letters": run.dead_letters or 0,
             "dead_letters_new": run.dead_letters_new or 0,
@@ -68,9 +70,11 @@ def format_summary(summary: dict[str, Any]) -> str:
     lines = [
         f"**{summary['pipeline']}** run `{summary['run_id']}`: **{summary['state']}** in {summary['wall_seconds']} s",
         "",
-        f"- records read: {summary['records_read']}",
+        f"- records read: {summary['records_read']} ({summary.get('records_filtered', 0)} filtered out by where)",
         f"- rows upserted: {summary['rows_upserted']} ({_kinds(summary)})",
         f"- rows deleted by tombstones: {summary.get('rows_deleted', 0)}",
+        f"- rows the current spec version derived to the same values (restamped, _updated_at kept): "
+        f"{summary.get('rows_restamped', 0)}",
         f"- dead letters: {summary['dead_letters']} found in this run, {summary.get('dead_letters_new', 0)} "
         "newly stored",
         f"- lost ranges: {summary['lost_ranges'] or 'none'}",
@@ -102,7 +106,8 @@ def format_note(summary: dict[str, Any] | None, state: str, error: str | None) -
     lost = summary["lost_ranges"] or "none"
     head = "DRY RUN (nothing read or written)" if summary.get("dry_run") else summary["state"]
     return (
-        f"**{head}** · {summary['records_read']} records read · {summary['rows_upserted']} rows upserted "
+        f"**{head}** · {summary['records_read']} records read ({summary.get('records_filtered', 0)} filtered) · "
+        f"{summary['rows_upserted']} rows upserted "
         f"({_kinds(summary)}) · "
         f"{summary['dead_letters']} dead letters found ({summary.get('dead_letters_new', 0)} new) · "
         f"lost: {lost} · {summary['wall_seconds']} s"

@@ -60,6 +60,8 @@ class CommitResult:
     rows_deleted: int  # rows deleted by tombstones (spec ``tombstones: delete``)
     rows_inserted: int = 0  # of rows_upserted: new keys
     rows_rederived: int = 0  # of rows_upserted: the same record, derived differently (a spec change)
+    records_filtered: int = 0  # of records_read: good records the spec's ``where`` did not keep
+    rows_restamped: int = 0  # not in rows_upserted: the same record derived to the same values by a new spec version
 
 
 def commit_run(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResult:
@@ -146,23 +148,24 @@ def _commit_once(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResul
         if not has_stage and not plan.is_empty:
             raise ReprocessError(f"{spec.name}: run {run_id} is staged but its stage table is gone; re-run the stage")
         records, staged, dead, upserted, dead_new, deleted, inserted, rederived = 0, 0, 0, 0, 0, 0, 0, 0
+        filtered, filtered_rows, restamped = 0, 0, 0
         if has_stage:
             cur.execute(stage_counts_sql(stage))
-            records, staged, dead = (int(x) for x in one_row(cur))
-            if run.stage_rows is not None and staged + dead != run.stage_rows:
+            records, staged, dead, filtered, filtered_rows = (int(x) for x in one_row(cur))
+            if run.stage_rows is not None and staged + dead + filtered_rows != run.stage_rows:
                 raise StageRefusedError(
-                    f"{spec.name}: run {run_id}'s stage holds {staged + dead} rows but the Spark job staged "
+                    f"{spec.name}: run {run_id}'s stage holds {staged + dead + filtered_rows} rows but the Spark job staged "
                     f"{run.stage_rows}; the stage was lost or altered (a Postgres crash-restart empties UNLOGGED "
                     "tables). Nothing was committed: re-run spark_read_stage."
                 )
-            _check_dead_letter_ratio(conn, spec, run_id, stage, records, dead, owner)
+            _check_dead_letter_ratio(conn, spec, run_id, stage, records - filtered, dead, owner)
             if spec.ordering.column is None:
                 _refuse_split_keys(cur, target, run_id, stage)
             # 3. Merge: a newer record replaces the row (or its deletion marker); the same record
             #    re-derives it when it derives differently; tombstones newer than the row delete it
             #    and leave a marker, so replays never resurrect.
             cur.execute(merge_sql(target, stage), {"run_id": run_id, "spec_version": spec_version})
-            upserted, inserted, rederived = (int(x) for x in one_row(cur))
+            upserted, inserted, rederived, restamped = (int(x) for x in one_row(cur))
             if spec.tombstones is TombstoneMode.DELETE:
                 cur.execute(apply_tombstones_sql(target, stage), {"run_id": run_id})
                 deleted = int(one_row(cur)[0])
@@ -183,7 +186,7 @@ def _commit_once(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResul
             conn.execute(queries.INSERT_COMMITTED_RANGE, params)
         counts = {"records_read": records, "rows_staged": staged, "rows_upserted": upserted, "dead_letters": dead,
                   "dead_letters_new": dead_new, "rows_deleted": deleted, "rows_inserted": inserted,
-                  "rows_rederived": rederived}  # fmt: skip
+                  "rows_rederived": rederived, "records_filtered": filtered, "rows_restamped": restamped}  # fmt: skip
         store.mark_committed(conn, run_id, counts)
 
         # 6. The stage has served its purpose.

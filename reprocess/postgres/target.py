@@ -24,7 +24,7 @@ from psycopg2 import sql
 
 from reprocess.core.ordering import LINEAGE_ORDER
 from reprocess.core.spec import PipelineSpec, TombstoneMode
-from reprocess.core.stage_rows import DEAD, LINEAGE, ROW, TOMBSTONE
+from reprocess.core.stage_rows import DEAD, FILTERED, LINEAGE, ROW, TOMBSTONE
 
 _LINEAGE_DDL = (
     "_kafka_topic text NOT NULL, _kafka_partition int NOT NULL, _kafka_offset bigint NOT NULL, "
@@ -112,13 +112,16 @@ def create_target_sql(spec: PipelineSpec) -> sql.Composed:
 
 def merge_sql(spec: PipelineSpec, stage: sql.Composable) -> sql.Composed:
     """Stage → target upsert; binds ``run_id`` and ``spec_version``; returns ONE row:
-    (rows written, of them inserted, of them re-derived).
+    (rows written, of them inserted, of them re-derived, rows restamped).
 
     A row is replaced when the incoming record is newer by the pipeline's
     :class:`~reprocess.core.ordering.Ordering`, OR when it is the same record and the derived row
     differs (payload columns or the spec version that derived it, ``IS DISTINCT FROM``): a
     replay after a spec or transform change re-derives exactly the rows that differ, a replay
-    with an unchanged spec changes nothing, and an older record never wins.
+    with an unchanged spec changes nothing, and an older record never wins. A row the new spec
+    version derives to the same values is only restamped with that version (not counted as
+    written): its ``_updated_at`` and ``_run_id`` stay, so they keep saying when its values last
+    changed, and reconciliation no longer counts it as derived by an older version.
 
     ``DISTINCT ON (key)`` guards against a stage that holds a key twice (a Spark task that
     committed its COPY and was then re-run): ``ON CONFLICT DO UPDATE`` must not touch a row
@@ -133,7 +136,8 @@ def merge_sql(spec: PipelineSpec, stage: sql.Composable) -> sql.Composed:
     """
     payload = [c.name for c in spec.columns]
     all_cols = [*payload, *LINEAGE]
-    derived = [*(c for c in payload if c not in spec.key), "_spec_version"]
+    values = [c for c in payload if c not in spec.key]
+    derived = [*values, "_spec_version"]
     ident = sql.Identifier
     key = sql.SQL(", ").join(map(ident, spec.key))
     cols = sql.SQL(", ").join(map(ident, all_cols))
@@ -162,11 +166,15 @@ def merge_sql(spec: PipelineSpec, stage: sql.Composable) -> sql.Composed:
 
     return sql.SQL(
         "WITH merged AS (INSERT INTO {target} AS {alias} ({cols}, _run_id, _spec_version) {source} "
-        "ON CONFLICT ({key}) DO UPDATE SET {updates}, _run_id = EXCLUDED._run_id, "
-        "_spec_version = EXCLUDED._spec_version, _updated_at = now() "
+        "ON CONFLICT ({key}) DO UPDATE SET {updates}, "
+        "_run_id = CASE WHEN {changed} THEN EXCLUDED._run_id ELSE {alias}._run_id END, "
+        "_spec_version = EXCLUDED._spec_version, _updated_at = CASE WHEN {changed} THEN now() ELSE {alias}._updated_at END "
         "WHERE {newer} OR ({same} AND {old_row} IS DISTINCT FROM {new_row}) "
-        "RETURNING old._kafka_offset IS NULL AS inserted, {old_lineage} = {new_lineage} AS rederived) "
-        "SELECT count(*), count(*) FILTER (WHERE inserted), count(*) FILTER (WHERE rederived) FROM merged"
+        "RETURNING old._kafka_offset IS NULL AS inserted, {old_lineage} = {new_lineage} AS same_record, "
+        "{old_values} IS NOT DISTINCT FROM {new_values} AS same_values) "
+        "SELECT count(*) FILTER (WHERE NOT (same_record AND same_values) OR inserted), count(*) FILTER (WHERE inserted), "
+        "count(*) FILTER (WHERE same_record AND NOT same_values), count(*) FILTER (WHERE same_record AND same_values) "
+        "FROM merged"
     ).format(
         target=target_identifier(spec),
         alias=alias,
@@ -178,6 +186,11 @@ def merge_sql(spec: PipelineSpec, stage: sql.Composable) -> sql.Composed:
         ),
         newer=spec.ordering.newer_sql(alias, excluded),
         same=spec.ordering.same_record_sql(alias, excluded),
+        changed=sql.SQL("{} OR {} IS DISTINCT FROM {}").format(
+            spec.ordering.newer_sql(alias, excluded), row_of(alias, values), row_of(excluded, values)
+        ),
+        old_values=row_of(sql.SQL("old"), values),
+        new_values=row_of(sql.SQL("new"), values),
         old_row=row_of(alias, derived),
         new_row=row_of(excluded, derived),
         old_lineage=row_of(sql.SQL("old"), list(LINEAGE_ORDER)),
@@ -339,8 +352,16 @@ def resolve_dead_letters_sql(stage: sql.Composable) -> sql.Composed:
 
 
 def stage_counts_sql(stage: sql.Composable) -> sql.Composed:
-    """(records read, good rows and tombstones staged, dead letters) from the stage."""
+    """(records read, good rows and tombstones staged, dead letters, records filtered out by the
+    spec's ``where``, stage rows holding that count) from the stage."""
     return sql.SQL(
         "SELECT coalesce(sum(_records), 0), count(*) FILTER (WHERE _kind IN ({row}, {tombstone})), "
-        "count(*) FILTER (WHERE _kind = {dead}) FROM {stage}"
-    ).format(stage=stage, row=sql.Literal(ROW), tombstone=sql.Literal(TOMBSTONE), dead=sql.Literal(DEAD))
+        "count(*) FILTER (WHERE _kind = {dead}), coalesce(sum(_records) FILTER (WHERE _kind = {filtered}), 0), "
+        "count(*) FILTER (WHERE _kind = {filtered}) FROM {stage}"
+    ).format(
+        stage=stage,
+        row=sql.Literal(ROW),
+        tombstone=sql.Literal(TOMBSTONE),
+        dead=sql.Literal(DEAD),
+        filtered=sql.Literal(FILTERED),
+    )

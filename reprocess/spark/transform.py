@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from reprocess.core.errors import SpecError
 from reprocess.core.spec import ColumnSpec, ColumnType, PipelineSpec, TombstoneMode
-from reprocess.core.stage_rows import DEAD, ROW, TOMBSTONE, stage_columns
+from reprocess.core.stage_rows import DEAD, FILTERED, ROW, TOMBSTONE, stage_columns
 from reprocess.formats import json
-from reprocess.formats.contract import key_name, typed_name, unstorable_text_error_sql
+from reprocess.formats.contract import KEEP, key_name, typed_name, unstorable_text_error_sql
+from reprocess.spark import user_transform
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -27,13 +29,37 @@ def decode(records: DataFrame, spec: PipelineSpec) -> DataFrame:
     return json.decode(records, spec).withColumn("_error", F.expr(_error_with_unstorable_text(spec)))
 
 
+def checked(stage: DataFrame, spec: PipelineSpec) -> DataFrame:
+    """``stage`` once Spark has analysed it (no record read): an ``expr`` or ``where`` that only
+    Spark can reject (an unknown function, a type that does not fit) fails here with the spec's
+    file and expressions, before the read, not as a stack trace from inside the job."""
+    from pyspark.errors import AnalysisException
+
+    if spec.where is None and not any(c.expr for c in spec.columns):
+        return stage
+    try:
+        stage.schema  # noqa: B018 (the analysis is the point)
+    except AnalysisException as exc:
+        exprs = [f"columns.{c.name}.expr: {c.expr!r}" for c in spec.columns if c.expr]
+        exprs += [f"where: {spec.where!r}"] if spec.where else []
+        raise SpecError(
+            f"{spec.source_file}: Spark cannot evaluate the spec's expressions ({'; '.join(exprs)}): "
+            f"{str(exc).splitlines()[0]}. Fix the expression; nothing was read"
+        ) from None
+    return stage
+
+
 def to_stage(records: DataFrame, spec: PipelineSpec) -> DataFrame:
     """Kafka records → stage rows: the newest good row per key plus every dead letter (and,
     with ``tombstones: delete``, the newest tombstone per key: the merge orders it against the row).
 
     One scan and one aggregation: good records group by their key, dead letters by their
     own (topic, partition, offset), so they pass through the same ``groupBy`` untouched.
-    A union of two branches would make Spark read Kafka twice.
+    A union of two branches would make Spark read Kafka twice (a ``transform:`` function does:
+    it is given the good rows alone, :mod:`reprocess.spark.user_transform`).
+
+    Good records the spec's ``where`` does not keep have no key and no dead-letter lineage, so
+    they all fall into ONE ``filtered`` row whose ``_records`` counts them.
     """
     from pyspark.sql import functions as F
 
@@ -41,15 +67,14 @@ def to_stage(records: DataFrame, spec: PipelineSpec) -> DataFrame:
     deletes = spec.tombstones is TombstoneMode.DELETE
     ok = F.col("_error").isNull()
     tombstone = F.col("value").isNull() if deletes else F.lit(False)
+    row = ok & ~tombstone & F.col(KEEP)
     key_index = {c.name: i for i, c in enumerate(spec.key_columns)}
 
     def good_value(i: int, c: ColumnSpec) -> Column:
         """A row's typed value; a tombstone carries its key columns only."""
-        if not deletes:
-            return F.when(ok, F.col(typed_name(i)))
-        if c.name in key_index:
-            return F.when(ok & tombstone, F.col(key_name(key_index[c.name]))).when(ok, F.col(typed_name(i)))
-        return F.when(ok & ~tombstone, F.col(typed_name(i)))
+        if c.name in key_index and deletes:
+            return F.when(ok & tombstone, F.col(key_name(key_index[c.name]))).when(row, F.col(typed_name(i)))
+        return F.when(row, F.col(typed_name(i)))
 
     def when_dead(col: Column) -> Column:
         return F.when(~ok, col)
@@ -58,7 +83,11 @@ def to_stage(records: DataFrame, spec: PipelineSpec) -> DataFrame:
     # kept per (key, partition), so a key found on two partitions reaches the commit, which refuses it.
     split = F.when(ok, F.col("partition")) if spec.ordering.column is None else F.lit(None)
     rows = parsed.select(
-        F.when(ok & tombstone, F.lit(TOMBSTONE)).when(ok, F.lit(ROW)).otherwise(F.lit(DEAD)).alias("_kind"),
+        F.when(ok & tombstone, F.lit(TOMBSTONE))
+        .when(row, F.lit(ROW))
+        .when(ok, F.lit(FILTERED))
+        .otherwise(F.lit(DEAD))
+        .alias("_kind"),
         split.alias("_key_partition"),
         *(good_value(i, c).alias(c.name) for i, c in enumerate(spec.columns)),
         F.col("topic").alias("_kafka_topic"),
@@ -73,7 +102,10 @@ def to_stage(records: DataFrame, spec: PipelineSpec) -> DataFrame:
         when_dead(F.col("partition")).alias("_dead_partition"),
         when_dead(F.col("offset")).alias("_dead_offset"),
         when_dead(F.col("topic")).alias("_dead_topic"),
+        *(user_transform.RAW if spec.transform else ()),
     )
+    if spec.transform is not None:
+        rows = user_transform.apply(rows, spec)
     carried = [c for c in stage_columns(spec) if c not in spec.key and c not in ("_kind", "_records")]
     newest = rows.groupBy("_kind", *spec.key, "_key_partition", "_dead_topic", "_dead_partition", "_dead_offset").agg(
         F.max_by(F.struct(*carried), F.struct(*spec.ordering.fields)).alias("_newest"),

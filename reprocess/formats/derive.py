@@ -1,0 +1,65 @@
+"""The spec's ``expr`` columns and ``where`` predicate as Spark SQL over a decoder's columns,
+shared by every format: a decoder says how a value field is reached (``value_ref``), this module
+resolves every other name the same way for all of them (:func:`reprocess.core.derive.rewrite`).
+
+An ``expr`` column's result is the column's raw value (``raw_name``), cast to the column's type
+into its typed value (``typed_name``) as a path-mapped field is, so the decoder's own checks
+(required, type error) name it as they name any column.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from reprocess.core.derive import RECORD_FIELDS, rewrite
+from reprocess.core.spec import ColumnType, PipelineSpec
+from reprocess.formats.contract import KEEP, typed_name
+
+
+def resolver(spec: PipelineSpec, value_ref: Callable[[str], str]) -> Callable[[tuple[str, ...]], str]:
+    """Names in a spec expression → Spark SQL: a column's typed value, a record field, else the
+    decoded value's field by dotted path."""
+    typed = {c.name: typed_name(i) for i, c in enumerate(spec.columns)}
+
+    def resolve(parts: tuple[str, ...]) -> str:
+        if parts[0] in typed:
+            return typed[parts[0]]
+        if parts[0] in RECORD_FIELDS:
+            return RECORD_FIELDS[parts[0]]
+        return value_ref(".".join(parts))
+
+    return resolve
+
+
+def derived_fields(spec: PipelineSpec, value_ref: Callable[[str], str], raw_name: Callable[[int], str]) -> list[str]:
+    """``selectExpr`` items for the ``expr`` columns: raw result, then typed value."""
+    resolve = resolver(spec, value_ref)
+    out = []
+    for i, c in enumerate(spec.columns):
+        if c.expr is not None:
+            out.append(f"({rewrite(c.expr, resolve)}) AS {raw_name(i)}")
+    return out
+
+
+def typed_fields(spec: PipelineSpec, raw_name: Callable[[int], str], numeric_text: Callable[[str], str]) -> list[str]:
+    """The ``expr`` columns' typed values, cast from their raw results (a second ``selectExpr``);
+    a numeric one is staged as its exact text (``numeric_text``: the decoder's check that
+    PostgreSQL reads it), as a path-mapped numeric field is."""
+    return [
+        (
+            numeric_text(raw_name(i))
+            if c.type is ColumnType.NUMERIC
+            else f"try_cast({raw_name(i)} AS {c.type.spark_type})"
+        )
+        + f" AS {typed_name(i)}"
+        for i, c in enumerate(spec.columns)
+        if c.expr is not None
+    ]
+
+
+def keep_field(spec: PipelineSpec, value_ref: Callable[[str], str]) -> str:
+    """The ``where`` predicate as the :data:`~reprocess.formats.contract.KEEP` column; NULL counts
+    as not kept, as in SQL's WHERE."""
+    if spec.where is None:
+        return f"true AS {KEEP}"
+    return f"coalesce(({rewrite(spec.where, resolver(spec, value_ref))}), false) AS {KEEP}"

@@ -1,0 +1,98 @@
+"""The spec's ``transform:``: the user's own ``DataFrame → DataFrame``, applied to the decoded good
+records before ordering and dedupe (:func:`reprocess.spark.transform.to_stage`).
+
+The function is imported where the Spark client runs (the Airflow task over Spark Connect, the
+spark-submit driver) and builds a plan; only Python UDFs inside it run on executors, which
+then need its module too (README, "transform"). What it returns is checked before anything is
+read: the spec's columns and the lineage columns must be there (a SpecError naming the file and
+the missing columns). Each row it returns is cast to the spec's types; a non-null ``_error``, a
+value that does not cast or a required column left NULL makes the row a dead letter.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from reprocess.core.errors import SpecError
+from reprocess.core.spec import PipelineSpec
+from reprocess.core.stage_rows import DEAD, LINEAGE, ROW
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+# What the function is given besides the spec's columns: the lineage, ``_error`` (NULL) and the
+# record's raw ``key`` and ``value`` (binary; kept, they are a dead letter's raw bytes).
+RAW: tuple[str, ...] = ("key", "value")
+
+
+def load(spec: PipelineSpec) -> Callable[[DataFrame], DataFrame]:
+    """The spec's function, imported; an error names the spec file and what to fix."""
+    assert spec.transform is not None
+    where = f"{spec.source_file}: field 'transform': {spec.transform.function!r}"
+    try:
+        module = importlib.import_module(spec.transform.module)
+    except ImportError as exc:
+        raise SpecError(
+            f"{where}: cannot import {spec.transform.module!r} ({exc}); install it where the Spark client runs "
+            "(the Airflow worker for Spark Connect, the driver for spark-submit: --py-files)"
+        ) from exc
+    function = getattr(module, spec.transform.attribute, None)
+    if not callable(function):
+        raise SpecError(f"{where}: {spec.transform.module} has no function {spec.transform.attribute!r}")
+    return function  # type: ignore[no-any-return]
+
+
+def apply(rows: DataFrame, spec: PipelineSpec) -> DataFrame:
+    """``rows`` (to_stage's shape, with the raw ``key``/``value``) with its good rows replaced by
+    what the function makes of them; dead letters, tombstones and filtered records pass by."""
+    from pyspark.sql import functions as F
+
+    names = [c.name for c in spec.columns]
+    good = rows.where(F.col("_kind") == ROW).select(*names, *LINEAGE, "_error", *RAW)
+    out = load(spec)(good)
+    missing = [c for c in (*names, *LINEAGE) if c not in out.columns]
+    if missing:
+        raise SpecError(
+            f"{spec.source_file}: field 'transform': {spec.transform.function!r} returned a DataFrame without "  # type: ignore[union-attr]
+            f"{missing}; it must keep every spec column and the lineage columns {list(LINEAGE)} (add or replace "
+            "columns, never drop them; mark a row it rejects with a non-null _error)"
+        )
+    error = _error(spec, out)
+    ok = error.isNull()
+    carried = [
+        F.when(ok, F.lit(ROW)).otherwise(F.lit(DEAD)).alias("_kind"),
+        *(F.when(ok, F.col(c.name).try_cast(c.type.spark_type)).alias(c.name) for c in spec.columns),
+        *(F.col(c).alias(c) for c in LINEAGE),
+        error.alias("_error"),
+        *(F.when(~ok, F.hex(c) if c in out.columns else F.lit(None)).alias(f"_raw_{c}") for c in RAW),
+        # As to_stage's: under offset ordering the newest record is kept per key AND partition.
+        (F.when(ok, F.col("_kafka_partition")) if spec.ordering.column is None else F.lit(None))
+        .cast("int")
+        .alias("_key_partition"),
+        F.when(~ok, F.col("_kafka_partition")).alias("_dead_partition"),
+        F.when(~ok, F.col("_kafka_offset")).alias("_dead_offset"),
+        F.when(~ok, F.col("_kafka_topic")).alias("_dead_topic"),
+    ]
+    rest = rows.where(F.col("_kind") != ROW).drop(*RAW)
+    return rest.unionByName(out.select(*carried))
+
+
+def _error(spec: PipelineSpec, out: DataFrame) -> Column:
+    """The first problem of a returned row: its own ``_error``, a value the column's type cannot
+    hold, a required column left NULL."""
+    from pyspark.sql import functions as F
+
+    checks = [F.col("_error").cast("string")] if "_error" in out.columns else []
+    for c in spec.columns:
+        value = F.col(c.name)
+        checks.append(
+            F.when(
+                value.isNotNull() & value.try_cast(c.type.spark_type).isNull(),
+                F.lit(f"transform: column {c.name} is not {c.type.value}"),
+            )
+        )
+        if c.required:
+            checks.append(F.when(value.isNull(), F.lit(f"transform: required column {c.name} is null")))
+    return F.coalesce(*checks)

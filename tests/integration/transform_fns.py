@@ -1,0 +1,26 @@
+"""The user's own transform functions for test_transforms: ``transform: tests.integration.transform_fns:v1``.
+
+v1 copies ``amount`` into ``net`` and rejects negative amounts (a dead letter through ``_error``);
+v2 adds 20 % VAT to ``net`` for the ``eu`` region: only those rows derive differently.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+
+def v1(df: DataFrame) -> DataFrame:
+    return df.withColumn("net", F.col("amount")).withColumn(
+        "_error", F.when(F.col("amount") < 0, F.lit("negative amount"))
+    )
+
+
+def v2(df: DataFrame) -> DataFrame:
+    vat = F.when(F.col("region") == "eu", F.col("amount") * F.lit(1.2)).otherwise(F.col("amount"))
+    return v1(df).withColumn("net", vat)
+
+
+def drops_lineage(df: DataFrame) -> DataFrame:
+    """A function that loses the lineage columns: the job refuses it before reading."""
+    return df.select("id", "region", "status", "amount", "label", "net")

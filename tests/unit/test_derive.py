@@ -1,0 +1,77 @@
+"""Transforms in the spec (expr, where, transform): checked when the spec loads, naming the file
+and the field; the fingerprint changes with each of them and stays as it was without them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reprocess.core.derive import rewrite
+from reprocess.core.errors import SpecError
+from reprocess.core.spec import PipelineSpec
+
+ORDERS = Path(__file__).resolve().parents[2] / "pipelines" / "orders.yaml"
+
+
+def _spec(**extra: Any) -> PipelineSpec:
+    columns = {
+        "id": {"type": "text", "required": True},
+        "region": "text",
+        "amount": {"type": "numeric", "expr": "amount_cents / 100.0"},
+    }
+    columns.update(extra.pop("columns", {}))
+    raw = {"name": "p", "topics": ["t"], "key": ["id"], "columns": columns, **extra}
+    return PipelineSpec.from_mapping(raw, source="pipelines/p.yaml")
+
+
+def test_expr_reads_value_fields_the_decoder_must_extract() -> None:
+    spec = _spec(where="region <> 'test' AND meta.flag IS NULL")
+    assert spec.value_fields == ("amount_cents", "meta.flag")
+    assert [c.expr for c in spec.columns] == [None, None, "amount_cents / 100.0"]
+
+
+@pytest.mark.parametrize(
+    ("extra", "field", "says"),
+    [
+        ({"columns": {"amount": {"type": "numeric", "expr": "amount_cents /"}}}, "columns.amount.expr", "not a valid"),
+        ({"columns": {"amount": {"type": "numeric", "expr": "x; DROP TABLE y"}}}, "columns.amount.expr", "ONE"),
+        ({"columns": {"amount": {"type": "numeric", "expr": "1 + (SELECT 1)"}}}, "columns.amount.expr", "subquery"),
+        ({"columns": {"amount": {"type": "numeric", "expr": "'open"}}}, "columns.amount.expr", "unclosed quote"),
+        ({"columns": {"amount": {"type": "numeric", "expr": "a", "path": "a"}}}, "columns.amount.expr", "not both"),
+        ({"columns": {"net": {"type": "numeric", "expr": "amount * 2"}}}, "columns.net.expr", "itself an expr"),
+        ({"where": "region = "}, "where", "not a valid"),
+        ({"where": "region.x = 1"}, "where", "not a JSON object"),
+        ({"transform": "shop.fixes:fix"}, "transform_version", "bump"),
+        ({"transform_version": 2}, "transform_version", "only meaningful"),
+        ({"transform": "shop/fixes.py", "transform_version": 1}, "transform", "package.module:function"),
+    ],
+)
+def test_a_bad_transform_fails_the_spec_naming_file_and_field(extra: dict[str, Any], field: str, says: str) -> None:
+    with pytest.raises(SpecError, match=rf"^pipelines/p\.yaml: field '{field}': .*{says}"):
+        _spec(**extra)
+
+
+def test_a_derived_key_cannot_be_deleted_by_a_tombstone() -> None:
+    with pytest.raises(SpecError, match="columns.id.expr.*tombstone"):
+        _spec(columns={"id": {"type": "text", "expr": "lower(raw_id)"}}, tombstones="delete")
+
+
+def test_each_transform_enters_the_fingerprint_and_specs_without_them_keep_theirs() -> None:
+    assert PipelineSpec.from_file(ORDERS).fingerprint == "65fee29e083982a4"  # as before transforms existed
+    base = _spec(transform="shop.fixes:fix", transform_version=1)
+    changed = [
+        _spec(transform="shop.fixes:fix", transform_version=2),
+        _spec(transform="shop.fixes:other", transform_version=1),
+        _spec(transform="shop.fixes:fix", transform_version=1, where="region <> 'test'"),
+        _spec(transform="shop.fixes:fix", transform_version=1,
+              columns={"amount": {"type": "numeric", "expr": "amount_cents / 1000.0"}}),
+    ]  # fmt: skip
+    assert len({base.fingerprint, *(s.fingerprint for s in changed)}) == 1 + len(changed)
+    assert base.as_dict()["transform_version"] == "1"
+
+
+def test_rewrite_replaces_names_and_keeps_lambda_parameters() -> None:
+    out = rewrite("aggregate(items, 0, (acc, x) -> acc + x) + region", lambda parts: f"_c_{'_'.join(parts)}")
+    assert out == "AGGREGATE(_c_items, 0, (acc, x) -> acc + x) + _c_region"
