@@ -8,6 +8,7 @@ naming the file and the field, which Airflow shows as a DAG import error.
 from __future__ import annotations
 
 import enum
+import functools
 import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
@@ -318,16 +319,16 @@ class _SpecParser:
             if c.expr is None:
                 continue
             if c.name in tombstone_key:
-                raise self.fail(f"columns.{c.name}.expr", "a key column of 'tombstones: delete' needs a path: a "
-                                "tombstone has no value to evaluate it on; map it by path (from the Kafka key)")  # fmt: skip
-            found = value_fields(c.expr, plain, lambda p, f=f"columns.{c.name}.expr": self.fail(f, p))
+                problem = "a key column of 'tombstones: delete' needs a path: a tombstone has no value to evaluate on"
+                raise self.fail(f"columns.{c.name}.expr", f"{problem}; map it by path (from the Kafka key)")
+            found = value_fields(c.expr, plain, functools.partial(self.fail, f"columns.{c.name}.expr"))
             derived = [f for f in found if f.split(".")[0] in {d.name for d in columns}]
             if derived:
-                raise self.fail(f"columns.{c.name}.expr", f"reads {derived[0]!r}, itself an expr column: an expr "
-                                "reads path-mapped columns and value fields (repeat the other expression instead)")  # fmt: skip
+                problem = f"reads {derived[0]!r}, itself an expr column: an expr reads path-mapped columns"
+                raise self.fail(f"columns.{c.name}.expr", f"{problem} and value fields (repeat that expression)")
             fields += [f for f in found if f not in fields]
         if where is not None:
-            found = value_fields(where, {c.name for c in columns}, lambda p: self.fail("where", p))
+            found = value_fields(where, {c.name for c in columns}, functools.partial(self.fail, "where"))
             fields += [f for f in found if f not in fields]
             where = str(where)
         return where, tuple(fields)

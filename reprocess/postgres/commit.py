@@ -154,9 +154,9 @@ def _commit_once(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResul
             records, staged, dead, filtered, filtered_rows = (int(x) for x in one_row(cur))
             if run.stage_rows is not None and staged + dead + filtered_rows != run.stage_rows:
                 raise StageRefusedError(
-                    f"{spec.name}: run {run_id}'s stage holds {staged + dead + filtered_rows} rows but the Spark job staged "
-                    f"{run.stage_rows}; the stage was lost or altered (a Postgres crash-restart empties UNLOGGED "
-                    "tables). Nothing was committed: re-run spark_read_stage."
+                    f"{spec.name}: run {run_id}'s stage holds {staged + dead + filtered_rows} rows but the Spark "
+                    f"job staged {run.stage_rows}; the stage was lost or altered (a Postgres crash-restart empties "
+                    "UNLOGGED tables). Nothing was committed: re-run spark_read_stage."
                 )
             _check_dead_letter_ratio(conn, spec, run_id, stage, records - filtered, dead, owner)
             if spec.ordering.column is None:

@@ -53,7 +53,8 @@ _CREATE_CHILD: Final = text(
 )
 _CHILDREN: Final = text(
     "SELECT run_id, state, batch_index, records_read, rows_staged, rows_upserted, dead_letters, dead_letters_new, "
-    "rows_deleted, rows_inserted, rows_rederived, records_filtered, rows_restamped FROM reprocess.runs WHERE parent_run_id = :parent ORDER BY batch_index"
+    "rows_deleted, rows_inserted, rows_rederived, records_filtered, rows_restamped FROM reprocess.runs "
+    "WHERE parent_run_id = :parent ORDER BY batch_index"
 )
 _MARK_PARENT_COMMITTED: Final = text(
     "UPDATE reprocess.runs SET state = 'committed', committed_at = now(), records_read = :records_read, "

@@ -36,7 +36,7 @@ from reprocess.postgres.stage import (
 from reprocess.postgres.target import stage_counts_sql
 from reprocess.spark.progress import RunProgress
 from reprocess.spark.read import data_loss, read_ranges
-from reprocess.spark.transform import checked, to_stage
+from reprocess.spark.transform import checked_stage
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -185,7 +185,7 @@ def _stage(
     records = read_ranges(spark, kafka, ranges)
     copier = StageCopier(f"{STAGE_SCHEMA}.{spec.stage_table(stage_id)}", tuple(stage_columns(spec)), libpq_url(db_url))
     try:
-        stage = checked(to_stage(records, spec), spec)
+        stage = checked_stage(records, spec)
         copied = sum(row.rows for row in stage.mapInArrow(copier, COPIED_SCHEMA).collect())
     except Exception as exc:
         lost = data_loss(exc, kafka, ranges)

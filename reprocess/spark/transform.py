@@ -29,22 +29,23 @@ def decode(records: DataFrame, spec: PipelineSpec) -> DataFrame:
     return json.decode(records, spec).withColumn("_error", F.expr(_error_with_unstorable_text(spec)))
 
 
-def checked(stage: DataFrame, spec: PipelineSpec) -> DataFrame:
-    """``stage`` once Spark has analysed it (no record read): an ``expr`` or ``where`` that only
-    Spark can reject (an unknown function, a type that does not fit) fails here with the spec's
-    file and expressions, before the read, not as a stack trace from inside the job."""
+def checked_stage(records: DataFrame, spec: PipelineSpec) -> DataFrame:
+    """:func:`to_stage` once Spark has analysed it (no record read): an ``expr``, a ``where`` or a
+    transform that only Spark can reject (an unknown function or column, a type that does not fit)
+    fails here naming the spec's file and what it derives, not as a stack trace from inside the job."""
     from pyspark.errors import AnalysisException
 
-    if spec.where is None and not any(c.expr for c in spec.columns):
-        return stage
+    derives = [f"columns.{c.name}.expr: {c.expr!r}" for c in spec.columns if c.expr]
+    derives += [f"where: {spec.where!r}"] if spec.where else []
+    derives += [f"transform: {spec.transform.function!r}"] if spec.transform else []
     try:
-        stage.schema  # noqa: B018 (the analysis is the point)
+        stage = to_stage(records, spec)
+        if derives:
+            stage.schema  # noqa: B018 (the analysis is the point)
     except AnalysisException as exc:
-        exprs = [f"columns.{c.name}.expr: {c.expr!r}" for c in spec.columns if c.expr]
-        exprs += [f"where: {spec.where!r}"] if spec.where else []
         raise SpecError(
-            f"{spec.source_file}: Spark cannot evaluate the spec's expressions ({'; '.join(exprs)}): "
-            f"{str(exc).splitlines()[0]}. Fix the expression; nothing was read"
+            f"{spec.source_file}: Spark cannot evaluate the spec's expressions ({'; '.join(derives)}): "
+            f"{str(exc).splitlines()[0]}. Fix the spec or the function; nothing was read"
         ) from None
     return stage
 

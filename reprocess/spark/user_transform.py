@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from reprocess.core.errors import SpecError
 from reprocess.core.spec import PipelineSpec
@@ -41,7 +41,7 @@ def load(spec: PipelineSpec) -> Callable[[DataFrame], DataFrame]:
     function = getattr(module, spec.transform.attribute, None)
     if not callable(function):
         raise SpecError(f"{where}: {spec.transform.module} has no function {spec.transform.attribute!r}")
-    return function  # type: ignore[no-any-return]
+    return cast("Callable[[DataFrame], DataFrame]", function)
 
 
 def apply(rows: DataFrame, spec: PipelineSpec) -> DataFrame:
@@ -49,13 +49,15 @@ def apply(rows: DataFrame, spec: PipelineSpec) -> DataFrame:
     what the function makes of them; dead letters, tombstones and filtered records pass by."""
     from pyspark.sql import functions as F
 
+    if spec.transform is None:
+        return rows
     names = [c.name for c in spec.columns]
     good = rows.where(F.col("_kind") == ROW).select(*names, *LINEAGE, "_error", *RAW)
     out = load(spec)(good)
     missing = [c for c in (*names, *LINEAGE) if c not in out.columns]
     if missing:
         raise SpecError(
-            f"{spec.source_file}: field 'transform': {spec.transform.function!r} returned a DataFrame without "  # type: ignore[union-attr]
+            f"{spec.source_file}: field 'transform': {spec.transform.function!r} returned a DataFrame without "
             f"{missing}; it must keep every spec column and the lineage columns {list(LINEAGE)} (add or replace "
             "columns, never drop them; mark a row it rejects with a non-null _error)"
         )

@@ -151,13 +151,28 @@ def test_transform_version_bump_rederives_exactly_the_changed_rows(kafka_config,
     print(f"reconcile: {time.monotonic() - started:.1f} s")
 
 
-def test_a_transform_that_drops_lineage_is_refused_before_anything_is_read(kafka_config, engine, unique_name):
+@pytest.mark.parametrize(
+    ("overrides", "says"),
+    [
+        ({"transform": "tests.integration.transform_fns:drops_lineage"},
+         r"field 'transform': 'tests.integration.transform_fns:drops_lineage' returned a DataFrame without "
+         r"\['_kafka_topic'.*never drop them"),
+        ({"transform": "tests.integration.transform_fns:no_such_function"}, r"has no function 'no_such_function'"),
+        ({"columns": {"id": "text", "status": "text", "region": "text", "net": "numeric", "label": "text",
+                      "amount": {"type": "numeric", "expr": "no_such_fn(amount_cents)"}}},
+         r"Spark cannot evaluate the spec's expressions \(columns.amount.expr: 'no_such_fn\(amount_cents\)';.*"
+         r"UNRESOLVED_ROUTINE.*nothing was read"),
+    ],
+)  # fmt: skip
+def test_what_only_spark_can_refuse_is_refused_before_anything_is_read(
+    kafka_config, engine, unique_name, overrides, says
+):
     demo_data.create_topic(kafka_config, unique_name, 1)
     tail = {"id": "{key}", "region": "us", "status": "paid", "amount_cents": 500}
     demo_data.produce(kafka_config, unique_name, 1, _events(5), malformed=(), base_time=BASE, tail_event=tail)
-    spec = _spec(unique_name, "drops_lineage", 1)
+    spec = orders_spec(unique_name, unique_name, base=SPEC, **overrides)
     plan = plan_run(engine, kafka_config, spec, RunRequest.from_params({}), f"{unique_name}-1")
-    with pytest.raises(SpecError, match=r"invoices|drops_lineage.*without \['_kafka_topic'.*never drop them"):
+    with pytest.raises(SpecError, match=says):
         run_spark_stage(spec, plan.run_id)
     with engine.connect() as conn:
         assert conn.execute(text(f"SELECT count(*) FROM {spec.qualified_target}")).scalar_one() == 0

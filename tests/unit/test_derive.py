@@ -54,7 +54,7 @@ def test_a_bad_transform_fails_the_spec_naming_file_and_field(extra: dict[str, A
 
 
 def test_a_derived_key_cannot_be_deleted_by_a_tombstone() -> None:
-    with pytest.raises(SpecError, match="columns.id.expr.*tombstone"):
+    with pytest.raises(SpecError, match=r"columns\.id\.expr.*tombstone"):
         _spec(columns={"id": {"type": "text", "expr": "lower(raw_id)"}}, tombstones="delete")
 
 
