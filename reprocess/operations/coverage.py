@@ -155,6 +155,7 @@ class RunRow:
     batch_count: int | None
     error: str | None
     ranges: tuple[OffsetRange, ...]
+    records_filtered: int | None = None  # good records the spec's ``where`` did not keep
 
     def range_text(self, limit: int = 3) -> str:
         """The planned ranges; many partitions are summarised."""
@@ -176,6 +177,7 @@ class RunRow:
             "records_read": self.records_read,
             "rows_upserted": self.rows_upserted,
             "dead_letters": self.dead_letters,
+            "records_filtered": self.records_filtered,
             "batches": self.batch_count,
             "error": self.error,
             "ranges": [[r.topic, r.partition, r.start, r.end] for r in self.ranges],
@@ -357,6 +359,7 @@ def runs(conn: Connection, pipeline: str, offset: int = 0, limit: int = PAGE_SIZ
             r.batch_count,
             r.error,
             tuple(OffsetRange(t, p, a, b) for t, p, a, b in r.ranges),
+            r.records_filtered,
         )
         for r in rows[:limit]
     )

@@ -113,7 +113,7 @@ WITH page AS (
      LIMIT :limit OFFSET :offset
 )
 SELECT r.run_id, r.kind, r.state, r.dag_id, r.dag_run_id, r.created_at, r.committed_at, r.error,
-       r.records_read, r.rows_upserted, r.dead_letters, r.batch_count,
+       r.records_read, r.records_filtered, r.rows_upserted, r.dead_letters, r.batch_count,
        extract(epoch FROM (coalesce(r.committed_at, r.staged_at, r.planned_at, r.created_at) - r.created_at))
            AS seconds,
        coalesce(rr.ranges, '[]'::jsonb) AS ranges
