@@ -178,6 +178,30 @@ def test_what_only_spark_can_refuse_is_refused_before_anything_is_read(
         assert conn.execute(text(f"SELECT count(*) FROM {spec.qualified_target}")).scalar_one() == 0
 
 
+def test_spark_submit_reaches_the_transform_through_py_files(kafka_config, engine, unique_name, tmp_path):
+    """The driver spark-submit starts imports the function from the zip ``spark.submit.pyFiles``
+    (``--py-files``) ships, as on a cluster; the rows equal the oracle's."""
+    import zipfile
+
+    demo_data.create_topic(kafka_config, unique_name, 2)
+    tail = {"id": "{key}", "region": "us", "status": "paid", "amount_cents": 500}
+    produced = demo_data.produce(kafka_config, unique_name, 2, _events(60), malformed=(b"{not json",),
+                                 base_time=BASE, tail_event=tail)  # fmt: skip
+    shipped = tmp_path / "my_transforms.zip"
+    with zipfile.ZipFile(shipped, "w") as z:
+        z.writestr("shipped_fns/__init__.py", "")
+        z.write(Path(__file__).with_name("transform_fns.py"), "shipped_fns/fns.py")
+    spec = orders_spec(unique_name, unique_name, base=SPEC, transform="shipped_fns.fns:v2", transform_version=2)
+    plan = plan_run(engine, kafka_config, spec, RunRequest.from_params({}), f"{unique_name}-1")
+    started = time.monotonic()
+    run_spark_stage(spec, plan.run_id, launcher="submit", conf={"spark.submit.pyFiles": str(shipped)})
+    result = commit_run(engine, spec, plan.run_id)
+    print(f"spark-submit: {result} in {time.monotonic() - started:.1f} s")
+    expected, filtered, dead = _oracle(produced, vat=True)
+    assert {k: v[:7] for k, v in _target(engine, spec).items()} == expected
+    assert (result.records_filtered, result.dead_letters) == (filtered, dead)
+
+
 def test_the_example_spec_loads() -> None:
     spec = PipelineSpec.from_file(SPEC)
     assert spec.value_fields == ("amount_cents",) and spec.transform is not None
