@@ -45,16 +45,13 @@ def typed_fields(spec: PipelineSpec, raw_name: Callable[[int], str], numeric_tex
     """The ``expr`` columns' typed values, cast from their raw results (a second ``selectExpr``);
     a numeric one is staged as its exact text (``numeric_text``: the decoder's check that
     PostgreSQL reads it), as a path-mapped numeric field is."""
-    return [
-        (
-            numeric_text(raw_name(i))
-            if c.type is ColumnType.NUMERIC
-            else f"try_cast({raw_name(i)} AS {c.type.spark_type})"
-        )
-        + f" AS {typed_name(i)}"
-        for i, c in enumerate(spec.columns)
-        if c.expr is not None
-    ]
+    out = []
+    for i, c in enumerate(spec.columns):
+        if c.expr is not None:
+            raw = raw_name(i)
+            typed = numeric_text(raw) if c.type is ColumnType.NUMERIC else f"try_cast({raw} AS {c.type.spark_type})"
+            out.append(f"{typed} AS {typed_name(i)}")
+    return out
 
 
 def keep_field(spec: PipelineSpec, value_ref: Callable[[str], str]) -> str:

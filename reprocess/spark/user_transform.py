@@ -16,8 +16,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, cast
 
 from reprocess.core.errors import SpecError
-from reprocess.core.spec import PipelineSpec
+from reprocess.core.spec import ColumnSpec, ColumnType, PipelineSpec
 from reprocess.core.stage_rows import DEAD, LINEAGE, ROW
+from reprocess.formats.json import numeric_text
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -65,7 +66,7 @@ def apply(rows: DataFrame, spec: PipelineSpec) -> DataFrame:
     ok = error.isNull()
     carried = [
         F.when(ok, F.lit(ROW)).otherwise(F.lit(DEAD)).alias("_kind"),
-        *(F.when(ok, F.col(c.name).try_cast(c.type.spark_type)).alias(c.name) for c in spec.columns),
+        *(F.when(ok, _typed(c)).alias(c.name) for c in spec.columns),
         *(F.col(c).alias(c) for c in LINEAGE),
         error.alias("_error"),
         *(F.when(~ok, F.hex(c) if c in out.columns else F.lit(None)).alias(f"_raw_{c}") for c in RAW),
@@ -91,10 +92,20 @@ def _error(spec: PipelineSpec, out: DataFrame) -> Column:
         value = F.col(c.name)
         checks.append(
             F.when(
-                value.isNotNull() & value.try_cast(c.type.spark_type).isNull(),
+                value.isNotNull() & _typed(c).isNull(),
                 F.lit(f"transform: column {c.name} is not {c.type.value}"),
             )
         )
         if c.required:
             checks.append(F.when(value.isNull(), F.lit(f"transform: required column {c.name} is null")))
     return F.coalesce(*checks)
+
+
+def _typed(c: ColumnSpec) -> Column:
+    """A returned column as the stage holds it: a numeric one as its exact text when PostgreSQL
+    reads it (the decoders' rule), any other cast to its Spark type; NULL when it does not fit."""
+    from pyspark.sql import functions as F
+
+    if c.type is ColumnType.NUMERIC:
+        return F.expr(numeric_text(f"`{c.name}`"))
+    return F.col(c.name).try_cast(c.type.spark_type)

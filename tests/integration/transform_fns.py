@@ -6,18 +6,21 @@ v2 adds 20 % VAT to ``net`` for the ``eu`` region: only those rows derive differ
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 
+def _amount() -> Column:
+    """Numeric columns reach the function as their exact text: cast to compute."""
+    return F.col("amount").cast("decimal(20,2)")
+
+
 def v1(df: DataFrame) -> DataFrame:
-    return df.withColumn("net", F.col("amount")).withColumn(
-        "_error", F.when(F.col("amount") < 0, F.lit("negative amount"))
-    )
+    return df.withColumn("net", _amount()).withColumn("_error", F.when(_amount() < 0, F.lit("negative amount")))
 
 
 def v2(df: DataFrame) -> DataFrame:
-    vat = F.when(F.col("region") == "eu", F.col("amount") * F.lit(1.2)).otherwise(F.col("amount"))
+    vat = F.when(F.col("region") == "eu", _amount() * F.lit(1.2).cast("decimal(2,1)")).otherwise(_amount())
     return v1(df).withColumn("net", vat)
 
 
