@@ -99,9 +99,8 @@ def _backfill(engine: Any, kafka_config: Any, spec: PipelineSpec, run_id: str) -
 
 def test_transform_version_bump_rederives_exactly_the_changed_rows(kafka_config, engine, unique_name):
     demo_data.create_topic(kafka_config, unique_name, 2)
-    tail = {"id": "{key}", "region": "us", "status": "paid", "amount_cents": 500}
     produced = demo_data.produce(kafka_config, unique_name, 2, _events(600), malformed=(b"{not json", b"[1, 2]"),
-                                 base_time=BASE, tail_event=tail)  # fmt: skip
+                                 base_time=BASE)  # fmt: skip
     v1 = _spec(unique_name, "v1", 1)
     expected, filtered, dead = _oracle(produced, vat=False)
     assert filtered and dead
@@ -168,8 +167,7 @@ def test_what_only_spark_can_refuse_is_refused_before_anything_is_read(
     kafka_config, engine, unique_name, overrides, says
 ):
     demo_data.create_topic(kafka_config, unique_name, 1)
-    tail = {"id": "{key}", "region": "us", "status": "paid", "amount_cents": 500}
-    demo_data.produce(kafka_config, unique_name, 1, _events(5), malformed=(), base_time=BASE, tail_event=tail)
+    demo_data.produce(kafka_config, unique_name, 1, _events(5), malformed=(), base_time=BASE)
     spec = orders_spec(unique_name, unique_name, base=SPEC, **overrides)
     plan = plan_run(engine, kafka_config, spec, RunRequest.from_params({}), f"{unique_name}-1")
     with pytest.raises(SpecError, match=says):
@@ -184,9 +182,8 @@ def test_spark_submit_reaches_the_transform_through_py_files(kafka_config, engin
     import zipfile
 
     demo_data.create_topic(kafka_config, unique_name, 2)
-    tail = {"id": "{key}", "region": "us", "status": "paid", "amount_cents": 500}
     produced = demo_data.produce(kafka_config, unique_name, 2, _events(60), malformed=(b"{not json",),
-                                 base_time=BASE, tail_event=tail)  # fmt: skip
+                                 base_time=BASE)  # fmt: skip
     shipped = tmp_path / "my_transforms.zip"
     with zipfile.ZipFile(shipped, "w") as z:
         z.writestr("shipped_fns/__init__.py", "")
