@@ -31,7 +31,7 @@ from tests.integration.helpers import orders_spec, reconcile_over_connect, run_s
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("spark")]
 BASE = datetime(2026, 11, 1, tzinfo=UTC)
-SPEC = Path(__file__).resolve().parents[2] / "pipelines" / "invoices.yaml"
+SPEC = Path(__file__).resolve().parents[2] / "pipelines" / "examples" / "invoices.yaml"
 REGIONS = ("eu", "us", "apac")
 
 
