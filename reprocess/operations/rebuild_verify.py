@@ -1,6 +1,6 @@
 """Verify a rebuild's shadow against Kafka before it may replace the live table.
 
-The check is reconciliation's own (:func:`reprocess.operations.reconcile.key_checks_sql`): for
+The check is reconciliation's own (:func:`reprocess.postgres.key_checks.key_checks_sql`): for
 every key whose newest valid record lies in the rebuilt ranges, the shadow's state (its row or,
 with ``tombstones: delete``, its deletion marker) must carry that record or a newer one. Keys
 are compared in Postgres with the target's column types, so a numeric ``1.5`` matches the stored
@@ -28,9 +28,9 @@ from reprocess.core.errors import ReprocessError
 from reprocess.core.ranges import OffsetRange
 from reprocess.core.spec import ColumnSpec, PipelineSpec, TombstoneMode
 from reprocess.core.stage_rows import ROW, TOMBSTONE
-from reprocess.operations.reconcile import key_checks_sql
 from reprocess.postgres import store
 from reprocess.postgres.db import pg_cursor
+from reprocess.postgres.key_checks import key_checks_sql
 from reprocess.postgres.target import dead_letters_owner, shadow_spec, target_identifier
 
 _DEAD_OFFSETS: Final = text(

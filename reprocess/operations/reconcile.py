@@ -33,16 +33,15 @@ from psycopg2 import sql
 from sqlalchemy import Engine, text
 
 from reprocess.core.errors import ReconciliationGap, ReprocessError
-from reprocess.core.ordering import LINEAGE_ORDER
 from reprocess.core.ranges import OffsetRange, TopicPartition, backfill_conf, healing_range, uncovered
 from reprocess.core.runs import HEALS_WINDOW, window_text
-from reprocess.core.spec import PipelineSpec, TombstoneMode
-from reprocess.core.stage_rows import DEAD, ROW
+from reprocess.core.spec import PipelineSpec
+from reprocess.core.stage_rows import DEAD
 from reprocess.operations.plan import offsets_for_time, take_snapshot
 from reprocess.postgres.db import one_row, pg_cursor
 from reprocess.postgres.evolve import stale_in_range
+from reprocess.postgres.key_checks import key_checks_sql
 from reprocess.postgres.stage import drop_stage, stage_identifier
-from reprocess.postgres.target import markers_identifier, newest_per_key, target_identifier
 
 log = logging.getLogger(__name__)
 
@@ -77,9 +76,6 @@ _RECORDED_HEAL = text(
     "SELECT DISTINCT heal_conf FROM reprocess.reconciliations WHERE pipeline = :pipeline AND window_start = :ws "
     "AND check_id = :check_id AND verdict = 'gap'"
 )
-
-
-EXAMPLE_KEYS = 2  # example keys named in a verdict's detail
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,52 +135,6 @@ def plan_window(
     starts = offsets_for_time(kafka, snapshots, int(window_start.timestamp() * 1000))
     ends = offsets_for_time(kafka, snapshots, int(window_end.timestamp() * 1000))
     return [OffsetRange(s.topic, s.partition, starts[s.tp], max(starts[s.tp], ends[s.tp])) for s in snapshots]
-
-
-def key_checks_sql(spec: PipelineSpec, stage: sql.Composable) -> sql.Composed:
-    """Per (topic, partition) of the window's newest record per key: keys, missing, stale, examples.
-
-    The newest record is a row or, with ``tombstones: delete``, a tombstone; the key's current
-    state is its target row or its deletion marker (at most one exists). It is right when it
-    carries the newest record's lineage or a newer one by the Ordering; absent is *missing*,
-    older is *stale*, and so is one that cannot be compared (a NULL ordering value: the merge
-    could never replace it). Keys join with their own types (the stage has the target's column
-    types), so a numeric ``1.5`` matches ``1.500``. A rebuild verifies its shadow with it too
-    (:mod:`reprocess.operations.rebuild_verify`).
-    """
-    n, c = sql.Identifier("n"), sql.Identifier("c")
-    ident = sql.Identifier
-    keys = sql.SQL(", ").join(map(ident, spec.key))
-    fields = sql.SQL(", ").join(map(ident, dict.fromkeys([*spec.ordering.fields, *LINEAGE_ORDER])))
-    if spec.tombstones is TombstoneMode.DELETE:
-        newest = newest_per_key(spec, stage)
-        current_sql = "SELECT {keys}, {fields} FROM {target} UNION ALL SELECT {keys}, {fields} FROM {markers}"
-    else:
-        newest = sql.SQL("SELECT * FROM {stage} WHERE _kind = {row}").format(stage=stage, row=sql.Literal(ROW))
-        current_sql = "SELECT {keys}, {fields} FROM {target}"
-    current = sql.SQL(current_sql).format(
-        keys=keys, fields=fields, target=target_identifier(spec), markers=markers_identifier(spec)
-    )
-    key_eq = sql.SQL(" AND ").join(sql.SQL("c.{k} = n.{k}").format(k=ident(k)) for k in spec.key)
-    key_text = sql.SQL("concat_ws('|', {})").format(
-        sql.SQL(", ").join(sql.SQL("n.{}::text").format(ident(k)) for k in spec.key)
-    )
-    missing = sql.SQL("c.{} IS NULL").format(ident(spec.key[0]))
-    stale = sql.SQL(
-        "c.{k0} IS NOT NULL AND (c._kafka_topic, c._kafka_partition, c._kafka_offset) IS DISTINCT FROM "
-        "(n._kafka_topic, n._kafka_partition, n._kafka_offset) AND NOT coalesce({current_newer}, false)"
-    ).format(k0=ident(spec.key[0]), current_newer=spec.ordering.newer_sql(n, c))
-    return sql.SQL(
-        "WITH n AS ({newest}), c AS ({current}) "
-        "SELECT n._kafka_topic, n._kafka_partition, count(*), "
-        "count(*) FILTER (WHERE {missing}), count(*) FILTER (WHERE {stale}), "
-        "(array_agg({key_text} ORDER BY {key_text}) FILTER (WHERE {missing}))[1:{ex}], "
-        "(array_agg({key_text} ORDER BY {key_text}) FILTER (WHERE {stale}))[1:{ex}] "
-        "FROM n LEFT JOIN c ON {key_eq} GROUP BY 1, 2"
-    ).format(
-        newest=newest, current=current, missing=missing, stale=stale, key_text=key_text,
-        ex=sql.Literal(EXAMPLE_KEYS), key_eq=key_eq,
-    )  # fmt: skip
 
 
 def _dead_checks_sql(stage: sql.Composable) -> sql.Composed:

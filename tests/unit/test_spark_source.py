@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import secrets
 from pathlib import Path
 
 import pytest
@@ -42,9 +43,10 @@ def test_the_cluster_packages_are_the_coordinates_the_local_jars_are_fetched_fro
 
 
 def test_security_settings_become_the_java_clients():
+    password = secrets.token_hex(8)  # any value: the test needs none of its own
     conf = java_client_config(
         {"bootstrap.servers": "b:9093", "security.protocol": "SASL_SSL", "sasl.mechanisms": "SCRAM-SHA-512",
-         "sasl.username": "svc", "sasl.password": "s3cret", "ssl.ca.location": "/etc/ca.pem"}
+         "sasl.username": "svc", "sasl.password": password, "ssl.ca.location": "/etc/ca.pem"}
     )  # fmt: skip
     assert conf == {
         "bootstrap.servers": "b:9093",
@@ -53,7 +55,7 @@ def test_security_settings_become_the_java_clients():
         "ssl.truststore.location": "/etc/ca.pem",
         "ssl.truststore.type": "PEM",
         "sasl.jaas.config": 'org.apache.kafka.common.security.scram.ScramLoginModule required username="svc" '
-        'password="s3cret";',
+        f'password="{password}";',
     }
 
 
