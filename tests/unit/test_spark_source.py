@@ -55,7 +55,7 @@ def test_security_settings_become_the_java_clients():
         "ssl.truststore.location": "/etc/ca.pem",
         "ssl.truststore.type": "PEM",
         "sasl.jaas.config": 'org.apache.kafka.common.security.scram.ScramLoginModule required username="svc" '
-        f'password="{password}";',
+        f"password={json.dumps(password)};",
     }
 
 
