@@ -32,7 +32,7 @@ from tests.integration.helpers import orders_spec, run_dag, start_spark_stage
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("spark"), pytest.mark.integration("airflow")]
 
 SCREENSHOTS = Path(__file__).resolve().parents[1] / "screenshots"
-INTERVAL_S = 3.0
+INTERVAL_S = 1.0
 LINE = re.compile(
     r"progress run_id=(?P<run>\S+) pipeline=\S+ records_read=(?P<approx>~?)(?P<records>\d+) of planned "
     r"(?P<planned>\d+) \(\d+%\) rate=\d+ records/s (?P<eta>eta=\S+ s|eta=\?|done)"
@@ -91,7 +91,7 @@ def test_long_backfill_reports_progress_in_the_log_and_on_the_page_and_ends_exac
     ensure_chromium()
     spec = orders_spec(unique_name, unique_name, batch_size=2_500)
     demo_data.create_topic(kafka_config, unique_name, 2)
-    produced = demo_data.produce(kafka_config, unique_name, 2, demo_data.order_events(9_000, 3))
+    produced = demo_data.produce(kafka_config, unique_name, 2, demo_data.order_events(30_000, 3))
     expected_records = len(produced.messages)  # no transactions: every produced record is read
     monkeypatch.setenv("REPROCESS_PROGRESS_INTERVAL_S", str(INTERVAL_S))
     lines = Lines()
