@@ -22,6 +22,8 @@ _pgpw="$(cat "$REPROCESS_STATE_DIR/pg/password" 2>/dev/null || true)"
 _pg="reprocess:${_pgpw}@127.0.0.1:${REPROCESS_PG_PORT}"
 export AIRFLOW__DATABASE__SQL_ALCHEMY_CONN="postgresql+psycopg2://${_pg}/${REPROCESS_AIRFLOW_DB:-airflow}"
 export AIRFLOW_CONN_REPROCESS_DB="postgresql://${_pg}/${REPROCESS_APP_DB:-reprocess}"
+# Avro pipelines' Schema Registry: Apicurio's Confluent-compatible API (devstack/registry.py).
+export AIRFLOW_CONN_SCHEMA_REGISTRY_DEFAULT="{\"conn_type\":\"http\",\"host\":\"http://127.0.0.1:${REPROCESS_REGISTRY_PORT}/apis/ccompat/v7\"}"
 export AIRFLOW_CONN_KAFKA_DEFAULT="{\"conn_type\":\"kafka\",\"extra\":{\"bootstrap.servers\":\"127.0.0.1:${REPROCESS_KAFKA_PORT}\"}}"
 # The warm Spark Connect server of `make services` (devstack/connect.py). For spark-submit on
 # local[2] instead: AIRFLOW_CONN_SPARK_DEFAULT='{"conn_type":"spark","host":"local[2]"}'.

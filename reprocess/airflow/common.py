@@ -85,6 +85,17 @@ def dry_run_findings(spec: PipelineSpec) -> list[Any]:
     return findings
 
 
+def registry_config(spec: PipelineSpec) -> dict[str, Any] | None:
+    """The Schema Registry client config of an Avro pipeline (its ``schema_registry`` connection)."""
+    if not spec.needs_registry:
+        return None
+    from reprocess.kafka.registry import client_config
+
+    conn = Connection.get(spec.schema_registry)
+    extra = conn.extra_dejson
+    return client_config({"url": conn.host, "login": conn.login, "password": conn.password, "extra": extra})
+
+
 def pipeline_spark_task(
     spec: PipelineSpec, task_id: str, doc_md: str, job: str, name: str, args: dict[str, str]
 ) -> SparkJobOperator:
@@ -101,7 +112,20 @@ def pipeline_spark_task(
         secrets={
             "db_url": "{{ conn." + DB_CONN_ID + ".get_uri() }}",
             "kafka_config": "{{ conn." + KAFKA_CONN_ID + ".extra }}",
+            **({"registry_config": registry_template(spec.schema_registry)} if spec.needs_registry else {}),
         },
+    )
+
+
+def registry_template(conn_id: str) -> str:
+    """The Schema Registry connection rendered as the JSON :func:`reprocess.kafka.registry.client_config`
+    reads: the host is the registry's URL, login/password its basic auth, the extra its TLS files."""
+    conn = "conn." + conn_id
+    return (
+        '{"url": {{ ' + conn + ".host | tojson }}, "
+        '"login": {{ ' + conn + ".login | tojson }}, "
+        '"password": {{ ' + conn + ".password | tojson }}, "
+        '"extra": {{ ' + conn + ".extra_dejson | tojson }}}"
     )
 
 

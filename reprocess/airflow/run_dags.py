@@ -15,6 +15,7 @@ from reprocess.airflow.common import (
     epoch,
     kafka_config,
     pipeline_spark_task,
+    registry_config,
     topic_partition_params,
 )
 from reprocess.core.errors import SpecError
@@ -194,7 +195,9 @@ def build_run_dag(spec: PipelineSpec, kind: RunKind) -> DAG:
             if plan.is_empty and not request.dry_run and request.rebuild:
                 from reprocess.operations.rebuild import swap_in_empty
 
-                swap_in_empty(engine, kafka_config(), spec, run_key)  # an empty log still rebuilds by a swap
+                swap_in_empty(
+                    engine, kafka_config(), spec, run_key, registry_config(spec)
+                )  # an empty log still rebuilds by a swap
             elif plan.is_empty and not request.dry_run:
                 from reprocess.postgres.commit import commit_empty_run
 
@@ -242,7 +245,7 @@ def build_run_dag(spec: PipelineSpec, kind: RunKind) -> DAG:
             from reprocess.postgres.commit import commit_run, result_dict
 
             if plan.get("rebuild"):
-                return result_dict(swap_in(app_engine(), kafka_config(), spec, plan["run_id"]))
+                return result_dict(swap_in(app_engine(), kafka_config(), spec, plan["run_id"], registry_config(spec)))
             return result_dict(commit_run(app_engine(), spec, plan["run_id"]))
 
         @task(

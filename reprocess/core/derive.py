@@ -107,9 +107,16 @@ def _references(tree: Any) -> list[Any]:
     return [c for c in tree.find_all(exp.Column) if not (len(c.parts) == 1 and c.name in bound)]
 
 
-def value_fields(text: object, columns: Collection[str], fail: Callable[[str], SpecError]) -> tuple[str, ...]:
+def value_fields(
+    text: object,
+    columns: Collection[str],
+    fail: Callable[[str], SpecError],
+    path_problem: Callable[[str], str | None] | None = None,
+) -> tuple[str, ...]:
     """Check an expression; return the dotted paths it reads from the decoded value (the names
-    that are neither a spec column nor a record field).
+    that are neither a spec column nor a record field). ``path_problem`` says what is wrong with
+    a path under the spec's format (a ``$`` path in backquotes such as `` `$headers.kind` `` reads a
+    record part, :func:`reprocess.core.formats.path_problem`); without it, only dotted paths pass.
 
     Examples
     --------
@@ -130,7 +137,11 @@ def value_fields(text: object, columns: Collection[str], fail: Callable[[str], S
                 raise fail(f"{'.'.join(parts)!r}: {parts[0]!r} is a column or record field, not a JSON object")
             continue
         path = ".".join(parts)
-        if not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*", path):
+        if path_problem is not None:
+            problem = path_problem(path)
+            if problem is not None:
+                raise fail(problem)
+        elif not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*", path):
             raise fail(f"{path!r} is not a field name or a dotted path like 'a.b'")
         if path not in out:
             out.append(path)

@@ -28,3 +28,4 @@ class SampleRecord:
     timestamp_ms: int
     key: bytes | None
     value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...] = ()  # as the client gives them ($headers columns read them)

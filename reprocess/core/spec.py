@@ -19,6 +19,7 @@ import yaml
 
 from reprocess.core.derive import Transform, parse_transform, value_fields
 from reprocess.core.errors import SpecError
+from reprocess.core.formats import Encoding, Format, path_problem
 from reprocess.core.ordering import Ordering
 
 # The fields a spec may have; the JSON Schema shipped next to this module (spec.schema.json, for
@@ -26,7 +27,7 @@ from reprocess.core.ordering import Ordering
 SPEC_FIELDS: Final = frozenset({
     "name", "description", "topics", "consumer_group", "key", "columns", "target_table", "ordering", "tombstones",
     "batch_size", "max_record_bytes", "max_dead_letter_ratio", "schedule", "reconcile", "owner", "tags", "format",
-    "where", "transform", "transform_version",
+    "where", "transform", "transform_version", "encoding", "schema_registry",
 })  # fmt: skip
 SCHEMA_FILE: Final = "spec.schema.json"
 # The bookkeeping schemas (runs and ledger, stages, deletion markers): never a pipeline's target.
@@ -84,6 +85,9 @@ _SPARK_TYPES: Final = {
 }
 
 
+DEFAULT_REGISTRY_CONN: Final = "schema_registry_default"
+
+
 class TombstoneMode(enum.StrEnum):
     """What a record with a null value (a Kafka tombstone) does."""
 
@@ -95,12 +99,20 @@ class TombstoneMode(enum.StrEnum):
 class ColumnSpec:
     name: str
     type: ColumnType
-    path: str  # dotted path into the JSON value (the column's name when it has an ``expr``)
+    # A dotted path into the value (a Debezium event's row) or a ``$`` path (core/formats.py);
+    # the column's name when it has an ``expr``.
+    path: str
     required: bool
     expr: str | None = None  # Spark SQL deriving the value (core.derive), instead of a path
 
     def with_required(self) -> ColumnSpec:
         return ColumnSpec(self.name, self.type, self.path, True, self.expr)
+
+    @property
+    def from_value(self) -> bool:
+        """True when the column is a field of the value (a Debezium event's row), not a ``$`` path
+        nor an ``expr``."""
+        return self.expr is None and not self.path.startswith("$")
 
     @property
     def json_path(self) -> str:
@@ -117,6 +129,9 @@ class PipelineSpec:
     target_schema: str
     target_table: str
     ordering: Ordering = field(default_factory=Ordering)
+    format: Format = Format.JSON
+    encoding: Encoding = Encoding.JSON  # the value's serialization (``avro`` for the avro format)
+    schema_registry: str = DEFAULT_REGISTRY_CONN  # the Airflow connection of the Schema Registry
     tombstones: TombstoneMode = TombstoneMode.DEAD_LETTER
     batch_size: int = 1_000_000
     max_record_bytes: int = 1_048_576
@@ -139,6 +154,11 @@ class PipelineSpec:
     @property
     def key_columns(self) -> tuple[ColumnSpec, ...]:
         return tuple(c for c in self.columns if c.name in self.key)
+
+    @property
+    def needs_registry(self) -> bool:
+        """Whether records are Avro whose writer schemas come from the Schema Registry."""
+        return self.encoding is Encoding.AVRO
 
     @property
     def qualified_target(self) -> str:
@@ -188,6 +208,8 @@ class PipelineSpec:
             derives["where"] = self.where
         if self.transform is not None:
             derives["transform"] = [self.transform.function, self.transform.version]
+        if self.format is not Format.JSON:  # json specs keep the fingerprint they always had
+            derives["format"] = [self.format.value, self.encoding.value]
         return hashlib.sha256(json.dumps(derives, sort_keys=True).encode()).hexdigest()[:16]
 
     def as_dict(self) -> dict[str, Any]:
@@ -207,6 +229,8 @@ class PipelineSpec:
             },
             "target_table": self.qualified_target,
             "ordering": {"mode": self.ordering.mode.value, "column": self.ordering.column},
+            "format": self.format.value,
+            "encoding": self.encoding.value,
             "tombstones": self.tombstones.value,
             "batch_size": self.batch_size,
             "max_record_bytes": self.max_record_bytes,
@@ -224,6 +248,7 @@ class _SpecParser:
 
     def __init__(self, source: str) -> None:
         self.source = source
+        self.paths: dict[str, str] = {}
 
     def fail(self, field_name: str, problem: str) -> SpecError:
         return SpecError(f"{self.source}: field '{field_name}': {problem}")
@@ -245,13 +270,13 @@ class _SpecParser:
         unknown = sorted(map(str, set(raw) - SPEC_FIELDS))
         if unknown:
             raise self.fail(unknown[0], f"unknown field (allowed: {', '.join(sorted(SPEC_FIELDS))})")
-        if raw.get("format", "json") != "json":
-            raise self.fail("format", f"only 'json' is supported, got {raw.get('format')!r}")
+        fmt, encoding = self.format(raw)
         name = self.ident(raw.get("name"), "name")
         topics = raw.get("topics")
         if not isinstance(topics, list) or not topics or not all(isinstance(t, str) and t for t in topics):
             raise self.fail("topics", f"must be a non-empty list of topic names, got {topics!r}")
-        columns = self.columns(raw.get("columns"))
+        columns = self.columns(raw.get("columns"), fmt)
+        self.paths = {c.name: c.path for c in columns}
         names = {c.name for c in columns}
         key = raw.get("key")
         if isinstance(key, str):
@@ -280,8 +305,10 @@ class _SpecParser:
         schedule = raw.get("schedule")
         if schedule is not None and not isinstance(schedule, str):
             raise self.fail("schedule", f"must be a cron string or preset like '@hourly', got {schedule!r}")
-        tombstones = self.tombstones(raw.get("tombstones", "dead_letter"), ordering)
-        where, fields = self.derivations(columns, raw.get("where"), key if tombstones is TombstoneMode.DELETE else ())
+        tombstones = self.tombstones(raw.get("tombstones", _default_tombstones(fmt)), ordering, fmt)
+        where, fields = self.derivations(
+            columns, raw.get("where"), key if tombstones is TombstoneMode.DELETE else (), fmt
+        )
         return PipelineSpec(
             name=name,
             topics=tuple(topics),
@@ -291,6 +318,9 @@ class _SpecParser:
             target_schema=self.ident(schema or "public", "target_table"),
             target_table=self.ident(table, "target_table"),
             ordering=ordering,
+            format=fmt,
+            encoding=encoding,
+            schema_registry=self.registry(raw),
             tombstones=tombstones,
             batch_size=self.positive_int(raw, "batch_size", 1_000_000),
             max_record_bytes=self.positive_int(raw, "max_record_bytes", 1_048_576),
@@ -308,12 +338,13 @@ class _SpecParser:
         )
 
     def derivations(
-        self, columns: tuple[ColumnSpec, ...], where: object, tombstone_key: Collection[str]
+        self, columns: tuple[ColumnSpec, ...], where: object, tombstone_key: Collection[str], fmt: Format
     ) -> tuple[str | None, tuple[str, ...]]:
         """Check every ``expr`` and the ``where`` predicate (core.derive); returns the predicate and
         the value paths they read. An expression reads path-mapped columns, not other expressions
         (one evaluation step); a tombstone has no value, so its key columns cannot be derived."""
         plain = {c.name for c in columns if c.expr is None}
+        check = functools.partial(path_problem, fmt=fmt)
         fields: list[str] = []
         for c in columns:
             if c.expr is None:
@@ -321,27 +352,59 @@ class _SpecParser:
             if c.name in tombstone_key:
                 problem = "a key column of 'tombstones: delete' needs a path: a tombstone has no value to evaluate on"
                 raise self.fail(f"columns.{c.name}.expr", f"{problem}; map it by path (from the Kafka key)")
-            found = value_fields(c.expr, plain, functools.partial(self.fail, f"columns.{c.name}.expr"))
+            found = value_fields(c.expr, plain, functools.partial(self.fail, f"columns.{c.name}.expr"), check)
             derived = [f for f in found if f.split(".")[0] in {d.name for d in columns}]
             if derived:
                 problem = f"reads {derived[0]!r}, itself an expr column: an expr reads path-mapped columns"
                 raise self.fail(f"columns.{c.name}.expr", f"{problem} and value fields (repeat that expression)")
             fields += [f for f in found if f not in fields]
         if where is not None:
-            found = value_fields(where, {c.name for c in columns}, functools.partial(self.fail, "where"))
+            found = value_fields(where, {c.name for c in columns}, functools.partial(self.fail, "where"), check)
             fields += [f for f in found if f not in fields]
             where = str(where)
         return where, tuple(fields)
 
-    def tombstones(self, raw: object, ordering: Ordering) -> TombstoneMode:
+    def format(self, raw: Mapping[str, Any]) -> tuple[Format, Encoding]:
+        try:
+            fmt = Format(str(raw.get("format", "json")))
+        except ValueError:
+            allowed = ", ".join(f.value for f in Format)
+            raise self.fail("format", f"{raw.get('format')!r} is not one of: {allowed}") from None
+        if "encoding" in raw and fmt is not Format.DEBEZIUM:
+            raise self.fail("encoding", f"only a debezium pipeline chooses its encoding; format {fmt.value} has one")
+        try:
+            encoding = Encoding(str(raw.get("encoding", "avro" if fmt is Format.AVRO else "json")))
+        except ValueError:
+            raise self.fail("encoding", f"{raw.get('encoding')!r} is not 'json' or 'avro'") from None
+        return fmt, encoding
+
+    def registry(self, raw: Mapping[str, Any]) -> str:
+        conn_id = raw.get("schema_registry", DEFAULT_REGISTRY_CONN)
+        if not isinstance(conn_id, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", conn_id):
+            raise self.fail("schema_registry", f"must name an Airflow connection, got {conn_id!r}")
+        return conn_id
+
+    def tombstones(self, raw: object, ordering: Ordering, fmt: Format) -> TombstoneMode:
         """A tombstone has no payload, so it carries no version: it can only be ordered by its
         place in its partition's log. Under column ordering that place says nothing about the
-        versions on other partitions, so ``delete`` needs offset ordering."""
+        versions on other partitions, so ``delete`` needs offset ordering.
+
+        Debezium is the exception: its delete event (``op: d``) carries the source position
+        the pipeline orders by, and the Kafka tombstone after it is only for compaction
+        (:mod:`reprocess.formats.debezium`), so deletes order by that position."""
         try:
             mode = TombstoneMode(str(raw))
         except ValueError:
             raise self.fail("tombstones", f"{raw!r} is not 'dead_letter' or 'delete'") from None
-        if mode is TombstoneMode.DELETE and ordering.column is not None:
+        if fmt is Format.DEBEZIUM and mode is not TombstoneMode.DELETE:
+            raise self.fail("tombstones", "a debezium pipeline deletes on op d and tombstones: use 'delete'")
+        if fmt is Format.DEBEZIUM and ordering.column is not None and not self.paths[ordering.column].startswith("$"):
+            raise self.fail(
+                "ordering.column",
+                f"a debezium pipeline orders by the source position, which its deletes carry too: map "
+                f"{ordering.column!r} to an envelope path such as $source.lsn (PostgreSQL) or $source.pos (MySQL)",
+            )
+        if mode is TombstoneMode.DELETE and ordering.column is not None and fmt is not Format.DEBEZIUM:
             raise self.fail(
                 "tombstones",
                 f"'delete' needs ordering: offset; this pipeline orders by {ordering.column!r}, and a tombstone "
@@ -359,7 +422,7 @@ class _SpecParser:
             raise self.fail("tags", f"must be a list of strings, got {raw!r}")
         return tuple(str(t) for t in raw)
 
-    def columns(self, raw: object) -> tuple[ColumnSpec, ...]:
+    def columns(self, raw: object, fmt: Format) -> tuple[ColumnSpec, ...]:
         if not isinstance(raw, Mapping) or not raw:
             raise self.fail("columns", "must map column name → {type, path, required}")
         out = []
@@ -379,11 +442,19 @@ class _SpecParser:
             expr = col.get("expr")
             if expr is not None and "path" in col:
                 raise self.fail(f"{where}.expr", "a column takes its value from 'path' or from 'expr', not both")
-            path = col.get("path", col_name)
-            if not isinstance(path, str) or not re.fullmatch(r"[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*", path):
-                raise self.fail(f"{where}.path", f"must be a dotted JSON path like 'a.b', got {path!r}")
+            path = self.path(col.get("path", col_name), f"{where}.path", fmt)
             out.append(ColumnSpec(col_name, col_type, path, bool(col.get("required", False)), expr))
         return tuple(out)
+
+    def path(self, path: object, where: str, fmt: Format) -> str:
+        problem = path_problem(path, fmt)
+        if problem is not None:
+            raise self.fail(where, problem)
+        return str(path)
+
+
+def _default_tombstones(fmt: Format) -> str:
+    return TombstoneMode.DELETE.value if fmt is Format.DEBEZIUM else TombstoneMode.DEAD_LETTER.value
 
 
 # Points the DAG files and the ``reprocess`` command at another folder of specs (the tests use it).

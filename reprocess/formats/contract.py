@@ -1,11 +1,16 @@
 """The decoder contract every format keeps, so the stage shape (:mod:`reprocess.spark.transform`)
 never depends on the format.
 
-A decoder takes Spark's Kafka records (``key``, ``value``, ``topic``, ``partition``, ``offset``,
-``timestamp``) and returns them with, for the spec's ``i``-th column, its typed value in
+A decoder is a module of this folder with ``decode(records, spec, schemas) -> DataFrame``, chosen
+by the spec's ``format`` (:func:`reprocess.formats.decoder`). It takes Spark's Kafka records
+(``key``, ``value``, ``headers``, ``topic``, ``partition``, ``offset``, ``timestamp``) and the
+writer schemas the driver fetched for the run (:data:`WriterSchemas`, empty unless the records are
+Avro) and returns them with, for the spec's ``i``-th column, its typed value in
 :func:`typed_name` ``(i)``; with ``tombstones: delete``, for the ``i``-th key column, the value a
-tombstone's Kafka key gives it in :func:`key_name` ``(i)``; and ``_error``: NULL for a good record
-or a tombstone, else the first problem, which makes the record a dead letter.
+tombstone's Kafka key gives it in :func:`key_name` ``(i)``; :data:`DELETES`, true for a record that
+deletes its key (a tombstone; a Debezium ``op: d``); with column ordering and deletes (Debezium),
+the ordering column's value of a deleting record in :data:`ORDER_OF_DELETE`; and ``_error``: NULL
+for a good record or a delete, else the first problem, which makes the record a dead letter.
 
 Nothing raw reaches a text column of the stage unescaped:
 
@@ -18,10 +23,18 @@ Nothing raw reaches a text column of the stage unescaped:
 
 from __future__ import annotations
 
-from typing import Final
+from collections.abc import Mapping
+from typing import Final, TypeAlias
 
 QUOTED_CHARS: Final = 80  # characters of record text an error quotes
 QUOTED_BYTES: Final = 40  # bytes of a binary value an error shows in hex
+
+# Avro writer schemas by registry id, per subject: ``{subject: {schema_id: schema_json}}``,
+# fetched once per run on the driver (:mod:`reprocess.kafka.registry`), never per record.
+WriterSchemas: TypeAlias = Mapping[str, Mapping[int, str]]
+
+DELETES: Final = "_deletes"
+ORDER_OF_DELETE: Final = "_o_delete"
 
 
 def typed_name(i: int) -> str:

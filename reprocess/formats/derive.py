@@ -4,16 +4,24 @@ resolves every other name the same way for all of them (:func:`reprocess.core.de
 
 An ``expr`` column's result is the column's raw value (``raw_name``), cast to the column's type
 into its typed value (``typed_name``) as a path-mapped field is, so the decoder's own checks
-(required, type error) name it as they name any column.
+(required, type error) name it as they name any column. A decoder calls :func:`with_derived`
+after extracting its fields and :func:`with_keep` after its ``_error``.
+
+A name in an expression may also be a record part or (debezium) an envelope part by its ``$``
+path in backquotes, `` `$headers.event_type` `` or `` `$source.lsn` ``; ``value_ref`` resolves it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from reprocess.core.derive import RECORD_FIELDS, rewrite
 from reprocess.core.spec import ColumnType, PipelineSpec
 from reprocess.formats.contract import KEEP, typed_name
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 
 def resolver(spec: PipelineSpec, value_ref: Callable[[str], str]) -> Callable[[tuple[str, ...]], str]:
@@ -60,3 +68,22 @@ def keep_field(spec: PipelineSpec, value_ref: Callable[[str], str]) -> str:
     if spec.where is None:
         return f"true AS {KEEP}"
     return f"coalesce(({rewrite(spec.where, resolver(spec, value_ref))}), false) AS {KEEP}"
+
+
+def with_derived(
+    parsed: DataFrame,
+    spec: PipelineSpec,
+    value_ref: Callable[[str], str],
+    raw_name: Callable[[int], str],
+    numeric_text: Callable[[str], str],
+) -> DataFrame:
+    """``parsed`` plus the ``expr`` columns' raw results and typed values (unchanged without any)."""
+    if not any(c.expr for c in spec.columns):
+        return parsed
+    parsed = parsed.selectExpr("*", *derived_fields(spec, value_ref, raw_name))
+    return parsed.selectExpr("*", *typed_fields(spec, raw_name, numeric_text))
+
+
+def with_keep(decoded: DataFrame, spec: PipelineSpec, value_ref: Callable[[str], str]) -> DataFrame:
+    """A decoder's output plus the :data:`~reprocess.formats.contract.KEEP` column."""
+    return decoded.selectExpr("*", keep_field(spec, value_ref))

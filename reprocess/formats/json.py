@@ -4,23 +4,35 @@ and typed per the spec's columns.
 Everything runs as Spark SQL expressions (``from_json`` with a schema of strings, then
 ``try_cast`` per column), not row by row in Python. :func:`decode` adds to the records the
 columns of the decoder contract (:mod:`reprocess.formats.contract`): each column's typed value,
-a tombstone's key columns, and ``_error`` naming the first problem of a record.
+a tombstone's key columns, and ``_error`` naming the first problem of a record. The tombstone,
+key and column rules here are shared with the other formats (``avro``, ``debezium``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 from reprocess.core.spec import ColumnSpec, ColumnType, PipelineSpec, TombstoneMode
-from reprocess.formats import derive
-from reprocess.formats.contract import escaped_sql, hex_sql, key_name, storable_sql, typed_name
-from reprocess.formats.contract import sql_string as _sql_str
+from reprocess.formats import derive, record_parts
+from reprocess.formats.contract import (
+    DELETES,
+    WriterSchemas,
+    escaped_sql,
+    hex_sql,
+    key_name,
+    sql_string,
+    storable_sql,
+    typed_name,
+)
+from reprocess.formats.record_parts import KEY_JSON
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 
-def _raw_name(i: int) -> str:
+def raw_name(i: int) -> str:
+    """The column holding the text of the spec's ``i``-th column (dead letters quote it)."""
     return f"_r_{i}"
 
 
@@ -42,27 +54,36 @@ def json_schema(spec: PipelineSpec) -> str:
 
     The value fields that only ``expr``/``where`` read are read as STRING too (their JSON text).
     """
-    plain = [(c.path, c.type is ColumnType.NUMERIC) for c in spec.columns if c.expr is None]
-    return _schema_of([*plain, *((f, False) for f in spec.value_fields)])
+    value = [c for c in spec.columns if c.from_value]
+    fields = [c.path for c in value] + [f for f in spec.value_fields if not f.startswith("$")]
+    return schema_of(fields, variants={c.path for c in value if c.type is ColumnType.NUMERIC})
 
 
-def _schema_of(fields: list[tuple[str, bool]]) -> str:
-    """``fields``: (dotted path, read as VARIANT) pairs."""
+def schema_of(paths: list[str], variants: Collection[str] = ()) -> str:
+    """A ``from_json`` schema reading each dotted path as STRING (those in ``variants`` as
+    VARIANT), plus the corrupt-record column. A struct wins over the same field read as text
+    (``meta`` and ``meta.region`` read ``meta``'s fields).
+
+    Examples
+    --------
+    >>> schema_of(["a.b", "c", "a"])
+    'struct<`a`:struct<`b`:string>,`c`:string,`_corrupt_record`:string>'
+    """
     tree: dict[str, object] = {}
-    for path, variant in fields:
+    for path in paths:
         node = tree
         *parents, leaf = path.split(".")
         for part in parents:
             child = node.get(part)
             if not isinstance(child, dict):
-                child = node[part] = {}  # a struct wins over the same field read as text
+                child = node[part] = {}
             node = child
-        node.setdefault(leaf, "variant" if variant else "string")
+        node.setdefault(leaf, "variant" if path in variants else "string")
 
     def render(node: dict[str, object]) -> str:
         return ",".join(f"`{k}`:{v if isinstance(v, str) else 'struct<' + render(v) + '>'}" for k, v in node.items())  # type: ignore[arg-type]
 
-    return f"struct<{render(tree)},`{CORRUPT}`:string>"
+    return f"struct<{render(tree) + ',' if tree else ''}`{CORRUPT}`:string>"
 
 
 def _extract_fields(spec: PipelineSpec) -> list[str]:
@@ -76,15 +97,19 @@ def _extract_fields(spec: PipelineSpec) -> list[str]:
     for i, c in enumerate(spec.columns):
         if c.expr is not None:
             continue
-        ref = _value_ref(c.path)
+        part = record_parts.native(c.path)
+        if part is not None:  # the key, a header or metadata
+            out += [f"{record_parts.text(part)} AS {raw_name(i)}", f"{record_parts.typed(part, c)} AS {typed_name(i)}"]
+            continue
+        ref = value_ref(c.path)
         if c.type is ColumnType.NUMERIC:
             out += [
-                f"try_variant_get({ref}, '$', 'string') AS {_raw_name(i)}",
+                f"try_variant_get({ref}, '$', 'string') AS {raw_name(i)}",
                 f"schema_of_variant({ref}) AS {_kind(i)}",
             ]
             continue
-        out.append(f"{ref} AS {_raw_name(i)}")
-        typed = _raw_name(i) if c.type.spark_type == "string" else _typed(ref, c)
+        out.append(f"{ref} AS {raw_name(i)}")
+        typed = raw_name(i) if c.type.spark_type == "string" else typed_sql(ref, c)
         out.append(f"{typed} AS {typed_name(i)}")
     return out
 
@@ -100,19 +125,19 @@ def _kind(i: int) -> str:
 
 
 def _exact_numeric(spec: PipelineSpec) -> list[str]:
-    """Each numeric field's exact text, or NULL (a type error): PostgreSQL casts it at the COPY.
+    """Each numeric value field's exact text, or NULL (a type error): PostgreSQL casts it at the COPY.
 
     Read as text, a JSON number with a fraction or an exponent would come through a double
     (``0.000000000123456789`` → ``1.23456789E-10``). Read as a variant it keeps a decimal of up to
     38 digits exactly (and costs about as much); a longer number is a double there and is refused
-    (:func:`_error_expression`), never rounded. A JSON string keeps its text as written.
+    (:func:`column_cases`), never rounded. A JSON string keeps its text as written.
     """
     out = []
     for i, c in enumerate(spec.columns):
-        if c.type is not ColumnType.NUMERIC or c.expr is not None:
+        if c.type is not ColumnType.NUMERIC or not c.from_value:
             continue
-        raw, kind, text = _raw_name(i), _kind(i), f"trim({_raw_name(i)})"
-        valid = f"{text} RLIKE {_sql_str(_NUMERIC_TEXT)} AND length({text}) <= {_NUMERIC_CHARS}"
+        raw, kind, text = raw_name(i), _kind(i), f"trim({raw_name(i)})"
+        valid = f"{text} RLIKE {sql_string(_NUMERIC_TEXT)} AND length({text}) <= {_NUMERIC_CHARS}"
         exact = "'TINYINT', 'SMALLINT', 'INT', 'BIGINT'"
         out.append(
             f"CASE WHEN {kind} = 'STRING' AND {valid} THEN {text} "
@@ -126,7 +151,7 @@ def _exact_numeric(spec: PipelineSpec) -> list[str]:
 _TIMESTAMP_YEARS = (1, 9999)
 
 
-def _typed(text: str, c: ColumnSpec) -> str:
+def typed_sql(text: str, c: ColumnSpec) -> str:
     """The typed value of a field's text, or NULL (a type error): ``try_cast``, and for a timestamp
     a year every part can hold (:data:`_TIMESTAMP_YEARS`)."""
     cast = f"try_cast({text} AS {c.type.spark_type})"
@@ -146,49 +171,89 @@ def _type_text(c: ColumnSpec) -> str:
 def numeric_text(sql: str) -> str:
     """``sql``'s text when PostgreSQL's numeric input reads it (else NULL: a type error)."""
     text = f"trim(CAST({sql} AS STRING))"
-    return f"CASE WHEN {text} RLIKE {_sql_str(_NUMERIC_TEXT)} AND length({text}) <= {_NUMERIC_CHARS} THEN {text} END"
+    return f"CASE WHEN {text} RLIKE {sql_string(_NUMERIC_TEXT)} AND length({text}) <= {_NUMERIC_CHARS} THEN {text} END"
 
 
-def _value_ref(path: str) -> str:
-    """A field of the parsed value by dotted path (its JSON text)."""
-    return "_j." + ".".join(f"`{p}`" for p in path.split("."))
+def value_ref(path: str) -> str:
+    """A field of the parsed value by dotted path (its JSON text); a ``$`` path is the record part."""
+    return record_parts.native(path) or record_parts.field_ref("_j", path)
 
 
-def _from_json(text: str, schema: str, alias: str) -> str:
+def from_json_expr(text: str, schema: str, alias: str) -> str:
     """``from_json`` that keeps text that is not a JSON object in the corrupt-record column."""
     return (
-        f"from_json({text}, {_sql_str(schema)}, map('mode', 'PERMISSIVE', 'columnNameOfCorruptRecord', "
+        f"from_json({text}, {sql_string(schema)}, map('mode', 'PERMISSIVE', 'columnNameOfCorruptRecord', "
         f"'{CORRUPT}')) AS {alias}"
     )
 
 
-def _tombstone_key_fields(spec: PipelineSpec) -> list[str]:
+def tombstone_key_fields(spec: PipelineSpec) -> list[str]:
     """A tombstone's key columns, read from the Kafka KEY (its value is null): by each key
     column's path when the key is a JSON object (Debezium, Kafka Connect), else, for a
-    one-column key, the key's text itself. A key that maps to no value makes a dead letter."""
+    one-column key, the key's text itself. A key column taken from the record's key, a header or
+    metadata (a ``$`` path) is that part. A key that maps to no value makes a dead letter."""
     single = len(spec.key_columns) == 1
     out = []
     for c in spec.key_columns:
-        ref = "_kj." + ".".join(f"`{p}`" for p in c.path.split("."))
+        part = record_parts.native(c.path)
+        if part is not None:
+            out.append(record_parts.typed(part, c))
+            continue
+        ref = record_parts.field_ref(KEY_JSON, c.path)
         fallback = "_kstr" if single else "NULL"
-        raw = f"CASE WHEN _kj IS NOT NULL AND _kj.`{CORRUPT}` IS NULL THEN {ref} ELSE {fallback} END"
+        raw = f"CASE WHEN {KEY_JSON} IS NOT NULL AND {KEY_JSON}.`{CORRUPT}` IS NULL THEN {ref} ELSE {fallback} END"
         if c.type is ColumnType.NUMERIC:
-            raw = f"CASE WHEN trim({raw}) RLIKE {_sql_str(_NUMERIC_TEXT)} THEN trim({raw}) END"
-        out.append(raw if c.type.spark_type == "string" else _typed(raw, c))
+            raw = f"CASE WHEN trim({raw}) RLIKE {sql_string(_NUMERIC_TEXT)} THEN trim({raw}) END"
+        out.append(raw if c.type.spark_type == "string" else typed_sql(raw, c))
     return [f"{e} AS {key_name(i)}" for i, e in enumerate(out)]
+
+
+def tombstone_cases(spec: PipelineSpec) -> list[str]:
+    """With ``tombstones: delete``, the CASE branches of a tombstone: a dead letter when its key
+    does not map to the key columns (quoting the key escaped, or in hex when it is not text),
+    else good (NULL)."""
+    if spec.tombstones is not TombstoneMode.DELETE:
+        return []
+    unmapped = " OR ".join(f"{key_name(i)} IS NULL" for i in range(len(spec.key_columns)))
+    return [
+        f"WHEN value IS NULL AND ({unmapped}) THEN concat('tombstone key does not map to the key columns: ', "
+        f"CASE WHEN key IS NULL THEN '(no key)' WHEN {storable_sql('_kstr')} THEN {escaped_sql('_kstr')} "
+        f"ELSE {hex_sql('key')} END)",
+        "WHEN value IS NULL THEN NULL",
+    ]
+
+
+def column_cases(spec: PipelineSpec, *, exact_numeric: bool = False) -> list[str]:
+    """The CASE branches of each column's problems: a required one missing, a text that is not
+    of the column's type (over :func:`raw_name` and :func:`typed_name`); with ``exact_numeric``
+    (the JSON decoder's variants, :func:`_exact_numeric`), a JSON number too long to read exactly."""
+    cases = []
+    for i, c in enumerate(spec.columns):
+        r, t = raw_name(i), typed_name(i)
+        what = f"field {c.path}" if c.expr is None else f"expr of column {c.name}"
+        if c.required:
+            missing = f"missing required field {c.path}" if c.expr is None else f"{what} is null"
+            cases.append(f"WHEN {r} IS NULL THEN {sql_string(missing)}")
+        if exact_numeric and c.from_value and c.type is ColumnType.NUMERIC:
+            cases.append(
+                f"WHEN {t} IS NULL AND {_kind(i)} IN ('DOUBLE', 'FLOAT') THEN "
+                + sql_string(
+                    f"type error: field {c.path} is a JSON number of more than 38 digits, which Spark cannot "
+                    'read exactly; send it as a JSON string ("1.25") to keep every digit: '
+                )
+                + f" || {escaped_sql(r)}"
+            )
+        cases.append(
+            f"WHEN {r} IS NOT NULL AND {t} IS NULL THEN "
+            f"concat({sql_string(f'type error: {what} is not {_type_text(c)}: ')}, "
+            f"{escaped_sql(f'CAST({r} AS STRING)')})"
+        )
+    return cases
 
 
 def _error_expression(spec: PipelineSpec) -> str:
     """A CASE that names the first problem of a record, or NULL for a good one (or a tombstone)."""
-    cases = []
-    if spec.tombstones is TombstoneMode.DELETE:
-        unmapped = " OR ".join(f"{key_name(i)} IS NULL" for i in range(len(spec.key_columns)))
-        cases += [
-            f"WHEN value IS NULL AND ({unmapped}) THEN concat('tombstone key does not map to the key columns: ', "
-            f"CASE WHEN key IS NULL THEN '(no key)' WHEN {storable_sql('_kstr')} THEN {escaped_sql('_kstr')} "
-            f"ELSE {hex_sql('key')} END)",
-            "WHEN value IS NULL THEN NULL",
-        ]
+    cases = tombstone_cases(spec)
     cases += [
         "WHEN value IS NULL OR length(value) = 0 THEN 'empty value'",
         f"WHEN length(value) > {spec.max_record_bytes} THEN concat('oversized value: ', length(value), "
@@ -197,49 +262,38 @@ def _error_expression(spec: PipelineSpec) -> str:
         f"WHEN _j IS NULL OR _j.`{CORRUPT}` IS NOT NULL THEN concat('malformed JSON or not a JSON object: ', "
         f"{escaped_sql('_str')})",
     ]
-    for i, c in enumerate(spec.columns):
-        r, t = _raw_name(i), typed_name(i)
-        what = f"field {c.path}" if c.expr is None else f"expr of column {c.name}"
-        if c.required:
-            missing = f"missing required field {c.path}" if c.expr is None else f"{what} is null"
-            cases.append(f"WHEN {r} IS NULL THEN {_sql_str(missing)}")
-        if c.type is ColumnType.NUMERIC and c.expr is None:
-            cases.append(
-                f"WHEN {t} IS NULL AND {_kind(i)} IN ('DOUBLE', 'FLOAT') THEN "
-                + _sql_str(
-                    f"type error: field {c.path} is a JSON number of more than 38 digits, which Spark cannot "
-                    'read exactly; send it as a JSON string ("1.25") to keep every digit: '
-                )
-                + f" || {escaped_sql(r)}"
-            )
-        cases.append(
-            f"WHEN {r} IS NOT NULL AND {t} IS NULL THEN "
-            f"concat({_sql_str(f'type error: {what} is not {_type_text(c)}: ')}, {escaped_sql(f'CAST({r} AS STRING)')})"
-        )
-    return "CASE " + " ".join(cases) + " END"
+    return "CASE " + " ".join(cases + column_cases(spec, exact_numeric=True)) + " END"
 
 
-def decode(records: DataFrame, spec: PipelineSpec) -> DataFrame:
-    """Kafka records plus the contract's columns: typed values, tombstone keys and ``_error``."""
+def with_json_key(records: DataFrame, paths: list[str]) -> DataFrame:
+    """The records plus the key's text (``_kstr``) and, parsed as JSON by ``paths``, the key
+    (:data:`~reprocess.formats.record_parts.KEY_JSON`), which ``$key.<path>`` columns and a
+    tombstone's key columns read."""
+    return records.selectExpr("*", "CAST(key AS STRING) AS _kstr").selectExpr(
+        "*", from_json_expr("_kstr", schema_of(paths), KEY_JSON)
+    )
+
+
+def decode(records: DataFrame, spec: PipelineSpec, schemas: WriterSchemas | None = None) -> DataFrame:
+    """Kafka records plus the contract's columns: typed values, tombstone keys and ``_error``.
+    A JSON value carries no writer schema, so ``schemas`` is unused."""
     from pyspark.sql import functions as F
 
-    parsed = (
-        records.selectExpr("*", "CAST(value AS STRING) AS _str")
-        .selectExpr("*", _from_json("_str", json_schema(spec), "_j"))
-        .selectExpr("*", *_extract_fields(spec))
+    deletes = spec.tombstones is TombstoneMode.DELETE
+    paths = record_parts.key_paths(spec)
+    if deletes:
+        paths += [c.path for c in spec.key_columns if c.from_value]
+    parsed = records.selectExpr("*", "CAST(value AS STRING) AS _str").selectExpr(
+        "*", from_json_expr("_str", json_schema(spec), "_j")
     )
+    if paths or deletes:
+        parsed = with_json_key(parsed, paths)
+    parsed = parsed.selectExpr("*", *_extract_fields(spec))
     numeric = _exact_numeric(spec)
     if numeric:
         parsed = parsed.selectExpr("*", *numeric)
-    if spec.tombstones is TombstoneMode.DELETE:
-        parsed = (
-            parsed.selectExpr("*", "CAST(key AS STRING) AS _kstr")
-            .selectExpr("*", _from_json("_kstr", _schema_of([(c.path, False) for c in spec.key_columns]), "_kj"))
-            .selectExpr("*", *_tombstone_key_fields(spec))
-        )
-    if any(c.expr for c in spec.columns):
-        parsed = parsed.selectExpr("*", *derive.derived_fields(spec, _value_ref, _raw_name))
-        parsed = parsed.selectExpr("*", *derive.typed_fields(spec, _raw_name, numeric_text))
-    return parsed.withColumn("_error", F.expr(_error_expression(spec))).selectExpr(
-        "*", derive.keep_field(spec, _value_ref)
-    )
+    if deletes:
+        parsed = parsed.selectExpr("*", *tombstone_key_fields(spec))
+    parsed = derive.with_derived(parsed, spec, value_ref, raw_name, numeric_text)
+    decoded = parsed.withColumn(DELETES, F.col("value").isNull()).withColumn("_error", F.expr(_error_expression(spec)))
+    return derive.with_keep(decoded, spec, value_ref)

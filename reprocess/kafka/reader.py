@@ -24,11 +24,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def read_range(
-    kafka: Mapping[str, Any], r: OffsetRange, *, stall_timeout_s: float = 30.0
-) -> Iterator[list[tuple[int, bytes | None, bytes | None]]]:
-    """Yield exactly the committed records of ``[r.start, r.end)`` as ``(offset, key, value)``, one
-    list per fetch (so a caller holds one fetch in memory, whatever the range's size).
+def read_range(kafka: Mapping[str, Any], r: OffsetRange, *, stall_timeout_s: float = 30.0) -> Iterator[list[Message]]:
+    """Yield exactly the committed records of ``[r.start, r.end)``, one list per fetch (so a caller
+    holds one fetch in memory, whatever the range's size), as the client's messages (key, value,
+    headers and timestamp, so each format reads the parts its spec maps).
 
     The range is done when the consumer's POSITION reaches ``end``, never judged from the last
     delivered record: on Apache Kafka a range may end in a transaction marker or in aborted
@@ -56,7 +55,7 @@ def read_range(
         consumer.assign([TopicPartition(r.topic, r.partition, r.start)])
         while position < r.end:
             messages = consumer.consume(num_messages=min(10_000, r.end - position), timeout=1.0)
-            reached, fetched = position, []
+            reached, fetched = position, list[Message]()
             for msg in messages:
                 err = msg.error()
                 if err is not None:
@@ -75,7 +74,7 @@ def read_range(
                 offset = _offset_of(msg, r)
                 reached = max(reached, offset + 1)
                 if offset < r.end:
-                    fetched.append((offset, msg.key(), msg.value()))
+                    fetched.append(msg)
             if fetched:
                 read += len(fetched)
                 yield fetched

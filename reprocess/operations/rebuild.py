@@ -110,14 +110,18 @@ def prepare_shadow(conn: Connection, spec: PipelineSpec, run_id: str) -> None:
     log.info("rebuild run_id=%s pipeline=%s shadow=%s created", run_id, spec.name, shadow.qualified_target)
 
 
-def swap_in_empty(engine: Engine, kafka: Mapping[str, Any], spec: PipelineSpec, run_id: str) -> CommitResult:
+def swap_in_empty(
+    engine: Engine, kafka: Mapping[str, Any], spec: PipelineSpec, run_id: str, registry: Mapping[str, Any] | None = None
+) -> CommitResult:
     """A rebuild whose plan reads nothing (every log is empty) still commits only by its swap."""
     with engine.begin() as conn:
         store.mark_staged(conn, run_id, None)
-    return swap_in(engine, kafka, spec, run_id)
+    return swap_in(engine, kafka, spec, run_id, registry)
 
 
-def swap_in(engine: Engine, kafka: Mapping[str, Any], spec: PipelineSpec, run_id: str) -> CommitResult:
+def swap_in(
+    engine: Engine, kafka: Mapping[str, Any], spec: PipelineSpec, run_id: str, registry: Mapping[str, Any] | None = None
+) -> CommitResult:
     """Verify the rebuilt shadow, then swap it in with the ledger in one transaction; idempotent.
 
     A retry after a swap whose connection dropped learns what happened from the database: the
@@ -138,7 +142,7 @@ def swap_in(engine: Engine, kafka: Mapping[str, Any], spec: PipelineSpec, run_id
         state = store.run_state(conn, run_id)
     if state == RunState.COMMITTED:
         return commit_run(engine, spec, run_id)  # answers "already committed"
-    checked = verify_shadow(engine, kafka, spec, run_id)
+    checked = verify_shadow(engine, kafka, spec, run_id, registry)  # registry: an Avro pipeline's client config
     shadow = shadow_spec(spec)
     stamp = f"{datetime.now(UTC):%Y%m%d%H%M%S}"
     with outcome_unknown_on_disconnect(spec, run_id), engine.begin() as conn:

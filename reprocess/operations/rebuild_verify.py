@@ -8,8 +8,9 @@ are compared in Postgres with the target's column types, so a numeric ``1.5`` ma
 a tombstone is a record like any other, so a deleted key is right when its marker is.
 
 The records are read here with confluent-kafka (the swap runs in the commit task, without
-Spark), each key field taken as the text Spark's ``from_json`` gives a string-typed field, and
-cast by Postgres; a key that Postgres cannot cast is counted missing (never swapped silently).
+Spark), each key field taken, per the spec's format, as the text the Spark decoder reads
+(:mod:`reprocess.operations.record_fields`), and cast by Postgres; a key that Postgres cannot
+cast is counted missing (never swapped silently).
 Records the rebuild stored as dead letters are skipped: they are accounted for as dead letters.
 """
 
@@ -17,8 +18,7 @@ from __future__ import annotations
 
 import csv
 import io
-import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any, Final
 
 from psycopg2 import sql
@@ -26,8 +26,9 @@ from sqlalchemy import Connection, Engine, text
 
 from reprocess.core.errors import ReprocessError
 from reprocess.core.ranges import OffsetRange
-from reprocess.core.spec import ColumnSpec, PipelineSpec, TombstoneMode
+from reprocess.core.spec import ColumnSpec, PipelineSpec
 from reprocess.core.stage_rows import ROW, TOMBSTONE
+from reprocess.operations.record_fields import avro_decoder, json_doc, record_fields
 from reprocess.postgres import store
 from reprocess.postgres.db import pg_cursor
 from reprocess.postgres.key_checks import key_checks_sql
@@ -41,8 +42,15 @@ _RAW: Final = sql.Identifier("_rebuild_records")
 _NEWEST: Final = sql.Identifier("_rebuild_newest")
 
 
-def verify_shadow(engine: Engine, kafka: Mapping[str, Any], spec: PipelineSpec, run_id: str) -> dict[str, int]:
+def verify_shadow(
+    engine: Engine,
+    kafka: Mapping[str, Any],
+    spec: PipelineSpec,
+    run_id: str,
+    registry: Mapping[str, Any] | None = None,
+) -> dict[str, int]:
     """Reconcile the shadow of rebuild ``run_id`` against Kafka; returns what was checked.
+    ``registry`` is the Schema Registry client config an Avro pipeline's records need.
 
     Raises
     ------
@@ -58,7 +66,7 @@ def verify_shadow(engine: Engine, kafka: Mapping[str, Any], spec: PipelineSpec, 
         records = 0
         for r in plan.ranges:
             dead = {o for (o,) in conn.execute(_DEAD_OFFSETS, _range_params(owner, r))}
-            records += _load_range(conn, shadow, kafka, r, dead)
+            records += _load_range(conn, shadow, kafka, r, dead, registry)
         with pg_cursor(conn) as cur:
             cur.execute(_newest_sql(shadow))
             cur.execute(key_checks_sql(shadow, _NEWEST))
@@ -98,66 +106,38 @@ def _create_raw(conn: Connection, spec: PipelineSpec) -> None:
         )
 
 
-def _load_range(conn: Connection, spec: PipelineSpec, kafka: Mapping[str, Any], r: OffsetRange, dead: set[int]) -> int:
+def _load_range(
+    conn: Connection,
+    spec: PipelineSpec,
+    kafka: Mapping[str, Any],
+    r: OffsetRange,
+    dead: set[int],
+    registry: Mapping[str, Any] | None,
+) -> int:
     """COPY one range's valid records (key and ordering fields as text) into the raw table, one
     COPY per fetched batch (memory stays one batch, whatever the range's size)."""
     from reprocess.kafka.reader import read_range
 
     fields = _fields(spec)
+    decode = avro_decoder(registry or {}, r.topic) if spec.needs_registry else json_doc
     copy = sql.SQL("COPY {} FROM STDIN (FORMAT csv, NULL '\\N')").format(_RAW)
     records = 0
     with pg_cursor(conn) as cur:
         for batch in read_range(kafka, r):
             out = io.StringIO()
             writer = csv.writer(out)
-            for offset, key, value in batch:
+            for msg in batch:
                 records += 1
-                values = None if offset in dead else _record_fields(spec, fields, key, value)
-                if values is not None:
-                    kind = ROW if value is not None else TOMBSTONE
+                offset = int(msg.offset() or 0)
+                found = None if offset in dead else record_fields(spec, fields, msg, decode)
+                if found is not None:
+                    deletes, values = found
+                    kind = TOMBSTONE if deletes else ROW
                     texts = ["\\N" if v is None else v for v in values]
                     writer.writerow([*texts, kind, r.topic, r.partition, offset])
             out.seek(0)
             cur.copy_expert(copy, out)
     return records
-
-
-def _record_fields(
-    spec: PipelineSpec, fields: Iterable[ColumnSpec], key: bytes | None, value: bytes | None
-) -> list[str | None] | None:
-    """The fields' texts of a record, or None when it carries no state (a null value kept as a
-    dead letter, which the rebuild stored and the caller skips)."""
-    if value is None:
-        if spec.tombstones is not TombstoneMode.DELETE:
-            return None
-        doc = _json(key)
-        if not isinstance(doc, dict):  # a plain key is the text of a one-column key
-            return [key.decode("utf-8", "replace")] if key is not None and len(spec.key) == 1 else None
-        return [_text(_at(doc, c.path)) for c in fields if c.name in spec.key]
-    doc = _json(value)
-    return [_text(_at(doc, c.path)) for c in fields] if isinstance(doc, dict) else None
-
-
-def _json(raw: bytes | None) -> Any:
-    """JSON with numbers kept as their text, as Spark's ``from_json`` reads a string field."""
-    try:
-        return json.loads(raw or b"", parse_int=str, parse_float=str, parse_constant=str)
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        return None
-
-
-def _at(doc: Any, path: str) -> Any:
-    for part in path.split("."):
-        doc = doc.get(part) if isinstance(doc, dict) else None
-    return doc
-
-
-def _text(node: Any) -> str | None:
-    if node is None or isinstance(node, str):
-        return node
-    if isinstance(node, bool):
-        return "true" if node else "false"
-    return json.dumps(node, separators=(",", ":"))
 
 
 def _newest_sql(spec: PipelineSpec) -> sql.Composed:

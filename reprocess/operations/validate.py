@@ -242,7 +242,8 @@ def sample_records(kafka: Mapping[str, Any], spec: PipelineSpec, per_partition: 
                 if offset is None or offset >= snap.log_end:
                     break
                 value, key = msg.value(), msg.key()
-                out.append(SampleRecord(snap.topic, snap.partition, offset, msg.timestamp()[1], key, value))
+                headers = tuple(msg.headers() or ())
+                out.append(SampleRecord(snap.topic, snap.partition, offset, msg.timestamp()[1], key, value, headers))
     finally:
         consumer.close()
     return out

@@ -68,8 +68,17 @@ def markers_identifier(spec: PipelineSpec) -> sql.Composed:
     return sql.SQL("{}.{}").format(sql.Identifier(MARKERS_SCHEMA), sql.Identifier(spec.markers_table or spec.name))
 
 
+def _marker_order(spec: PipelineSpec) -> list[str]:
+    """The ordering column a marker carries besides the key: only a pipeline whose deletes carry
+    a version (Debezium's source position) orders deletes by a column (core/spec.py)."""
+    column = spec.ordering.column
+    return [column] if column is not None and column not in spec.key else []
+
+
 def create_markers_sql(spec: PipelineSpec) -> sql.Composed:
-    """Idempotent DDL of the deletion markers: the key's columns and the lineage columns."""
+    """Idempotent DDL of the deletion markers: the key's columns (and the ordering column, when
+    deletes are ordered by one) and the lineage columns."""
+    by_name = {c.name: c for c in spec.columns}
     return sql.SQL(
         "CREATE SCHEMA IF NOT EXISTS {schema}; CREATE TABLE IF NOT EXISTS {markers} ({key_columns}, {lineage}, "
         "PRIMARY KEY ({key}))"
@@ -77,7 +86,8 @@ def create_markers_sql(spec: PipelineSpec) -> sql.Composed:
         schema=sql.Identifier(MARKERS_SCHEMA),
         markers=markers_identifier(spec),
         key_columns=sql.SQL(", ").join(
-            sql.SQL("{} {} NOT NULL").format(sql.Identifier(c.name), sql.SQL(c.type.value)) for c in spec.key_columns
+            sql.SQL("{} {} NOT NULL").format(sql.Identifier(c.name), sql.SQL(c.type.value))
+            for c in [*spec.key_columns, *(by_name[n] for n in _marker_order(spec))]
         ),
         lineage=sql.SQL(_LINEAGE_DDL),
         key=sql.SQL(", ").join(map(sql.Identifier, spec.key)),
@@ -227,7 +237,8 @@ def apply_tombstones_sql(spec: PipelineSpec, stage: sql.Composable) -> sql.Compo
     newest staged record is either a row or a tombstone).
     """
     ident = sql.Identifier
-    lineage = sql.SQL(", ").join(map(ident, LINEAGE))
+    carried = [*_marker_order(spec), *LINEAGE]
+    lineage = sql.SQL(", ").join(map(ident, carried))
     return sql.SQL(
         "WITH _t AS (SELECT * FROM ({newest}) AS _w WHERE _w._kind = {tombstone} AND NOT EXISTS "
         "(SELECT 1 FROM {target} AS _x WHERE {same_key_x} AND NOT {newer_than_row})), "
@@ -246,7 +257,7 @@ def apply_tombstones_sql(spec: PipelineSpec, stage: sql.Composable) -> sql.Compo
         markers=markers_identifier(spec),
         key=sql.SQL(", ").join(map(ident, spec.key)),
         lineage=lineage,
-        updates=sql.SQL(", ").join(sql.SQL("{} = EXCLUDED.{}").format(ident(c), ident(c)) for c in LINEAGE),
+        updates=sql.SQL(", ").join(sql.SQL("{} = EXCLUDED.{}").format(ident(c), ident(c)) for c in carried),
         newer_than_marker=spec.ordering.newer_sql(ident("_m"), sql.SQL("EXCLUDED")),
     )
 

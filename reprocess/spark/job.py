@@ -17,10 +17,15 @@ from typing import TYPE_CHECKING, Any
 import psycopg2
 from psycopg2 import sql
 
+from reprocess.core.errors import SpecError
 from reprocess.core.ranges import OffsetRange, window_ranges
 from reprocess.core.runs import RunPlan, RunState
-from reprocess.core.spec import PipelineSpec
+from reprocess.core.spec import Format, PipelineSpec
 from reprocess.core.stage_rows import stage_columns
+from reprocess.formats.avro_schema import value_subjects
+from reprocess.formats.contract import WriterSchemas
+from reprocess.formats.debezium import key_subjects
+from reprocess.kafka import registry
 from reprocess.postgres import store
 from reprocess.postgres.batches import run_in_batches
 from reprocess.postgres.commit import commit_staged_batch
@@ -45,21 +50,54 @@ log = logging.getLogger(__name__)
 
 
 def stage_job(
-    spark: SparkSession, *, spec: str, run_id: str, db_url: str, kafka_config: str, batch_size: str | None = None
+    spark: SparkSession,
+    *,
+    spec: str,
+    run_id: str,
+    db_url: str,
+    kafka_config: str,
+    batch_size: str | None = None,
+    registry_config: str | None = None,
 ) -> bool:
     """The stage job as the Spark task launches it (``reprocess.airflow.spark_task``): string arguments
-    from the task, ``db_url`` and ``kafka_config`` (librdkafka JSON) from its connections."""
+    from the task, ``db_url``, ``kafka_config`` (librdkafka JSON) and, for Avro, ``registry_config``
+    (:func:`reprocess.kafka.registry.client_config`) from its connections."""
     size = int(batch_size) if batch_size else None
-    return read_and_stage(spark, PipelineSpec.from_file(Path(spec)), run_id, db_url, json.loads(kafka_config), size)
+    spec_ = PipelineSpec.from_file(Path(spec))
+    return read_and_stage(spark, spec_, run_id, db_url, json.loads(kafka_config), size, registry_config)
 
 
 def window_job(
-    spark: SparkSession, *, spec: str, check_id: str, starting: str, ending: str, db_url: str, kafka_config: str
+    spark: SparkSession,
+    *,
+    spec: str,
+    check_id: str,
+    starting: str,
+    ending: str,
+    db_url: str,
+    kafka_config: str,
+    registry_config: str | None = None,
 ) -> int:
     """Reconciliation's Spark job as the Spark task launches it (``reprocess.airflow.spark_task``): the
-    window's ranges as Spark offset JSONs, ``db_url`` and ``kafka_config`` from the connections."""
+    window's ranges as Spark offset JSONs, ``db_url``, ``kafka_config`` and ``registry_config`` from
+    the connections."""
     spec_ = PipelineSpec.from_file(Path(spec))
-    return stage_window(spark, spec_, check_id, window_ranges(starting, ending), db_url, json.loads(kafka_config))
+    ranges = window_ranges(starting, ending)
+    return stage_window(spark, spec_, check_id, ranges, db_url, json.loads(kafka_config), registry_config)
+
+
+def writer_schemas(spec: PipelineSpec, ranges: Sequence[OffsetRange], registry_config: str | None) -> WriterSchemas:
+    """The Avro writer schemas a run decodes with, fetched ONCE here on the driver (none for JSON,
+    or when the run reads nothing). Raises the registry's retryable error when it cannot answer."""
+    if not spec.needs_registry or not any(r.width > 0 for r in ranges):
+        return {}
+    if not registry_config:
+        raise SpecError(
+            f"{spec.name}: its records are Avro, whose writer schemas come from the Schema Registry of connection "
+            f"{spec.schema_registry!r}; the job got no registry_config. Define that connection"
+        )
+    subjects = value_subjects(spec) + (key_subjects(spec) if spec.format is Format.DEBEZIUM else [])
+    return registry.writer_schemas(registry.client_config(registry_config), subjects)
 
 
 def read_and_stage(
@@ -69,6 +107,7 @@ def read_and_stage(
     db_url: str,
     kafka: Mapping[str, Any],
     batch_size: int | None = None,
+    registry_config: str | None = None,
 ) -> bool:
     """Stage a planned run; returns False when there was nothing to do (already committed).
 
@@ -77,7 +116,7 @@ def read_and_stage(
     last committed batch. The ``commit_transaction`` task then only checks and sums them.
     """
     with live_attempt(libpq_url(db_url), run_id):  # plan_run's stage cleanup never drops ours
-        return _read_and_stage(spark, spec, run_id, db_url, kafka, batch_size)
+        return _read_and_stage(spark, spec, run_id, db_url, kafka, batch_size, registry_config)
 
 
 def _read_and_stage(
@@ -87,6 +126,7 @@ def _read_and_stage(
     db_url: str,
     kafka: Mapping[str, Any],
     batch_size: int | None,
+    registry_config: str | None,
 ) -> bool:
     engine = make_engine(db_url)
     with engine.begin() as conn:
@@ -101,6 +141,7 @@ def _read_and_stage(
     size = batch_size or spec.batch_size
     started = time.monotonic()
     progress = RunProgress(spark, engine, spec.name, run_id, sum(r.width for r in plan.ranges))
+    schemas = writer_schemas(spec, plan.ranges, registry_config)
     # A rebuild always runs in batches: they fill its shadow table, and its own commit is the swap.
     if rebuild or any(r.width > size for r in plan.ranges):
 
@@ -108,7 +149,7 @@ def _read_and_stage(
             t0 = time.monotonic()
             offsets = sum(r.width for r in batch.ranges)
             with progress.action(offsets):
-                rows = _stage(spark, spec, batch.run_id, batch.ranges, db_url, kafka)
+                rows = _stage(spark, spec, batch.run_id, batch.ranges, db_url, kafka, schemas)
             result = commit_staged_batch(engine, spec, batch.run_id, rows)
             progress.finished(result.records_read, offsets)
             seconds = time.monotonic() - t0
@@ -123,7 +164,7 @@ def _read_and_stage(
     else:
         offsets = sum(r.width for r in plan.ranges)
         with progress.action(offsets):
-            rows = _stage(spark, spec, plan.run_id, plan.ranges, db_url, kafka)
+            rows = _stage(spark, spec, plan.run_id, plan.ranges, db_url, kafka, schemas)
         progress.finished(_records_staged(spec, plan.run_id, db_url), offsets)
     progress.close()
     with engine.begin() as conn:
@@ -152,13 +193,15 @@ def stage_window(
     ranges: Sequence[OffsetRange],
     db_url: str,
     kafka: Mapping[str, Any],
+    registry_config: str | None = None,
 ) -> int:
     """Reconciliation's heavy part: the newest valid record per key of a window's ``ranges`` (by
     the pipeline's Ordering, with the backfill's own parse rules) and every dead letter, staged
     under ``check_id`` for the anti-join in Postgres (:func:`reprocess.operations.reconcile.record_verdicts`).
     """
     with live_attempt(libpq_url(db_url), check_id):  # the next check's cleanup never drops ours
-        return _stage(spark, spec, check_id, ranges, db_url, kafka, check=True)
+        schemas = writer_schemas(spec, ranges, registry_config)
+        return _stage(spark, spec, check_id, ranges, db_url, kafka, schemas, check=True)
 
 
 def _stage(
@@ -168,6 +211,7 @@ def _stage(
     ranges: Sequence[OffsetRange],
     db_url: str,
     kafka: Mapping[str, Any],
+    schemas: WriterSchemas,
     *,
     check: bool = False,
 ) -> int:
@@ -185,7 +229,7 @@ def _stage(
     records = read_ranges(spark, kafka, ranges)
     copier = StageCopier(f"{STAGE_SCHEMA}.{spec.stage_table(stage_id)}", tuple(stage_columns(spec)), libpq_url(db_url))
     try:
-        stage = checked_stage(records, spec)
+        stage = checked_stage(records, spec, schemas)
         copied = sum(row.rows for row in stage.mapInArrow(copier, COPIED_SCHEMA).collect())
     except Exception as exc:
         lost = data_loss(exc, kafka, ranges)

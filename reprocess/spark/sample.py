@@ -18,21 +18,32 @@ from typing import TYPE_CHECKING, Final
 
 from reprocess.core.sample import SampleRecord, SampleResult
 from reprocess.core.spec import PipelineSpec
-from reprocess.formats.contract import typed_name
+from reprocess.formats.contract import DELETES, typed_name
 from reprocess.spark.transform import decode
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 # The columns of Spark's Kafka source that the decoders read.
-RECORD_SCHEMA: Final = "key binary, value binary, topic string, partition int, offset bigint, timestamp timestamp"
+RECORD_SCHEMA: Final = (
+    "key binary, value binary, headers array<struct<key:string,value:binary>>, topic string, partition int, "
+    "offset bigint, timestamp timestamp"
+)
 SPARK_CONN_ENV: Final = "AIRFLOW_CONN_SPARK_DEFAULT"
 
 
 def decode_sample(spark: SparkSession, spec: PipelineSpec, records: Sequence[SampleRecord]) -> SampleResult:
     """Each record's ``_error`` and, for rows, whether the key and ordering columns got values."""
     rows = [
-        (r.key, r.value, r.topic, r.partition, r.offset, datetime.fromtimestamp(r.timestamp_ms / 1000, UTC))
+        (
+            r.key,
+            r.value,
+            [(k, v) for k, v in r.headers],
+            r.topic,
+            r.partition,
+            r.offset,
+            datetime.fromtimestamp(r.timestamp_ms / 1000, UTC),
+        )
         for r in records
     ]
     watched = {
@@ -46,7 +57,7 @@ def decode_sample(spark: SparkSession, spec: PipelineSpec, records: Sequence[Sam
         "offset",
         "_error",
         "split_part(_error, ':', 1) AS kind",
-        "value IS NULL AS tombstone",
+        f"{DELETES} AS tombstone",
         *flags,
     )
     errors: dict[str, tuple[int, int, str]] = {}

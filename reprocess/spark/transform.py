@@ -12,24 +12,34 @@ from typing import TYPE_CHECKING
 from reprocess.core.errors import SpecError
 from reprocess.core.spec import ColumnSpec, ColumnType, PipelineSpec, TombstoneMode
 from reprocess.core.stage_rows import DEAD, FILTERED, ROW, TOMBSTONE, stage_columns
-from reprocess.formats import json
-from reprocess.formats.contract import KEEP, key_name, typed_name, unstorable_text_error_sql
+from reprocess.formats import decoder
+from reprocess.formats.contract import (
+    DELETES,
+    KEEP,
+    ORDER_OF_DELETE,
+    WriterSchemas,
+    key_name,
+    typed_name,
+    unstorable_text_error_sql,
+)
 from reprocess.spark import user_transform
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
 
-def decode(records: DataFrame, spec: PipelineSpec) -> DataFrame:
+def decode(records: DataFrame, spec: PipelineSpec, schemas: WriterSchemas | None = None) -> DataFrame:
     """The spec's format decoder (:mod:`reprocess.formats.contract`): the stage and ``reprocess
     validate``'s sample use this one function, so a sample decodes as a run would. A text value
-    PostgreSQL cannot store makes a dead letter whatever the format (the contract)."""
+    PostgreSQL cannot store makes a dead letter whatever the format (the contract). ``schemas``
+    are the Avro writer schemas the driver fetched for the run (:mod:`reprocess.kafka.registry`)."""
     from pyspark.sql import functions as F
 
-    return json.decode(records, spec).withColumn("_error", F.expr(_error_with_unstorable_text(spec)))
+    decoded = decoder(spec).decode(records, spec, schemas or {})
+    return decoded.withColumn("_error", F.expr(_error_with_unstorable_text(spec)))
 
 
-def checked_stage(records: DataFrame, spec: PipelineSpec) -> DataFrame:
+def checked_stage(records: DataFrame, spec: PipelineSpec, schemas: WriterSchemas | None = None) -> DataFrame:
     """:func:`to_stage` once Spark has analysed it (no record read): an ``expr``, a ``where`` or a
     transform that only Spark can reject (an unknown function or column, a type that does not fit)
     fails here naming the spec's file and what it derives, not as a stack trace from inside the job."""
@@ -39,7 +49,7 @@ def checked_stage(records: DataFrame, spec: PipelineSpec) -> DataFrame:
     derives += [f"where: {spec.where!r}"] if spec.where else []
     derives += [f"transform: {spec.transform.function!r}"] if spec.transform else []
     try:
-        stage = to_stage(records, spec)
+        stage = to_stage(records, spec, schemas)
         if derives:
             stage.schema  # noqa: B018 (the analysis is the point)
     except AnalysisException as exc:
@@ -50,24 +60,25 @@ def checked_stage(records: DataFrame, spec: PipelineSpec) -> DataFrame:
     return stage
 
 
-def to_stage(records: DataFrame, spec: PipelineSpec) -> DataFrame:
+def to_stage(records: DataFrame, spec: PipelineSpec, schemas: WriterSchemas | None = None) -> DataFrame:
     """Kafka records → stage rows: the newest good row per key plus every dead letter (and,
     with ``tombstones: delete``, the newest tombstone per key: the merge orders it against the row).
 
     One scan and one aggregation: good records group by their key, dead letters by their
     own (topic, partition, offset), so they pass through the same ``groupBy`` untouched.
     A union of two branches would make Spark read Kafka twice (a ``transform:`` function does:
-    it is given the good rows alone, :mod:`reprocess.spark.user_transform`).
+    it is given the good rows alone, :mod:`reprocess.spark.user_transform`). ``schemas`` are the
+    Avro writer schemas the driver fetched for the run (:mod:`reprocess.kafka.registry`).
 
     Good records the spec's ``where`` does not keep have no key and no dead-letter lineage, so
     they all fall into ONE ``filtered`` row whose ``_records`` counts them.
     """
     from pyspark.sql import functions as F
 
-    parsed = decode(records, spec)
+    parsed = decode(records, spec, schemas)
     deletes = spec.tombstones is TombstoneMode.DELETE
     ok = F.col("_error").isNull()
-    tombstone = F.col("value").isNull() if deletes else F.lit(False)
+    tombstone = F.col(DELETES) if deletes else F.lit(False)
     row = ok & ~tombstone & F.col(KEEP)
     key_index = {c.name: i for i, c in enumerate(spec.key_columns)}
 
@@ -75,6 +86,8 @@ def to_stage(records: DataFrame, spec: PipelineSpec) -> DataFrame:
         """A row's typed value; a tombstone carries its key columns only."""
         if c.name in key_index and deletes:
             return F.when(ok & tombstone, F.col(key_name(key_index[c.name]))).when(row, F.col(typed_name(i)))
+        if deletes and c.name == spec.ordering.column:  # a delete ordered by its source position (Debezium)
+            return F.when(ok & tombstone, F.col(ORDER_OF_DELETE)).when(row, F.col(typed_name(i)))
         return F.when(row, F.col(typed_name(i)))
 
     def when_dead(col: Column) -> Column:
@@ -128,7 +141,7 @@ def _error_with_unstorable_text(spec: PipelineSpec) -> str:
         if c.type is not ColumnType.TEXT:
             continue
         value = typed_name(i)
-        if spec.tombstones is TombstoneMode.DELETE and c.name in key_index:  # a tombstone's key comes from its key
-            value = f"CASE WHEN value IS NULL THEN {key_name(key_index[c.name])} ELSE {value} END"
+        if spec.tombstones is TombstoneMode.DELETE and c.name in key_index:  # a delete's key comes from its key
+            value = f"CASE WHEN {DELETES} THEN {key_name(key_index[c.name])} ELSE {value} END"
         checks.append(unstorable_text_error_sql(c.name, value))
     return f"coalesce(_error, {', '.join(checks)})" if checks else "_error"

@@ -135,6 +135,7 @@ def stage_over_connect(
     kafka: dict[str, Any] | None = None,
     conf: dict[str, str] | None = None,
     db_url: str | None = None,
+    registry_config: str | None = None,
 ) -> None:
     """Stage a planned run as the DAG's Spark Connect launcher does: the job runs in this process,
     its Spark work on the session's Connect server. ``db_url`` replaces the app database's URL
@@ -150,6 +151,7 @@ def stage_over_connect(
             db_url=db_url or os.environ["AIRFLOW_CONN_REPROCESS_DB"],
             kafka_config=json.dumps(kafka),
             batch_size=str(batch_size) if batch_size else None,
+            registry_config=registry_config,
         )
 
 

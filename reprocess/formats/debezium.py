@@ -1,0 +1,216 @@
+"""The ``debezium`` format: change events as Debezium writes them, with the JSON converter (with
+or without ``schemas.enable``: both are read, the envelope sits under ``payload`` in the first)
+or, with ``encoding: avro``, an Avro converter in the Confluent wire format.
+
+- ``op`` ``r`` (snapshot read), ``c``, ``u``: the row is ``after``; value columns' paths are paths
+  into it. ``$op``, ``$ts_ms`` and ``$source.<field>`` read the envelope (e.g. ``$source.lsn``, the
+  PostgreSQL position the pipeline orders by), ``$key…``/``$headers…``/metadata the record.
+- ``op: d`` deletes its key through the replay-safe deletion markers, ordered by the same
+  position as the rows: an older slice replayed later, or an event the connector resends after
+  a restart, never wins. Its key columns come from ``before`` (the key under any replica
+  identity), else from the Kafka key (``{"id": 5}``, its ``schema``/``payload`` form, or Avro).
+- The Kafka tombstone after a delete is for log compaction only; under column ordering it has
+  no position, so it is a deletion marker at the lowest possible one: it deletes nothing a
+  positioned event wrote (the ``d`` before it did the delete) and resurrects nothing.
+- A primary-key change arrives as ``d`` of the old key (and its tombstone) and ``c`` of the new
+  one at one position: two keys, so exactly the new row remains.
+- ``op: t`` (truncate) fails the run with a clear error: it names no keys, so the per-key markers
+  cannot order it against a replay, and skipping it would keep rows the source no longer has
+  (reconciliation compares with Kafka, so it could not notice). The error says what to do.
+- A column holding ``__debezium_unavailable_value`` (an unchanged TOASTed value under REPLICA
+  IDENTITY DEFAULT) is a dead letter naming the fix, never written over the stored value.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING, Final
+
+from reprocess.core.spec import ColumnSpec, Encoding, PipelineSpec
+from reprocess.formats import avro_schema, derive, json, record_parts
+from reprocess.formats.contract import (
+    DELETES,
+    ORDER_OF_DELETE,
+    WriterSchemas,
+    escaped_sql,
+    key_name,
+    sql_string,
+    typed_name,
+)
+from reprocess.formats.record_parts import KEY_JSON
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+UNAVAILABLE: Final = "__debezium_unavailable_value"
+_VALUE, _KEY = "_dv", "_dk"  # Avro version prefixes of the value and the key
+_OPS: Final = "('c', 'r', 'u', 'd')"
+# The lowest value of each Spark type: a tombstone's position under column ordering.
+_LOWEST: Final = {
+    "bigint": "CAST(-9223372036854775808 AS BIGINT)",
+    "int": "CAST(-2147483648 AS INT)",
+    "double": "CAST('-Infinity' AS DOUBLE)",
+    "decimal(38,9)": "CAST('-99999999999999999999999999999.999999999' AS DECIMAL(38,9))",
+    "timestamp": "TIMESTAMP'0001-01-01 00:00:00Z'",
+    "string": "''",
+    "boolean": "false",
+}
+
+
+def key_subjects(spec: PipelineSpec) -> list[str]:
+    """The subjects of an Avro-encoded pipeline's Kafka keys (``<topic>-key``)."""
+    return [f"{t}-key" for t in spec.topics]
+
+
+class _Envelope:
+    """Reads a path of the envelope (``op``, ``after.id``, ``source.lsn``) from the JSON parse or
+    the Avro versions, as text or typed."""
+
+    def __init__(self, spec: PipelineSpec, schemas: WriterSchemas) -> None:
+        self.avro = spec.encoding is Encoding.AVRO
+        self.values = avro_schema.versions(schemas, avro_schema.value_subjects(spec))
+        self.keys = avro_schema.versions(schemas, key_subjects(spec))
+
+    def text(self, path: str) -> str:
+        if self.avro:
+            return avro_schema.field(_VALUE, self.values, path, None)
+        return f"coalesce({record_parts.field_ref('_j.payload', path)}, {record_parts.field_ref('_j', path)})"
+
+    def typed(self, path: str, c: ColumnSpec) -> str:
+        if self.avro:
+            return avro_schema.field(_VALUE, self.values, path, c.type.spark_type)
+        raw = self.text(path)
+        return raw if c.type.spark_type == "string" else f"try_cast({raw} AS {c.type.spark_type})"
+
+    def key_field(self, c: ColumnSpec) -> str:
+        """A key column from the Kafka key, typed."""
+        if self.avro:
+            return avro_schema.field(_KEY, self.keys, c.path, c.type.spark_type)
+        payload, plain = record_parts.field_ref(f"{KEY_JSON}.payload", c.path), record_parts.field_ref(KEY_JSON, c.path)
+        raw = f"coalesce({payload}, {plain})"
+        return raw if c.type.spark_type == "string" else f"try_cast({raw} AS {c.type.spark_type})"
+
+
+def _value_ref(env: _Envelope, path: str) -> str:
+    """A field an ``expr``/``where`` reads, as text: a record part or an envelope part by its ``$``
+    path, else a field of the row (``after``)."""
+    if path.startswith("$"):
+        return record_parts.native(path) or env.text(path.removeprefix("$"))
+    return env.text(f"after.{path}")
+
+
+def _envelope_path(c: ColumnSpec) -> str:
+    """The envelope path of a column: ``after.<path>`` for a value column, else the ``$`` part."""
+    return f"after.{c.path}" if c.from_value else c.path.removeprefix("$")
+
+
+def _parse(records: DataFrame, spec: PipelineSpec, env: _Envelope) -> DataFrame:
+    """The records with the envelope parsed (JSON: ``_j``; Avro: the value's versions) and the
+    Kafka key parsed (``KEY_JSON`` or the key's Avro versions)."""
+    read = [f for f in spec.value_fields if not f.startswith("$")]  # by expr/where
+    row = [c.path for c in spec.columns if c.from_value]
+    envelope = ["op", *(f"before.{p}" for p in row), *(f"after.{p}" for p in row + read)]
+    parts = [c.path for c in spec.columns] + list(spec.value_fields)
+    envelope += [p.removeprefix("$") for p in parts if p.startswith(("$source.", "$ts_ms"))]
+    key_paths = record_parts.key_paths(spec)
+    if env.avro:
+        parsed = avro_schema.with_versions(records, "value", _VALUE, env.values)
+        parsed = avro_schema.with_versions(parsed, "key", _KEY, env.keys)
+        return json.with_json_key(parsed, key_paths)
+    schema = json.schema_of([*envelope, *(f"payload.{p}" for p in envelope)])
+    key_paths += [p for c in spec.key_columns if c.from_value for p in (c.path, f"payload.{c.path}")]
+    parsed = records.selectExpr("*", "CAST(value AS STRING) AS _str").selectExpr(
+        "*", json.from_json_expr("_str", schema, "_j")
+    )
+    return json.with_json_key(parsed, key_paths)
+
+
+def _fields(spec: PipelineSpec, env: _Envelope) -> list[str]:
+    """Each column's text and typed value (rows), and each key column's value on a delete."""
+    out = []
+    for i, c in enumerate(spec.columns):
+        if c.expr is not None:  # derived after extraction (formats.derive)
+            continue
+        part = record_parts.native(c.path)
+        if part is not None:
+            raw, typed = record_parts.text(part), record_parts.typed(part, c)
+        else:
+            raw, typed = env.text(_envelope_path(c)), env.typed(_envelope_path(c), c)
+        out += [f"{raw} AS {json.raw_name(i)}", f"{typed} AS {typed_name(i)}"]
+    for i, c in enumerate(spec.key_columns):
+        part = record_parts.native(c.path)
+        if part is not None:
+            value = record_parts.typed(part, c)
+        else:  # `before` holds the key on a delete; the Kafka key on a tombstone
+            value = f"coalesce({env.typed(f'before.{c.path}', c)}, {env.key_field(c)})"
+        out.append(f"{value} AS {key_name(i)}")
+    return out
+
+
+def _order_of_delete(spec: PipelineSpec) -> str:
+    """The ordering column's value of a delete: the event's own; a tombstone's, the lowest."""
+    index = next(i for i, c in enumerate(spec.columns) if c.name == spec.ordering.column)
+    lowest = _LOWEST[spec.columns[index].type.spark_type]
+    return f"CASE WHEN value IS NULL THEN {lowest} ELSE {typed_name(index)} END"
+
+
+def _error(spec: PipelineSpec, env: _Envelope) -> str:
+    unmapped = " OR ".join(f"{key_name(i)} IS NULL" for i in range(len(spec.key_columns)))
+    truncate = (
+        sql_string(f"{spec.name}: a truncate event (op t) at ")
+        + ", topic, '[', partition, '] offset ', offset, "
+        + sql_string(
+            ": reprocess cannot replay a truncate (it names no keys, so deletion markers cannot order it against a "
+            "replay). Nothing of this run was committed. Rebuild the pipeline from the records after it, or have the "
+            "connector skip truncates (skipped.operations=t, Debezium's default)"
+        )
+    )
+    cases = [
+        *json.tombstone_cases(spec),
+        "WHEN length(value) = 0 THEN 'empty value'",
+        f"WHEN length(value) > {spec.max_record_bytes} THEN concat('oversized value: ', length(value), "
+        f"' bytes > max_record_bytes {spec.max_record_bytes}')",
+    ]
+    if env.avro:
+        cases += avro_schema.framing_cases("value", _VALUE, env.values, avro_schema.value_subjects(spec))
+    else:
+        cases += [
+            "WHEN NOT is_valid_utf8(_str) THEN 'value is not valid UTF-8'",
+            f"WHEN _j IS NULL OR _j.`{json.CORRUPT}` IS NOT NULL THEN concat('malformed JSON or not a JSON object: ', "
+            "left(_str, 80))",
+        ]
+    cases += [
+        "WHEN _op IS NULL THEN 'not a Debezium change event: no op'",
+        f"WHEN _op = 't' THEN raise_error(concat({truncate}))",
+        f"WHEN _op NOT IN {_OPS} THEN concat('unknown Debezium op ', {escaped_sql('_op')})",
+        f"WHEN _op = 'd' AND ({unmapped}) THEN 'delete event whose before and key carry no key columns'",
+    ]
+    if spec.ordering.column:
+        cases.append(f"WHEN _op = 'd' AND {ORDER_OF_DELETE} IS NULL THEN 'delete event without its ordering column'")
+    cases.append("WHEN _op = 'd' THEN NULL")
+    for i, c in enumerate(spec.columns):
+        if c.type.spark_type == "string":
+            cases.append(
+                f"WHEN {json.raw_name(i)} = '{UNAVAILABLE}' THEN "
+                + sql_string(
+                    f"column {c.name} holds Debezium's placeholder for an unchanged TOASTed value; the stored value "
+                    "was kept. Set REPLICA IDENTITY FULL on the source table, then redrive these dead letters"
+                )
+            )
+    return "CASE " + " ".join(cases + json.column_cases(spec)) + " END"
+
+
+def decode(records: DataFrame, spec: PipelineSpec, schemas: WriterSchemas) -> DataFrame:
+    """Kafka records plus the contract's columns: typed values, a delete's key and position,
+    ``_deletes`` and ``_error``."""
+    from pyspark.sql import functions as F
+
+    env = _Envelope(spec, schemas)
+    parsed = _parse(records, spec, env)
+    parsed = parsed.selectExpr("*", f"{env.text('op')} AS _op").selectExpr("*", *_fields(spec, env))
+    value_ref = functools.partial(_value_ref, env)
+    parsed = derive.with_derived(parsed, spec, value_ref, json.raw_name, json.numeric_text)
+    parsed = parsed.withColumn(DELETES, F.expr("value IS NULL OR _op = 'd'"))
+    if spec.ordering.column:
+        parsed = parsed.withColumn(ORDER_OF_DELETE, F.expr(_order_of_delete(spec)))
+    return derive.with_keep(parsed.withColumn("_error", F.expr(_error(spec, env))), spec, value_ref)

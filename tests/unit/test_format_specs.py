@@ -1,0 +1,91 @@
+"""Spec rules of the avro and debezium formats and of columns from a record's key, headers and
+metadata: each mistake is refused at load with the file, the field and the fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reprocess.core.errors import SpecError
+from reprocess.core.spec import Encoding, Format, PipelineSpec, TombstoneMode, load_specs
+from reprocess.kafka.registry import client_config
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "pipelines" / "examples"
+
+
+def _cdc(**overrides: Any) -> dict[str, Any]:
+    return {"name": "cdc", "topics": ["db.public.t"], "format": "debezium", "key": ["id"],
+            "ordering": {"mode": "column", "column": "lsn"},
+            "columns": {"id": "bigint", "v": "text",
+                        "lsn": {"type": "bigint", "path": "$source.lsn", "required": True}},
+            **overrides}  # fmt: skip
+
+
+def test_debezium_deletes_by_its_source_position_and_defaults_to_json():
+    spec = PipelineSpec.from_mapping(_cdc())
+    assert (spec.format, spec.encoding, spec.tombstones) == (Format.DEBEZIUM, Encoding.JSON, TombstoneMode.DELETE)
+    assert not spec.needs_registry
+    assert PipelineSpec.from_mapping(_cdc(encoding="avro")).needs_registry
+
+
+def test_the_fingerprint_changes_with_the_format_but_not_for_json_specs():
+    json_spec = {"name": "p", "topics": ["t"], "key": ["id"], "columns": {"id": "text"}}
+    assert PipelineSpec.from_mapping(json_spec).fingerprint == PipelineSpec.from_mapping(
+        {**json_spec, "format": "json"}).fingerprint  # fmt: skip
+    assert PipelineSpec.from_mapping(_cdc()).fingerprint != PipelineSpec.from_mapping(_cdc(encoding="avro")).fingerprint
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        (_cdc(tombstones="dead_letter"), "field 'tombstones': a debezium pipeline deletes"),
+        (
+            _cdc(columns={"id": "bigint", "lsn": {"type": "bigint", "required": True}}),
+            "field 'ordering.column': a debezium pipeline orders by the source position",
+        ),
+        (_cdc(format="protobuf"), "field 'format': 'protobuf' is not one of: json, avro, debezium"),
+        (
+            {
+                "name": "p",
+                "topics": ["t"],
+                "key": ["id"],
+                "format": "avro",
+                "encoding": "json",
+                "columns": {"id": "text"},
+            },
+            "field 'encoding': only a debezium pipeline chooses its encoding",
+        ),
+        (
+            {"name": "p", "topics": ["t"], "key": ["id"], "columns": {"id": "text", "l": {"path": "$source.lsn"}}},
+            "field 'columns.l.path': '$source.lsn' is a part of a Debezium envelope",
+        ),
+        (
+            {"name": "p", "topics": ["t"], "key": ["id"], "columns": {"id": "text", "x": {"path": "$value"}}},
+            "field 'columns.x.path': must be a dotted path into the value",
+        ),
+    ],
+)
+def test_format_mistakes_are_refused_with_the_field(raw, message):
+    with pytest.raises(SpecError, match=message.replace("(", r"\(").replace("$", r"\$")):
+        PipelineSpec.from_mapping(raw, source="p.yaml")
+
+
+def test_columns_from_the_key_headers_and_metadata():
+    spec = PipelineSpec.from_mapping({"name": "p", "topics": ["t"], "key": ["id"], "columns": {
+        "id": {"type": "bigint", "path": "$key.id"}, "kind": {"path": "$headers.event-type"},
+        "at": {"type": "timestamptz", "path": "$timestamp"}, "p": {"type": "integer", "path": "$partition"},
+        "k": {"path": "$key"}, "v": "text"}})  # fmt: skip
+    assert [c.from_value for c in spec.columns] == [False, False, False, False, False, True]
+
+
+def test_the_registry_connection_becomes_the_client_config():
+    assert client_config({"url": "https://r/apis/ccompat/v7", "login": None, "extra": {"ssl.ca.location": "/ca",
+                          "bogus": 1}}) == {"url": "https://r/apis/ccompat/v7", "ssl.ca.location": "/ca"}  # fmt: skip
+    with pytest.raises(SpecError, match="host to the registry's URL"):
+        client_config({"url": "registry:8081"})
+
+
+def test_the_example_specs_load():
+    assert {s.format for s in load_specs(EXAMPLES)} == {Format.AVRO, Format.DEBEZIUM}
