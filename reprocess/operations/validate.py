@@ -242,7 +242,7 @@ def sample_records(kafka: Mapping[str, Any], spec: PipelineSpec, per_partition: 
                 if offset is None or offset >= snap.log_end:
                     break
                 value, key = msg.value(), msg.key()
-                headers = tuple(msg.headers() or ())
+                headers = tuple((str(h[0]), h[1] if isinstance(h[1], bytes) else None) for h in msg.headers() or ())
                 out.append(SampleRecord(snap.topic, snap.partition, offset, msg.timestamp()[1], key, value, headers))
     finally:
         consumer.close()
