@@ -283,6 +283,7 @@ def validate_command(paths: list[str], online: bool, sample: int, as_json: bool)
 
         from reprocess.core.sample import SampleRecord, SampleResult
         from reprocess.core.spec import PipelineSpec
+        from reprocess.kafka.registry import registry_from_env
         from reprocess.spark.sample import decode_sample, session_from_env
 
         engine, kafka = make_engine(app_db_url()), config_from_env()
@@ -293,7 +294,7 @@ def validate_command(paths: list[str], online: bool, sample: int, as_json: bool)
                 """Spark starts only when a topic has records to decode."""
                 if not sessions:
                     sessions.append(stack.enter_context(session_from_env()))
-                return decode_sample(sessions[0], spec, records)
+                return decode_sample(sessions[0], spec, records, registry_from_env(spec))
 
             for spec in report.specs:
                 report.findings.extend(validate_online(spec, kafka, engine, decode, sample))

@@ -78,7 +78,11 @@ def dry_run_findings(spec: PipelineSpec) -> list[Any]:
         check_reachable(url)
         with client_env(), shared_session(url) as spark:
             findings = validate_online(
-                spec, kafka, engine, lambda s, records: decode_sample(spark, s, records), SAMPLE_PER_PARTITION
+                spec,
+                kafka,
+                engine,
+                lambda s, records: decode_sample(spark, s, records, registry_config(s)),
+                SAMPLE_PER_PARTITION,
             )
     for finding in findings:
         log.log(logging.INFO if finding.severity is Severity.OK else logging.WARNING, "validate %s", finding.render())

@@ -96,8 +96,15 @@ def writer_schemas(spec: PipelineSpec, ranges: Sequence[OffsetRange], registry_c
             f"{spec.name}: its records are Avro, whose writer schemas come from the Schema Registry of connection "
             f"{spec.schema_registry!r}; the job got no registry_config. Define that connection"
         )
+    return spec_writer_schemas(spec, registry.client_config(registry_config))
+
+
+def spec_writer_schemas(spec: PipelineSpec, client: Mapping[str, Any]) -> WriterSchemas:
+    """Every writer schema of the spec's subjects (values; a Debezium pipeline's keys too) from the
+    registry at ``client`` (a ``SchemaRegistryClient`` config): a run's, and ``reprocess validate``'s
+    sample, which must decode as the run would."""
     subjects = value_subjects(spec) + (key_subjects(spec) if spec.format is Format.DEBEZIUM else [])
-    return registry.writer_schemas(registry.client_config(registry_config), subjects)
+    return registry.writer_schemas(client, subjects)
 
 
 def read_and_stage(

@@ -11,11 +11,12 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
+from reprocess.core.errors import SpecError
 from reprocess.core.sample import SampleRecord, SampleResult
 from reprocess.core.spec import PipelineSpec
 from reprocess.formats.contract import DELETES, typed_name
@@ -32,8 +33,22 @@ RECORD_SCHEMA: Final = (
 SPARK_CONN_ENV: Final = "AIRFLOW_CONN_SPARK_DEFAULT"
 
 
-def decode_sample(spark: SparkSession, spec: PipelineSpec, records: Sequence[SampleRecord]) -> SampleResult:
-    """Each record's ``_error`` and, for rows, whether the key and ordering columns got values."""
+def decode_sample(
+    spark: SparkSession,
+    spec: PipelineSpec,
+    records: Sequence[SampleRecord],
+    registry: Mapping[str, Any] | None = None,
+) -> SampleResult:
+    """Each record's ``_error`` and, for rows, whether the key and ordering columns got values.
+    An Avro pipeline's writer schemas come from ``registry`` (its ``SchemaRegistryClient`` config)."""
+    from reprocess.spark.job import spec_writer_schemas
+
+    if spec.needs_registry and registry is None:
+        raise SpecError(
+            f"{spec.name}: its records are Avro; decoding a sample needs the Schema Registry of connection "
+            f"{spec.schema_registry!r}. Define that connection"
+        )
+    schemas = spec_writer_schemas(spec, registry) if spec.needs_registry and registry is not None else {}
     rows = [
         (
             r.key,
@@ -52,7 +67,7 @@ def decode_sample(spark: SparkSession, spec: PipelineSpec, records: Sequence[Sam
         if c.name in spec.key or c.name == spec.ordering.column
     }
     flags = [f"{col} IS NULL AS `{name}`" for name, col in watched.items()]
-    decoded = decode(spark.createDataFrame(rows, RECORD_SCHEMA), spec).selectExpr(
+    decoded = decode(spark.createDataFrame(rows, RECORD_SCHEMA), spec, schemas).selectExpr(
         # The dead-letter table's error_kind (sql/005_coverage.sql), in Spark SQL.
         "offset",
         "_error",

@@ -10,7 +10,7 @@ import pytest
 
 from reprocess.core.errors import SpecError
 from reprocess.core.spec import Encoding, Format, PipelineSpec, TombstoneMode, load_specs
-from reprocess.kafka.registry import client_config
+from reprocess.kafka.registry import client_config, registry_from_env
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "pipelines" / "examples"
 
@@ -89,3 +89,13 @@ def test_the_registry_connection_becomes_the_client_config():
 
 def test_the_example_specs_load():
     assert {s.format for s in load_specs(EXAMPLES)} == {Format.AVRO, Format.DEBEZIUM}
+
+
+def test_validate_reads_the_registry_connection_from_the_environment(monkeypatch):
+    spec = PipelineSpec.from_mapping(_cdc(encoding="avro", schema_registry="my_registry"))
+    monkeypatch.delenv("AIRFLOW_CONN_MY_REGISTRY", raising=False)
+    assert registry_from_env(spec) is None
+    monkeypatch.setenv("AIRFLOW_CONN_MY_REGISTRY", '{"conn_type": "http", "host": "http://r:1/apis/ccompat/v7", '
+                       '"login": "u", "password": "p"}')  # fmt: skip
+    assert registry_from_env(spec) == {"url": "http://r:1/apis/ccompat/v7", "basic.auth.user.info": "u:p"}
+    assert registry_from_env(PipelineSpec.from_mapping(_cdc())) is None  # JSON-encoded: no registry
