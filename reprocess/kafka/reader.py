@@ -55,7 +55,8 @@ def read_range(kafka: Mapping[str, Any], r: OffsetRange, *, stall_timeout_s: flo
         consumer.assign([TopicPartition(r.topic, r.partition, r.start)])
         while position < r.end:
             messages = consumer.consume(num_messages=min(10_000, r.end - position), timeout=1.0)
-            reached, fetched = position, list[Message]()
+            reached = position
+            fetched: list[Message] = []
             for msg in messages:
                 err = msg.error()
                 if err is not None:
