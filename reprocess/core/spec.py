@@ -156,6 +156,16 @@ class PipelineSpec:
         return tuple(c for c in self.columns if c.name in self.key)
 
     @property
+    def unchanged_columns(self) -> tuple[str, ...]:
+        """The columns a change event may leave out: Debezium sends a placeholder for an unchanged
+        TOASTed value (a large text stored out of line, under REPLICA IDENTITY DEFAULT), and the
+        row keeps its current value there (:mod:`reprocess.formats.debezium`). Any non-key column
+        of the row; none for the other formats, whose records carry whole values."""
+        if self.format is not Format.DEBEZIUM:
+            return ()
+        return tuple(c.name for c in self.columns if c.from_value and c.name not in self.key)
+
+    @property
     def needs_registry(self) -> bool:
         """Whether records are Avro whose writer schemas come from the Schema Registry."""
         return self.encoding is Encoding.AVRO
@@ -231,6 +241,7 @@ class PipelineSpec:
             "ordering": {"mode": self.ordering.mode.value, "column": self.ordering.column},
             "format": self.format.value,
             "encoding": self.encoding.value,
+            "schema_registry": self.schema_registry,
             "tombstones": self.tombstones.value,
             "batch_size": self.batch_size,
             "max_record_bytes": self.max_record_bytes,

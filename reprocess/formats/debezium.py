@@ -18,7 +18,11 @@ or, with ``encoding: avro``, an Avro converter in the Confluent wire format.
   cannot order it against a replay, and skipping it would keep rows the source no longer has
   (reconciliation compares with Kafka, so it could not notice). The error says what to do.
 - A column holding ``__debezium_unavailable_value`` (an unchanged TOASTed value under REPLICA
-  IDENTITY DEFAULT) is a dead letter naming the fix, never written over the stored value.
+  IDENTITY DEFAULT: PostgreSQL does not send it) is left out, never written: it is listed in
+  ``_unchanged`` (:data:`~reprocess.core.stage_rows.UNCHANGED`), the stage keeps the value of
+  the key's newest record in the range that sent one (:func:`reprocess.spark.transform.to_stage`),
+  else the merge keeps the target row's current value (:func:`reprocess.postgres.target.merge_sql`).
+  The event's other columns are applied as usual.
 """
 
 from __future__ import annotations
@@ -26,7 +30,8 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Final
 
-from reprocess.core.spec import ColumnSpec, Encoding, PipelineSpec
+from reprocess.core.spec import ColumnSpec, ColumnType, Encoding, PipelineSpec
+from reprocess.core.stage_rows import UNCHANGED
 from reprocess.formats import avro_schema, derive, json, record_parts
 from reprocess.formats.contract import (
     DELETES,
@@ -77,6 +82,8 @@ class _Envelope:
         return f"coalesce({record_parts.field_ref('_j.payload', path)}, {record_parts.field_ref('_j', path)})"
 
     def typed(self, path: str, c: ColumnSpec) -> str:
+        if c.type is ColumnType.NUMERIC:  # its exact text, when PostgreSQL reads it (json.numeric_text)
+            return json.numeric_text(self.text(path))
         if self.avro:
             return avro_schema.field(_VALUE, self.values, path, c.type.spark_type)
         raw = self.text(path)
@@ -177,7 +184,7 @@ def _error(spec: PipelineSpec, env: _Envelope) -> str:
         cases += [
             "WHEN NOT is_valid_utf8(_str) THEN 'value is not valid UTF-8'",
             f"WHEN _j IS NULL OR _j.`{json.CORRUPT}` IS NOT NULL THEN concat('malformed JSON or not a JSON object: ', "
-            "left(_str, 80))",
+            f"{escaped_sql('_str')})",
         ]
     cases += [
         "WHEN _op IS NULL THEN 'not a Debezium change event: no op'",
@@ -188,16 +195,33 @@ def _error(spec: PipelineSpec, env: _Envelope) -> str:
     if spec.ordering.column:
         cases.append(f"WHEN _op = 'd' AND {ORDER_OF_DELETE} IS NULL THEN 'delete event without its ordering column'")
     cases.append("WHEN _op = 'd' THEN NULL")
-    for i, c in enumerate(spec.columns):
-        if c.type.spark_type == "string":
-            cases.append(
-                f"WHEN {json.raw_name(i)} = '{UNAVAILABLE}' THEN "
-                + sql_string(
-                    f"column {c.name} holds Debezium's placeholder for an unchanged TOASTed value; the stored value "
-                    "was kept. Set REPLICA IDENTITY FULL on the source table, then redrive these dead letters"
-                )
-            )
-    return "CASE " + " ".join(cases + json.column_cases(spec)) + " END"
+    return "CASE " + " ".join(cases + json.column_cases(spec, left_out=_left_out(spec))) + " END"
+
+
+def _left_out(spec: PipelineSpec) -> dict[int, str]:
+    """Per column that an event may leave out, the Spark SQL saying it did (its raw text is the
+    placeholder): its type is not checked then, and its value is NULL."""
+    indices = [i for i, c in enumerate(spec.columns) if c.name in spec.unchanged_columns]
+    return {i: f"({json.raw_name(i)} <=> {sql_string(UNAVAILABLE)})" for i in indices}
+
+
+def _without_left_out(parsed: DataFrame, spec: PipelineSpec) -> DataFrame:
+    """The typed values of the columns the event left out set to NULL, their names in ``_unchanged``."""
+    from pyspark.sql import functions as F
+
+    left_out = _left_out(spec)
+    names = ", ".join(f"CASE WHEN {sent} THEN {sql_string(spec.columns[i].name)} END" for i, sent in left_out.items())
+    return parsed.withColumns(
+        {
+            **{
+                typed_name(i): F.expr(f"CASE WHEN {sent} THEN NULL ELSE {typed_name(i)} END")
+                for i, sent in left_out.items()
+            },
+            UNCHANGED: F.expr(
+                f"filter(array({names}), n -> n IS NOT NULL)" if names else "CAST(array() AS ARRAY<STRING>)"
+            ),
+        }
+    )
 
 
 def decode(records: DataFrame, spec: PipelineSpec, schemas: WriterSchemas) -> DataFrame:
@@ -208,6 +232,7 @@ def decode(records: DataFrame, spec: PipelineSpec, schemas: WriterSchemas) -> Da
     env = _Envelope(spec, schemas)
     parsed = _parse(records, spec, env)
     parsed = parsed.selectExpr("*", f"{env.text('op')} AS _op").selectExpr("*", *_fields(spec, env))
+    parsed = _without_left_out(parsed, spec)
     value_ref = functools.partial(_value_ref, env)
     parsed = derive.with_derived(parsed, spec, value_ref, json.raw_name, json.numeric_text)
     parsed = parsed.withColumn(DELETES, F.expr("value IS NULL OR _op = 'd'"))

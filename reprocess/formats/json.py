@@ -10,7 +10,7 @@ key and column rules here are shared with the other formats (``avro``, ``debeziu
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING
 
 from reprocess.core.spec import ColumnSpec, ColumnType, PipelineSpec, TombstoneMode
@@ -223,11 +223,16 @@ def tombstone_cases(spec: PipelineSpec) -> list[str]:
     ]
 
 
-def column_cases(spec: PipelineSpec, *, exact_numeric: bool = False) -> list[str]:
+def column_cases(
+    spec: PipelineSpec, *, exact_numeric: bool = False, left_out: Mapping[int, str] | None = None
+) -> list[str]:
     """The CASE branches of each column's problems: a required one missing, a text that is not
     of the column's type (over :func:`raw_name` and :func:`typed_name`); with ``exact_numeric``
-    (the JSON decoder's variants, :func:`_exact_numeric`), a JSON number too long to read exactly."""
+    (the JSON decoder's variants, :func:`_exact_numeric`), a JSON number too long to read exactly.
+    ``left_out`` maps a column's index to Spark SQL true when the record left its value out (a
+    Debezium placeholder): its type is not checked then."""
     cases = []
+    left_out = left_out or {}
     for i, c in enumerate(spec.columns):
         r, t = raw_name(i), typed_name(i)
         what = f"field {c.path}" if c.expr is None else f"expr of column {c.name}"
@@ -243,8 +248,9 @@ def column_cases(spec: PipelineSpec, *, exact_numeric: bool = False) -> list[str
                 )
                 + f" || {escaped_sql(r)}"
             )
+        sent = f" AND NOT {left_out[i]}" if i in left_out else ""
         cases.append(
-            f"WHEN {r} IS NOT NULL AND {t} IS NULL THEN "
+            f"WHEN {r} IS NOT NULL AND {t} IS NULL{sent} THEN "
             f"concat({sql_string(f'type error: {what} is not {_type_text(c)}: ')}, "
             f"{escaped_sql(f'CAST({r} AS STRING)')})"
         )

@@ -19,7 +19,7 @@ from psycopg2 import sql
 from sqlalchemy import Engine, text
 
 from reprocess.core.spec import PipelineSpec
-from reprocess.core.stage_rows import stage_columns
+from reprocess.core.stage_rows import UNCHANGED, stage_columns
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -55,6 +55,7 @@ def create_stage(conn: PgConnection, spec: PipelineSpec, run_id: str, *, check: 
             "_error": "text",
             "_raw_key": "text",
             "_raw_value": "text",
+            UNCHANGED: "text",
         }
     )
     table = stage_identifier(spec, run_id)

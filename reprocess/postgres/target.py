@@ -24,7 +24,7 @@ from psycopg2 import sql
 
 from reprocess.core.ordering import LINEAGE_ORDER
 from reprocess.core.spec import PipelineSpec, TombstoneMode
-from reprocess.core.stage_rows import DEAD, FILTERED, LINEAGE, ROW, TOMBSTONE
+from reprocess.core.stage_rows import DEAD, FILTERED, LINEAGE, ROW, TOMBSTONE, UNCHANGED
 
 _LINEAGE_DDL = (
     "_kafka_topic text NOT NULL, _kafka_partition int NOT NULL, _kafka_offset bigint NOT NULL, "
@@ -153,10 +153,10 @@ def merge_sql(spec: PipelineSpec, stage: sql.Composable) -> sql.Composed:
     cols = sql.SQL(", ").join(map(ident, all_cols))
     if spec.tombstones is TombstoneMode.DELETE:
         source = sql.SQL(
-            "SELECT {cols}, %(run_id)s, %(spec_version)s FROM ({newest}) AS _w WHERE _w._kind = {row} AND NOT EXISTS "
-            "(SELECT 1 FROM {markers} AS _m WHERE {same_key} AND NOT {newer_than_marker})"
+            "SELECT {incoming}, %(run_id)s, %(spec_version)s FROM ({newest}) AS _w WHERE _w._kind = {row} "
+            "AND NOT EXISTS (SELECT 1 FROM {markers} AS _m WHERE {same_key} AND NOT {newer_than_marker})"
         ).format(
-            cols=cols,
+            incoming=_incoming(spec, all_cols),
             newest=newest_per_key(spec, stage),
             row=sql.Literal(ROW),
             markers=markers_identifier(spec),
@@ -208,6 +208,31 @@ def merge_sql(spec: PipelineSpec, stage: sql.Composable) -> sql.Composed:
         old_lineage=row_of(sql.SQL("old"), list(LINEAGE_ORDER)),
         new_lineage=row_of(sql.SQL("new"), list(LINEAGE_ORDER)),
     )
+
+
+def _incoming(spec: PipelineSpec, columns: list[str]) -> sql.Composed:
+    """The staged row's ``columns`` (stage alias ``_w``); a column the records left out
+    (:data:`~reprocess.core.stage_rows.UNCHANGED`, Debezium's unchanged TOASTed values) takes the
+    target row's current value, so it is never overwritten (NULL when the key has no row yet)."""
+    ident, w = sql.Identifier, sql.Identifier("_w")
+    out = []
+    for c in columns:
+        if c not in spec.unchanged_columns:
+            out.append(sql.SQL("{}.{}").format(w, ident(c)))
+            continue
+        out.append(
+            sql.SQL(
+                "CASE WHEN {name} = ANY(string_to_array(_w.{unchanged}, ',')) "
+                "THEN (SELECT _cur.{c} FROM {target} AS _cur WHERE {same_key}) ELSE _w.{c} END"
+            ).format(
+                name=sql.Literal(c),
+                unchanged=ident(UNCHANGED),
+                c=ident(c),
+                target=target_identifier(spec),
+                same_key=_same_key(spec, ident("_cur"), w),
+            )
+        )
+    return sql.SQL(", ").join(out)
 
 
 def newest_per_key(spec: PipelineSpec, stage: sql.Composable) -> sql.Composed:

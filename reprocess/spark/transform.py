@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from reprocess.core.errors import SpecError
 from reprocess.core.spec import ColumnSpec, ColumnType, PipelineSpec, TombstoneMode
-from reprocess.core.stage_rows import DEAD, FILTERED, ROW, TOMBSTONE, stage_columns
+from reprocess.core.stage_rows import DEAD, FILTERED, ROW, TOMBSTONE, UNCHANGED, stage_columns
 from reprocess.formats import decoder
 from reprocess.formats.contract import (
     DELETES,
@@ -117,18 +117,50 @@ def to_stage(records: DataFrame, spec: PipelineSpec, schemas: WriterSchemas | No
         when_dead(F.col("offset")).alias("_dead_offset"),
         when_dead(F.col("topic")).alias("_dead_topic"),
         *(user_transform.RAW if spec.transform else ()),
+        *([F.when(row, F.col(UNCHANGED)).alias(UNCHANGED)] if spec.unchanged_columns else []),
     )
     if spec.transform is not None:
         rows = user_transform.apply(rows, spec)
-    carried = [c for c in stage_columns(spec) if c not in spec.key and c not in ("_kind", "_records")]
+    own = {"_kind", "_records", UNCHANGED, *spec.unchanged_columns}
+    carried = [c for c in stage_columns(spec) if c not in spec.key and c not in own]
     newest = rows.groupBy("_kind", *spec.key, "_key_partition", "_dead_topic", "_dead_partition", "_dead_offset").agg(
         F.max_by(F.struct(*carried), F.struct(*spec.ordering.fields)).alias("_newest"),
         F.count(F.lit(1)).alias("_records"),
+        *_newest_sent(spec),
     )
-    return newest.select(
-        *(F.col(c) if c in spec.key or c in ("_kind", "_records") else F.col(f"_newest.{c}").alias(c)
-          for c in stage_columns(spec))
-    )  # fmt: skip
+    return newest.select(*(_stage_column(spec, c) for c in stage_columns(spec)))
+
+
+def _newest_sent(spec: PipelineSpec) -> list[Column]:
+    """Per column a record may leave out (``spec.unchanged_columns``, Debezium's unchanged TOASTed
+    values): the value of the key's newest row that sent one (``max_by`` skips a NULL ordering),
+    and whether any did. Between that row and the newest the value did not change, and a delete in
+    between would have been followed by an insert, which sends every value."""
+    from pyspark.sql import functions as F
+
+    out = []
+    for j, name in enumerate(spec.unchanged_columns):
+        sent = (F.col("_kind") == ROW) & ~F.coalesce(F.array_contains(F.col(UNCHANGED), name), F.lit(False))
+        out += [
+            F.max_by(F.col(name), F.when(sent, F.struct(*spec.ordering.fields))).alias(f"_sent_{j}"),
+            F.max(sent).alias(f"_has_{j}"),
+        ]
+    return out
+
+
+def _stage_column(spec: PipelineSpec, column: str) -> Column:
+    """A stage column from the aggregated row: the group's own, the newest record's, or (a column
+    the records may leave out) the newest sent value, and the names of those none sent."""
+    from pyspark.sql import functions as F
+
+    if column in spec.key or column in ("_kind", "_records"):
+        return F.col(column)
+    if column in spec.unchanged_columns:
+        return F.col(f"_sent_{spec.unchanged_columns.index(column)}").alias(column)
+    if column == UNCHANGED:
+        names = [F.when(~F.col(f"_has_{j}"), F.lit(n)) for j, n in enumerate(spec.unchanged_columns)]
+        return F.when(F.col("_kind") == ROW, F.nullif(F.concat_ws(",", *names), F.lit(""))).alias(column)
+    return F.col(f"_newest.{column}").alias(column)
 
 
 def _error_with_unstorable_text(spec: PipelineSpec) -> str:

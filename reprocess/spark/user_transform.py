@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, cast
 
 from reprocess.core.errors import SpecError
 from reprocess.core.spec import ColumnSpec, ColumnType, PipelineSpec
-from reprocess.core.stage_rows import DEAD, LINEAGE, ROW
+from reprocess.core.stage_rows import DEAD, LINEAGE, ROW, UNCHANGED
 from reprocess.formats.json import numeric_text
 
 if TYPE_CHECKING:
@@ -53,7 +53,9 @@ def apply(rows: DataFrame, spec: PipelineSpec) -> DataFrame:
     if spec.transform is None:
         return rows
     names = [c.name for c in spec.columns]
-    good = rows.where(F.col("_kind") == ROW).select(*names, *LINEAGE, "_error", *RAW)
+    # The columns a Debezium event left out stay listed, whatever the function returns for them.
+    kept = [UNCHANGED] if spec.unchanged_columns else []
+    good = rows.where(F.col("_kind") == ROW).select(*names, *LINEAGE, "_error", *RAW, *kept)
     out = load(spec)(good)
     missing = [c for c in (*names, *LINEAGE) if c not in out.columns]
     if missing:
@@ -77,6 +79,7 @@ def apply(rows: DataFrame, spec: PipelineSpec) -> DataFrame:
         F.when(~ok, F.col("_kafka_partition")).alias("_dead_partition"),
         F.when(~ok, F.col("_kafka_offset")).alias("_dead_offset"),
         F.when(~ok, F.col("_kafka_topic")).alias("_dead_topic"),
+        *(F.when(ok, F.col(c) if c in out.columns else F.array().cast("array<string>")).alias(c) for c in kept),
     ]
     rest = rows.where(F.col("_kind") != ROW).drop(*RAW)
     return rest.unionByName(out.select(*carried))

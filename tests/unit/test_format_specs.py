@@ -10,6 +10,7 @@ import pytest
 
 from reprocess.core.errors import SpecError
 from reprocess.core.spec import Encoding, Format, PipelineSpec, TombstoneMode, load_specs
+from reprocess.core.stage_rows import UNCHANGED, stage_columns
 from reprocess.kafka.registry import client_config, registry_from_env
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "pipelines" / "examples"
@@ -78,6 +79,25 @@ def test_columns_from_the_key_headers_and_metadata():
         "at": {"type": "timestamptz", "path": "$timestamp"}, "p": {"type": "integer", "path": "$partition"},
         "k": {"path": "$key"}, "v": "text"}})  # fmt: skip
     assert [c.from_value for c in spec.columns] == [False, False, False, False, False, True]
+
+
+def test_expressions_read_record_and_envelope_parts_by_their_dollar_path():
+    cdc = PipelineSpec.from_mapping(_cdc(where="`$source.lsn` > 0 AND `$headers.kind` = 'x'", columns={
+        "id": "bigint", "v": "text", "lsn": {"type": "bigint", "path": "$source.lsn", "required": True},
+        "tag": {"expr": "concat(v, `$key.id`)"}}))  # fmt: skip
+    assert cdc.value_fields == ("$key.id", "$source.lsn", "$headers.kind")
+    json_spec = {"name": "p", "topics": ["t"], "key": ["id"], "columns": {"id": "text"}, "where": "`$source.lsn` > 0"}
+    with pytest.raises(SpecError, match=r"field 'where': '\$source.lsn' is a part of a Debezium envelope"):
+        PipelineSpec.from_mapping(json_spec, source="p.yaml")
+
+
+def test_only_a_debezium_rows_values_may_be_left_out_and_the_stage_lists_them():
+    cdc = PipelineSpec.from_mapping(_cdc(columns={"id": "bigint", "v": "text", "n": "numeric",
+        "lsn": {"type": "bigint", "path": "$source.lsn", "required": True}, "x": {"expr": "upper(v)"}}))  # fmt: skip
+    assert cdc.unchanged_columns == ("v", "n")  # not the key, an envelope part or an expr
+    assert stage_columns(cdc)[-1] == UNCHANGED
+    json_spec = PipelineSpec.from_mapping({"name": "p", "topics": ["t"], "key": ["id"], "columns": {"id": "text"}})
+    assert json_spec.unchanged_columns == () and UNCHANGED not in stage_columns(json_spec)
 
 
 def test_the_registry_connection_becomes_the_client_config():
