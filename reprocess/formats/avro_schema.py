@@ -77,16 +77,18 @@ def field(prefix: str, by_id: Mapping[int, str], path: str, spark_type: str | No
 
 
 def framing_cases(column: str, prefix: str, by_id: Mapping[int, str], subjects: Iterable[str]) -> list[str]:
-    """CASE branches naming what is wrong with a framed payload: too short for the header, a
-    wrong magic byte, a schema id no version of the subjects has, a payload Avro cannot read."""
+    """CASE branches naming what is wrong with a framed payload, each error's kind (the text
+    before its first colon, the coverage page's grouping) fixed: ``truncated header``, ``wrong
+    magic byte``, ``unknown schema id`` (no version of the subjects has it), ``malformed Avro
+    payload`` (its schema cannot read it)."""
     known = ", ".join(str(sid) for sid in by_id) or "NULL"
-    where = sql_string(f": not a version of {', '.join(subjects)}")
+    where = sql_string(f", not a version of {', '.join(subjects)}")
     cases = [
-        f"WHEN length({column}) < 5 THEN concat('truncated: ', length({column}), ' bytes, shorter than the Confluent "
-        "header (magic byte 0 and a 4-byte schema id)')",
-        f"WHEN substring({column}, 1, 1) <> X'00' THEN concat('wrong magic byte 0x', hex(substring({column}, 1, 1)), "
-        "': not the Confluent wire format')",
-        f"WHEN {prefix}_sid NOT IN ({known}) THEN concat('unknown schema id ', {prefix}_sid, {where})",
+        f"WHEN length({column}) < 5 THEN concat('truncated header: ', length({column}), ' bytes, shorter than the "
+        "Confluent header (magic byte 0 and a 4-byte schema id)')",
+        f"WHEN substring({column}, 1, 1) <> X'00' THEN concat('wrong magic byte: 0x', hex(substring({column}, 1, 1)), "
+        "', not the Confluent wire format')",
+        f"WHEN {prefix}_sid NOT IN ({known}) THEN concat('unknown schema id: ', {prefix}_sid, {where})",
     ]
     unreadable = [
         f"({prefix}_sid = {sid} AND {field_ref(version_column(prefix, sid), name)} IS NULL)"
@@ -95,8 +97,8 @@ def framing_cases(column: str, prefix: str, by_id: Mapping[int, str], subjects: 
     ]
     if unreadable:
         cases.append(
-            f"WHEN {' OR '.join(unreadable)} THEN concat('malformed or truncated Avro payload for schema id ', "
-            f"{prefix}_sid)"
+            f"WHEN {' OR '.join(unreadable)} THEN concat('malformed Avro payload: schema id ', "
+            f"{prefix}_sid, ' cannot read it (truncated or corrupt)')"
         )
     return cases
 

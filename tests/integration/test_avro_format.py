@@ -1,8 +1,9 @@
 """The ``avro`` format on the real parts: records written by confluent-kafka's own
 ``AvroSerializer`` under two writer schema versions registered in Apicurio Registry (a field
 added with a default, a field removed), plus malformed payloads, staged by Spark (``from_avro``
-over Connect) and committed to Postgres. Expected rows and dead letters are written out here
-from what was produced, not computed by the product."""
+over Connect) and committed to Postgres, through an ``expr`` column (over a value field and a
+header) and a ``where``. Expected rows and dead letters are written out here from what was
+produced, not computed by the product."""
 
 from __future__ import annotations
 
@@ -50,8 +51,9 @@ V2 = {"type": "record", "name": "Order", "namespace": "t", "fields": [  # note r
 def _spec(name: str, topic: str) -> PipelineSpec:
     raw = {
         "name": name, "topics": [topic], "format": "avro", "key": ["id"], "target_table": f"{name}.orders",
-        "max_dead_letter_ratio": 1,
+        "max_dead_letter_ratio": 1, "where": "customer <> 'carol'",
         "columns": {
+            "label": {"type": "text", "expr": "concat(upper(customer), '@', `$headers.source`)"},
             "id": "bigint", "customer": {"type": "text", "required": True}, "amount": "numeric",
             "placed": "timestamptz", "at": "timestamptz", "uid": "text", "note": "text", "status": "text",
             "city": {"type": "text", "path": "ship.city"}, "source": {"type": "text", "path": "$headers.source"},
@@ -70,7 +72,7 @@ def _order(i: int, customer: str, **more: Any) -> dict[str, Any]:
 
 
 def _rows(engine, spec) -> dict[int, tuple[Any, ...]]:
-    cols = "id, customer, amount, placed, at, uid, note, status, city, source, part, k"
+    cols = "id, customer, amount, placed, at, uid, note, status, city, source, part, k, label"
     with engine.connect() as conn:
         conn.execute(text("SET TimeZone = 'UTC'"))
         return {r[0]: tuple(r[1:]) for r in conn.execute(text(f"SELECT {cols} FROM {spec.qualified_target}"))}
@@ -79,15 +81,16 @@ def _rows(engine, spec) -> dict[int, tuple[Any, ...]]:
 def _expected(o: dict[str, Any]) -> tuple[Any, ...]:
     placed = datetime.combine(o["placed"], datetime.min.time(), UTC)
     return (o["customer"], o["amount"], placed, o["at"], o["uid"], o.get("note"), o.get("status"),
-            (o["ship"] or {}).get("city"), "shop", 0, str(o["id"]))  # fmt: skip
+            (o["ship"] or {}).get("city"), "shop", 0, str(o["id"]), f"{o['customer'].upper()}@shop")  # fmt: skip
 
 
-def _dead_letters(engine, spec) -> dict[int, str]:
+def _dead_letters(engine, spec) -> dict[int, tuple[str, str]]:
+    """Offset → (error kind, error) of the pipeline's dead letters."""
     with engine.connect() as conn:
         rows = conn.execute(
-            text('SELECT "offset", error FROM reprocess.dead_letters WHERE pipeline = :p'), {"p": spec.name}
+            text('SELECT "offset", error_kind, error FROM reprocess.dead_letters WHERE pipeline = :p'), {"p": spec.name}
         )
-        return dict(rows.all())
+        return {offset: (kind, error) for offset, kind, error in rows}
 
 
 def test_two_writer_versions_and_malformed_payloads_then_a_stopped_registry(
@@ -133,13 +136,14 @@ def test_two_writer_versions_and_malformed_payloads_then_a_stopped_registry(
     run = plan_run(engine, kafka_config, spec, RunRequest.incremental(), f"{unique_name}-1")
     run_spark_stage(spec, run.run_id, registry_config=json.dumps({"url": schema_registry}))
     result = commit_run(engine, spec, run.run_id)
-    assert (result.records_read, result.dead_letters) == (9, 4)
-    assert _rows(engine, spec) == {i: _expected(o) for i, o in orders.items()}
+    assert (result.records_read, result.dead_letters, result.records_filtered) == (9, 4, 1)  # carol filtered
+    kept = {i: _expected(o) for i, o in orders.items() if o["customer"] != "carol"}
+    assert _rows(engine, spec) == kept
     dead = _dead_letters(engine, spec)
-    assert dead[5].startswith("wrong magic byte 0x01"), dead
-    assert dead[6].startswith("unknown schema id 999999"), dead
-    assert dead[7].startswith(f"malformed or truncated Avro payload for schema id {v1}"), dead
-    assert dead[8].startswith("truncated: 2 bytes"), dead
+    kinds = {5: "wrong magic byte", 6: "unknown schema id", 7: "malformed Avro payload", 8: "truncated header"}
+    assert {offset: kind for offset, (kind, _) in dead.items()} == kinds
+    assert "0x01" in dead[5][1] and "999999" in dead[6][1] and f"schema id {v1} " in dead[7][1], dead
+    assert "2 bytes" in dead[8][1], dead
 
     # The registry stopped: the run fails with a retryable error naming it, and commits nothing.
     orders[5] = _order(5, "erin", status="new")
@@ -155,4 +159,4 @@ def test_two_writer_versions_and_malformed_payloads_then_a_stopped_registry(
         registry.start()
     run_spark_stage(spec, second.run_id, registry_config=json.dumps({"url": schema_registry}))  # the retry
     assert commit_run(engine, spec, second.run_id).rows_upserted == 1
-    assert _rows(engine, spec) == {i: _expected(o) for i, o in orders.items()}
+    assert _rows(engine, spec) == {i: _expected(o) for i, o in orders.items() if o["customer"] != "carol"}
