@@ -13,7 +13,11 @@ pipeline's lock and before the new spec is written to ``reprocess.pipelines``:
 - a changed topic set or ordering rule: stored rows were chosen by the old rule, and offsets of
   two topics (or two incarnations of one) share no order. A rebuild re-derives every row from
   the log and is always allowed; under column ordering the change may also be acknowledged
-  (``acknowledge_partition_change``), as a partition-count change is.
+  (``acknowledge_partition_change``), as a partition-count change is;
+- a changed ``format``, ``encoding``, ``schema_registry`` connection or source of the ordering
+  column (its ``path``, e.g. ``$source.lsn`` → ``$source.ts_ms``): the same records would decode
+  to other rows, or order by values the stored ones cannot be compared with, while the ledger
+  says they are loaded. Only a rebuild, which re-derives every row, may make it.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from typing import Any, Final
 from sqlalchemy import Connection, text
 
 from reprocess.core.errors import OrderingError, SchemaChangeError, SpecError
-from reprocess.core.spec import PipelineSpec
+from reprocess.core.spec import DEFAULT_REGISTRY_CONN, PipelineSpec
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +79,15 @@ def check_registration(conn: Connection, spec: PipelineSpec, *, rebuild: bool, a
             f"Move the table so it keeps its rows (ALTER TABLE {old_target} SET SCHEMA … / RENAME TO …, until "
             f"it is {spec.qualified_target}), or revert target_table."
         )
+    decoding = _decoding_changes(old, spec)
+    if decoding and not rebuild:
+        raise SchemaChangeError(
+            f"{spec.name}: spec {spec.source_file} changes {'; '.join(decoding)}, with committed positions: the "
+            "records already loaded would decode (or order) differently from the rows stored from them, and "
+            "replays would compare values of two kinds. Nothing was planned. Revert the change, or rebuild the "
+            f"table from the log with the new spec: trigger {spec.dag_id('backfill')} with mode=rebuild (Safety "
+            "section); to keep the old table, give the new spec its own name and target_table."
+        )
     changes = []
     if sorted(old.get("topics", [])) != sorted(spec.topics):
         changes.append(f"topics {old.get('topics')} → {list(spec.topics)}")
@@ -83,8 +96,12 @@ def check_registration(conn: Connection, spec: PipelineSpec, *, rebuild: bool, a
     if old_ordering != new_ordering:
         changes.append(f"ordering {_ordering_text(old_ordering)} → {_ordering_text(new_ordering)}")
     if not changes:
-        return []
-    what = f"{spec.name}: spec {spec.source_file} changes {'; '.join(changes)}"
+        return (
+            [f"{spec.name}: spec {spec.source_file} changes {'; '.join(decoding)}: the rebuild re-derives every row"]
+            if decoding
+            else []
+        )
+    what = f"{spec.name}: spec {spec.source_file} changes {'; '.join(changes + decoding)}"
     if rebuild:
         return [f"{what}: the rebuild re-derives every row from the log"]
     if spec.ordering.column is not None and acknowledged:
@@ -100,6 +117,23 @@ def check_registration(conn: Connection, spec: PipelineSpec, *, rebuild: bool, a
         "different topics share no order, so replays and new records could lose to rows they should replace. "
         f"Nothing was planned. To go ahead, {remedy}."
     )
+
+
+def _decoding_changes(old: dict[str, Any], spec: PipelineSpec) -> list[str]:
+    """How the spec decodes records differently from the registered one (``old``, its ``as_dict``;
+    a spec registered before formats existed was json)."""
+    new = spec.as_dict()
+    fields = [("format", "json"), ("encoding", "json")]
+    if spec.needs_registry:  # another registry numbers its schemas otherwise
+        fields.append(("schema_registry", DEFAULT_REGISTRY_CONN))
+    out = [f"{f} {old.get(f, d)!r} → {new[f]!r}" for f, d in fields if old.get(f, d) != new[f]]
+    column = spec.ordering.column
+    if column is not None and old.get("ordering", {}).get("column") == column:
+        before = old.get("columns", {}).get(column, {}).get("path", column)
+        after = new["columns"][column].get("path", column)
+        if before != after:
+            out.append(f"the ordering column {column!r}'s path {before!r} → {after!r}")
+    return out
 
 
 def _moved(conn: Connection, old_target: str, new_target: str) -> bool:

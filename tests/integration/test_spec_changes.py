@@ -166,3 +166,35 @@ def test_a_target_table_belongs_to_one_pipeline(engine, db_url, kafka_config, un
     # The bookkeeping schemas (deletion markers among them) are nobody's target.
     with pytest.raises(SpecError, match="bookkeeping"):
         _spec(unique_name, target_table=f"reprocess_deleted.{first.name}")
+
+
+_LSN = {"type": "bigint", "path": "$source.lsn", "required": True}
+_CDC = {"format": "debezium", "ordering": {"mode": "column", "column": "v"},
+        "columns": {"id": "text", "s": "text", "v": _LSN}}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("v1", "v2", "says"),
+    [
+        ({}, {"format": "avro"}, r"changes format 'json' → 'avro'; encoding 'json' → 'avro'"),
+        (_CDC, {**_CDC, "encoding": "avro"}, r"changes encoding 'json' → 'avro'"),
+        ({"format": "avro"}, {"format": "avro", "schema_registry": "other_registry"},
+         r"changes schema_registry 'schema_registry_default' → 'other_registry'"),
+        (_CDC, {**_CDC, "columns": {**_CDC["columns"], "v": {"type": "bigint", "path": "$source.txId",
+                                                              "required": True}}},
+         r"changes the ordering column 'v''s path '\$source.lsn' → '\$source.txId'"),
+    ],
+    ids=["format", "encoding", "registry", "ordering-source"],
+)  # fmt: skip
+def test_a_change_of_how_records_decode_needs_a_rebuild(engine, db_url, kafka_config, unique_name, v1, v2, says):
+    """Issue 26: the records already loaded would decode to other rows (or order by other values)
+    than the ones stored from them, while the ledger says they are loaded."""
+    _topic(kafka_config, unique_name, 2)
+    rows = [Record(0, i, {"id": "a", "s": f"a{i}", **({"v": i} if "ordering" in v1 else {})}) for i in range(2)]
+    stage_and_commit(engine, db_url, _spec(unique_name, **v1), f"{unique_name}-1", rows)
+    with pytest.raises(SchemaChangeError, match=says + r", with committed positions.*Nothing was planned\. Revert "
+                       r"the change, or rebuild.*mode=rebuild"):  # fmt: skip
+        plan_run(engine, kafka_config, _spec(unique_name, **v2), RunRequest.incremental(), f"{unique_name}-2")
+    assert _run(engine, f"{unique_name}-2").state == "failed"
+    rebuild = RunRequest.from_params({"mode": "rebuild", "dry_run": True}, RunKind.BACKFILL)
+    plan_run(engine, kafka_config, _spec(unique_name, **v2), rebuild, f"{unique_name}-3")  # a rebuild may
