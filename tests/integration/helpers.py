@@ -155,16 +155,24 @@ def stage_over_connect(
         )
 
 
-def reconcile_over_connect(engine: Engine, spec: PipelineSpec, start: datetime, end: datetime, check_id: str) -> Any:
+def reconcile_over_connect(
+    engine: Engine,
+    spec: PipelineSpec,
+    start: datetime,
+    end: datetime,
+    check_id: str,
+    registry_config: str | None = None,
+) -> Any:
     """The reconcile DAG's three steps in this process: plan the window, stage it over Connect,
-    record the verdicts (raises ReconciliationGap on a gap)."""
+    record the verdicts (raises ReconciliationGap on a gap). ``registry_config``: an Avro
+    pipeline's Schema Registry client config (JSON)."""
     from reprocess.operations.reconcile import plan_window, record_verdicts
     from reprocess.spark.job import stage_window
 
     kafka = _kafka_from_env()
     ranges = plan_window(kafka, spec, start, end)
     with connect_session() as spark:
-        stage_window(spark, spec, check_id, ranges, os.environ["AIRFLOW_CONN_REPROCESS_DB"], kafka)
+        stage_window(spark, spec, check_id, ranges, os.environ["AIRFLOW_CONN_REPROCESS_DB"], kafka, registry_config)
     return record_verdicts(engine, spec, ranges, start, end, check_id)
 
 

@@ -1,14 +1,19 @@
-"""The ``debezium`` format from real change events: a PostgreSQL table goes through a scripted life
-while the Debezium connector on the embedded Kafka Connect worker streams it into Kafka (the JSON
-converter with and without schemas, and Avro through Apicurio Registry); the pipeline stages it
-with Spark over Connect and commits to Postgres. The oracle is the source table itself, read
-back row by row: the target must equal it, after a replay and after an older slice replayed."""
+"""The ``debezium`` format from real change events: ONE PostgreSQL table goes through a scripted
+life while three Debezium connectors on the embedded Kafka Connect worker stream it into Kafka at
+once (the JSON converter with and without schemas, and Avro through Apicurio Registry); a
+pipeline per topic stages it with Spark over Connect and commits to Postgres. The oracle is the
+source table itself, read back row by row: the target must equal it, after a replay, after an
+older slice replayed, and reconciliation must find no gap.
+
+The table has a large text column stored out of line (``STORAGE EXTERNAL``, REPLICA IDENTITY
+DEFAULT), so an update that leaves it unchanged streams Debezium's placeholder for it."""
 
 from __future__ import annotations
 
 import json
 import os
 import time
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -24,11 +29,15 @@ from reprocess.core.runs import RunKind, RunRequest
 from reprocess.core.spec import PipelineSpec
 from reprocess.operations.plan import plan_run
 from reprocess.postgres.commit import commit_run
-from tests.integration.helpers import run_spark_stage
+from tests.integration.helpers import reconcile_over_connect, run_spark_stage
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("postgres")]
 
 SENTINEL = 999_999
+ENCODINGS = ("json", "json_schemas", "avro")
+# The oracle reads the source table; the target's label is the spec's expr over the row's status.
+SOURCE_COLUMNS = "id, customer, amount, status, md5(notes), length(notes), upper(status)"
+TARGET_COLUMNS = "id, customer, amount, status, md5(notes), length(notes), label"
 
 
 def _source(*statements: str) -> None:
@@ -43,17 +52,18 @@ def _source(*statements: str) -> None:
 def _source_rows(table: str) -> dict[int, tuple[Any, ...]]:
     conn = psycopg2.connect(debezium.source_dsn())
     with conn.cursor() as cur:
-        cur.execute(f"SELECT id, customer, amount, status FROM public.{table} WHERE id <> {SENTINEL}")
-        rows = {r[0]: (r[1], r[2], r[3]) for r in cur.fetchall()}
+        cur.execute(f"SELECT {SOURCE_COLUMNS} FROM public.{table} WHERE id <> {SENTINEL}")
+        rows = {r[0]: tuple(r[1:]) for r in cur.fetchall()}
     conn.close()
     return rows
 
 
 def _target_rows(engine, spec) -> dict[int, tuple[Any, ...]]:
     with engine.connect() as conn:
-        rows = conn.execute(text(f"SELECT id, customer, amount, status FROM {spec.qualified_target} WHERE id <> :s"),
-                            {"s": SENTINEL})  # fmt: skip
-        return {r[0]: (r[1], None if r[2] is None else Decimal(r[2]).quantize(Decimal("0.01")), r[3]) for r in rows}
+        rows = conn.execute(
+            text(f"SELECT {TARGET_COLUMNS} FROM {spec.qualified_target} WHERE id <> :s"), {"s": SENTINEL}
+        )
+        return {r[0]: (r[1], None if r[2] is None else Decimal(r[2]).quantize(Decimal("0.01")), *r[3:]) for r in rows}
 
 
 def _wait_for(kafka_config: dict[str, Any], topic: str, marker: bytes, seconds: float = 120) -> int:
@@ -75,73 +85,117 @@ def _spec(name: str, topic: str, encoding: str) -> PipelineSpec:
     raw = {
         "name": name, "topics": [topic], "format": "debezium", "encoding": encoding, "key": ["id"],
         "target_table": f"{name}.orders", "ordering": {"mode": "column", "column": "lsn"},
-        "columns": {"id": "integer", "customer": "text", "amount": "numeric", "status": "text",
-                    "lsn": {"type": "bigint", "path": "$source.lsn", "required": True}},
+        "columns": {"id": "integer", "customer": "text", "amount": "numeric", "status": "text", "notes": "text",
+                    "lsn": {"type": "bigint", "path": "$source.lsn", "required": True},
+                    "label": {"type": "text", "expr": "upper(status)"}},
     }  # fmt: skip
     path = Path(os.environ["REPROCESS_PIPELINES_DIR"]) / f"{name}.yaml"
     path.write_text(yaml.safe_dump(raw))
     return PipelineSpec.from_file(path)
 
 
-@pytest.mark.parametrize("encoding", ["json", "json_schemas", "avro"])
+def _large(tag: str) -> str:
+    """SQL of a text of 6,400 characters: with STORAGE EXTERNAL it is stored out of line (TOAST)."""
+    return f"repeat(md5('{tag}'), 200)"
+
+
+LARGE_I = "repeat(md5(i::text), 200)"  # the same, per row of generate_series(…) AS i
+
+
+def _connectors(unique_name: str, table: str) -> dict[str, tuple[str, str, dict[str, str]]]:
+    """Per encoding: (connector name, topic, connector config)."""
+    out = {}
+    for i, encoding in enumerate(ENCODINGS):
+        name, prefix = f"{unique_name}_{i}", f"dbz{i}_{unique_name}"
+        if encoding == "avro":
+            converter = kafka_connect.avro_converter(registry.url())
+        else:
+            converter = kafka_connect.json_converter(encoding == "json_schemas")
+        config = debezium.connector_config(name, [f"public.{table}"], prefix, **{"decimal.handling.mode": "string"},
+                                           **converter)  # fmt: skip
+        out[encoding] = (name, f"{prefix}.public.{table}", config)
+    return out
+
+
 def test_a_table_life_streamed_by_debezium_replays_into_exactly_the_source_table(
-    debezium_connector, kafka_config, engine, unique_name, encoding, request
+    debezium_connector, schema_registry, kafka_config, engine, unique_name
 ):
-    table, prefix = unique_name, f"dbz_{unique_name}"
-    topic = f"{prefix}.public.{table}"
-    if encoding == "avro":
-        request.getfixturevalue("schema_registry")
-        converter = kafka_connect.avro_converter(registry.url())
-    else:
-        converter = kafka_connect.json_converter(encoding == "json_schemas")
+    table = unique_name
     _source(
-        f"CREATE TABLE public.{table} (id int PRIMARY KEY, customer text NOT NULL, amount numeric(10, 2), status text)",
-        f"INSERT INTO public.{table} SELECT i, 'c' || i, i + 0.5, 'new' FROM generate_series(1, 5) AS i",
+        f"CREATE TABLE public.{table} (id int PRIMARY KEY, customer text NOT NULL, amount numeric(10, 2), "
+        "status text, notes text)",
+        f"ALTER TABLE public.{table} ALTER COLUMN notes SET STORAGE EXTERNAL",
+        f"INSERT INTO public.{table} SELECT i, 'c' || i, i + 0.5, 'new', {LARGE_I} FROM generate_series(1, 5) i",
+        f"UPDATE public.{table} SET notes = 'short' WHERE id = 3",  # inline: a key change sends it whole
     )
-    config = debezium.connector_config(unique_name, [f"public.{table}"], prefix, **{"decimal.handling.mode": "string"},
-                                       **converter)  # fmt: skip
-    debezium_connector(unique_name, config)  # snapshot: op r for rows 1-5
-    _source(f"INSERT INTO public.{table} VALUES (6, 'c6', 6.5, 'new'), (7, 'c7', 7.5, 'new')")
-    for n in range(8):  # one key updated many times
+    connectors = _connectors(unique_name, table)
+    for name, _, config in connectors.values():
+        debezium_connector(name, config)  # snapshot: op r for rows 1-5
+    _source(f"INSERT INTO public.{table} VALUES (6, 'c6', 6.5, 'new', {_large('6')}), (7, 'c7', 7.5, 'new', NULL)")
+    for n in range(8):  # one key updated many times, its large column unchanged: the placeholder every time
         _source(f"UPDATE public.{table} SET amount = {100 + n}, status = 'v{n}' WHERE id = 1")
-    _source(f"DELETE FROM public.{table} WHERE id = 2")
-    _source(f"UPDATE public.{table} SET id = 30 WHERE id = 3")  # a primary-key change
-    _source(f"UPDATE public.{table} SET status = 'u' WHERE id = 4")  # update → delete → insert again
+    _source(f"UPDATE public.{table} SET notes = {_large('5-new')} WHERE id = 5")  # the large column changed
+    _source(f"UPDATE public.{table} SET status = 'after' WHERE id = 5")  # ... then left unchanged
+    _source(f"DELETE FROM public.{table} WHERE id = 2")  # op d and its tombstone
+    _source(f"UPDATE public.{table} SET id = 30 WHERE id = 3")  # a primary-key change: d of 3, c of 30
+    _source(f"UPDATE public.{table} SET status = 'u' WHERE id = 4")  # update → delete → insert → update
     _source(f"DELETE FROM public.{table} WHERE id = 4")
-    _source(f"INSERT INTO public.{table} VALUES (4, 'c4-again', 44, 'back')")
-    _wait_for(kafka_config, topic, b"c4-again")
-    time.sleep(2)  # its source offsets flushed (offset.flush.interval.ms=1000): the restart resumes, no new snapshot
-    kafka_connect.kill()  # the worker SIGKILLed mid-stream; changes while it is down
-    _source(f"UPDATE public.{table} SET status = 'bulk' WHERE id IN (5, 6, 7)")  # one transaction, many rows
-    _source(f"DELETE FROM public.{table} WHERE id = 6")
-    kafka_connect.start()
-    debezium_connector(unique_name, config)  # resumes from its offsets and slot; may resend events
-    _source(f"INSERT INTO public.{table} VALUES ({SENTINEL}, 'sentinel', 0, 'end')")
-    end = _wait_for(kafka_config, topic, b"sentinel")
+    _source(f"INSERT INTO public.{table} VALUES (4, 'c4-again', 44, 'back', {_large('4-again')})")
+    _source(f"UPDATE public.{table} SET status = 'back-again' WHERE id = 4")  # its large column sent by the insert
+    for _, topic, _ in connectors.values():
+        _wait_for(kafka_config, topic, b"back-again")
+    specs = {e: _spec(f"{unique_name}_{e}", topic, "avro" if e == "avro" else "json")
+             for e, (_, topic, _) in connectors.items()}  # fmt: skip
+    registry_config = {e: json.dumps({"url": registry.ccompat_url()}) if e == "avro" else None for e in ENCODINGS}
 
-    spec = _spec(unique_name, topic, "avro" if encoding == "avro" else "json")
-    registry_config = json.dumps({"url": registry.ccompat_url()}) if encoding == "avro" else None
-    expected = _source_rows(table)
-    assert set(expected) == {1, 4, 5, 7, 30}
-
-    first = plan_run(engine, kafka_config, spec, RunRequest.incremental(), f"{unique_name}-1")
-    run_spark_stage(spec, first.run_id, registry_config=registry_config)
-    result = commit_run(engine, spec, first.run_id)
-    assert result.dead_letters == 0
-    assert _target_rows(engine, spec) == expected
-
-    def replay(run_id: str, start: int, stop: int) -> Any:
-        offsets = json.dumps({topic: {"0": start}}), json.dumps({topic: {"0": stop}})
-        params = {"start_mode": "offsets", "start_value": offsets[0], "end_mode": "offsets", "end_value": offsets[1]}
-        plan_run(engine, kafka_config, spec, RunRequest.from_params(params, RunKind.BACKFILL), run_id)
-        run_spark_stage(spec, run_id, registry_config=registry_config)
+    def run(encoding: str, run_id: str, params: dict[str, str] | None = None) -> Any:
+        spec = specs[encoding]
+        request = RunRequest.from_params(params, RunKind.BACKFILL) if params else RunRequest.incremental()
+        plan_run(engine, kafka_config, spec, request, run_id)
+        run_spark_stage(spec, run_id, registry_config=registry_config[encoding])
         return commit_run(engine, spec, run_id)
 
-    again = replay(f"{unique_name}-2", 0, end)  # the whole log again: nothing changes
-    assert (again.rows_upserted, again.rows_deleted) == (0, 0)
-    older = replay(f"{unique_name}-3", 0, end // 2)  # an older slice after newer events: nothing changes
-    assert (older.rows_upserted, older.rows_deleted) == (0, 0)
-    assert _target_rows(engine, spec) == expected  # deleted keys 2, 3 and 6 never come back
+    so_far = _source_rows(table)
+    for encoding, spec in specs.items():  # the first scheduled run
+        assert run(encoding, f"{spec.name}-1").dead_letters == 0, encoding
+        assert _target_rows(engine, spec) == so_far, encoding
+
+    _source(  # one transaction touching many rows; 1 and 5 keep the large values the target holds
+        f"INSERT INTO public.{table} SELECT i, 'c' || i, i, 'bulk', {LARGE_I} FROM generate_series(100, 139) i",
+        f"UPDATE public.{table} SET status = 'bulk' WHERE id IN (1, 5, 6, 7)",
+        f"DELETE FROM public.{table} WHERE id BETWEEN 130 AND 139",
+    )
+    kafka_connect.kill()  # the worker SIGKILLed mid-stream: its offsets may lag, so it may resend events
+    _source(f"DELETE FROM public.{table} WHERE id = 6")  # a change while it is down
+    kafka_connect.start()
+    for name, _, config in connectors.values():  # they resume from their offsets and slots; may resend events
+        kafka_connect.put_connector(name, config)
+    _source(f"INSERT INTO public.{table} VALUES ({SENTINEL}, 'sentinel', 0, 'end', NULL)")
+    ends = {e: _wait_for(kafka_config, topic, b"sentinel") for e, (_, topic, _) in connectors.items()}
+    expected = _source_rows(table)
+    assert set(expected) == {1, 4, 5, 7, 30, *range(100, 130)}
+    assert expected[1][4] == expected[5][4] == 6400 and expected[30][4] == len("short")
+
+    for encoding, spec in specs.items():
+        started = time.monotonic()
+        second = run(encoding, f"{spec.name}-2")  # the next scheduled run: the placeholders keep the target's values
+        assert second.dead_letters == 0, encoding
+        assert _target_rows(engine, spec) == expected, encoding
+        topic = spec.topics[0]
+
+        def offsets(start: int, stop: int, topic: str = topic) -> dict[str, str]:
+            return {"start_mode": "offsets", "start_value": json.dumps({topic: {"0": start}}),
+                    "end_mode": "offsets", "end_value": json.dumps({topic: {"0": stop}})}  # fmt: skip
+
+        again = run(encoding, f"{spec.name}-3", offsets(0, ends[encoding]))  # the whole log again: nothing changes
+        assert (again.rows_upserted, again.rows_deleted) == (0, 0), encoding
+        older = run(encoding, f"{spec.name}-4", offsets(0, ends[encoding] // 2))  # older slice after newer events
+        assert (older.rows_upserted, older.rows_deleted) == (0, 0), encoding
+        assert _target_rows(engine, spec) == expected, encoding  # deleted keys 2, 3, 6, 130-139 never come back
+        now = datetime.now(UTC)
+        reconcile_over_connect(engine, spec, now - timedelta(hours=1), now + timedelta(minutes=5), f"{spec.name}-check",
+                               registry_config=registry_config[encoding])  # fmt: skip
+        print(f"{encoding}: {ends[encoding]} events, 3 runs and a reconciliation in {time.monotonic() - started:.1f} s")
 
 
 def test_a_truncate_fails_the_run_naming_it_and_commits_nothing(debezium_connector, kafka_config, engine, unique_name):
@@ -149,14 +203,15 @@ def test_a_truncate_fails_the_run_naming_it_and_commits_nothing(debezium_connect
     table, prefix = unique_name, f"dbz_{unique_name}"
     topic = f"{prefix}.public.{table}"
     _source(
-        f"CREATE TABLE public.{table} (id int PRIMARY KEY, customer text NOT NULL, amount numeric(10, 2), status text)"
+        f"CREATE TABLE public.{table} (id int PRIMARY KEY, customer text NOT NULL, amount numeric(10, 2), "
+        "status text, notes text)"
     )
     config = debezium.connector_config(unique_name, [f"public.{table}"], prefix, **{"decimal.handling.mode": "string",
                                        "skipped.operations": "none"})  # fmt: skip
     debezium_connector(unique_name, config)
-    _source(f"INSERT INTO public.{table} VALUES (1, 'c1', 1, 'new')")
+    _source(f"INSERT INTO public.{table} VALUES (1, 'c1', 1, 'new', NULL)")
     _source(f"TRUNCATE public.{table}")
-    _source(f"INSERT INTO public.{table} VALUES ({SENTINEL}, 'sentinel', 0, 'end')")
+    _source(f"INSERT INTO public.{table} VALUES ({SENTINEL}, 'sentinel', 0, 'end', NULL)")
     _wait_for(kafka_config, topic, b"sentinel")
 
     spec = _spec(unique_name, topic, "json")
