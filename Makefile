@@ -15,7 +15,7 @@ stop:
 	@$(ENV) python scripts/spark_cluster.py stop && python scripts/services.py stop
 
 demo: services
-	@$(ENV) reprocess demo
+	@$(ENV) python -m devstack.cdc_demo && $(ENV) reprocess demo
 
 test: services
 	@$(ENV) python -m pytest $(PYTEST_ARGS)
