@@ -9,7 +9,10 @@ Avro) and returns them with, for the spec's ``i``-th column, its typed value in
 :func:`typed_name` ``(i)``; with ``tombstones: delete``, for the ``i``-th key column, the value a
 tombstone's Kafka key gives it in :func:`key_name` ``(i)``; :data:`DELETES`, true for a record that
 deletes its key (a tombstone; a Debezium ``op: d``); with column ordering and deletes (Debezium),
-the ordering column's value of a deleting record in :data:`ORDER_OF_DELETE`; and ``_error``: NULL
+the ordering column's value of a deleting record in :data:`ORDER_OF_DELETE`; when the spec has
+``unchanged_columns`` (Debezium), :data:`~reprocess.core.stage_rows.UNCHANGED`: an array of the
+names of the columns the record left out (their typed values NULL, never written); ``KEEP``
+(:data:`KEEP`, the spec's ``where``, through :mod:`reprocess.formats.derive`); and ``_error``: NULL
 for a good record or a delete, else the first problem, which makes the record a dead letter.
 
 Nothing raw reaches a text column of the stage unescaped:
