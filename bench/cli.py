@@ -1,6 +1,6 @@
 """``make bench``: produce the data, run every case once, print and record one table.
 
-Usage: ``python -m bench [--records N] [--scale] [--airflow] [--big]``.
+Usage: ``python -m bench [--records N] [--scale] [--airflow] [--big] [--formats]``.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from bench.baseline import baseline_python_loop
 from bench.ceilings import ceiling_a_pg_merge, ceiling_b_kafka_raw, read_alone
 from bench.context import RESULTS, Bench, Result, bench_db_url
 from bench.data import UPDATES_PER_KEY, Dataset, produce_dataset
+from bench.formats import FORMATS, format_dataset, format_product
 from bench.product import Launcher, SparkConnect, SparkSubmit, product
 
 log = logging.getLogger("bench")
@@ -40,6 +41,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--scale", action="store_true", help="also run the product at N/10 and 3N")
     parser.add_argument("--airflow", action="store_true", help="also time a 1,000-record backfill through Airflow")
     parser.add_argument("--big", action="store_true", help=f"also run the product at {BIG:,} records (peak RSS)")
+    parser.add_argument("--formats", action="store_true", help="also run the product on N events as avro and debezium")
     parser.add_argument("--no-docs", dest="docs", action="store_false", help="do not rewrite docs/benchmarks.md")
     parser.add_argument("--keep-topics", action="store_true", help="keep the bench_ topics (default: delete)")
     args = parser.parse_args(argv)
@@ -79,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     failed: list[str] = []
     by_launcher: dict[str, tuple[Result, Result]] = {}
     cold: dict[str, Result] = {}
+    by_format: dict[str, Result] = {}
     scaled: dict[str, Result] = {}
     try:
         small = dataset(1_000)
@@ -111,6 +114,15 @@ def main(argv: list[str] | None = None) -> int:
                     return scaled[lb]
 
                 optional.append((label, scale_case))
+        for fmt in FORMATS if args.formats else ():
+
+            def format_case(f: str = fmt) -> Result:
+                ds = format_dataset(bench, f, n)
+                topics.append(ds.topic)
+                by_format[f] = run(format_product, ds, f, label=f"{f}_n")
+                return by_format[f]
+
+            optional.append((f"format_{fmt}", format_case))
         if args.big:
 
             def big_case() -> Result:
@@ -140,6 +152,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, (full, _fixed) in by_launcher.items():
         checks[f"product on {name}: target == ceiling A target"] = {k: full.detail[k] for k in same} == same
         checks[f"product on {name}: records_read == N"] = full.detail["records_read"] == n
+    for fmt, result in by_format.items():
+        checks[f"product on format {fmt}: target == ceiling A target"] = {k: result.detail[k] for k in same} == same
     checks.update({f"optional case {label} ran": False for label in failed})
 
     prod, fixed = by_launcher[default.name]

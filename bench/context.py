@@ -48,12 +48,22 @@ class Bench:
     def connect(self) -> Any:
         return psycopg2.connect(self.db_url)
 
-    def spec(self, label: str, topic: str, folder: Path | None = None) -> PipelineSpec:
+    def spec(
+        self,
+        label: str,
+        topic: str,
+        folder: Path | None = None,
+        extra_columns: dict[str, Any] | None = None,
+        **overrides: Any,
+    ) -> PipelineSpec:
         """A per-case copy of ``pipelines/orders.yaml``: own name, group and target schema, no
-        schedule; written to ``folder`` (default ``<out>/specs``) where a DAG file can find it."""
+        schedule; written to ``folder`` (default ``<out>/specs``) where a DAG file can find it.
+        ``overrides`` replace spec fields (``format``, ``ordering``), ``extra_columns`` add columns."""
         raw = yaml.safe_load(ORDERS_SPEC.read_text())
         name = f"{self.tag}_{label}"
         raw.update({"name": name, "topics": [topic], "consumer_group": f"g-{name}", "target_table": f"{name}.orders"})
+        raw.update(overrides)
+        raw["columns"].update(extra_columns or {})
         raw.pop("schedule", None)
         raw.pop("reconcile", None)
         path = (folder or self.out / "specs") / f"{name}.yaml"

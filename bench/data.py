@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
@@ -56,8 +56,11 @@ def event(i: int, orders: int) -> tuple[int, str, dict[str, Any]]:
     return n % PARTITIONS, oid, body
 
 
-def produce_dataset(kafka: dict[str, Any], topic: str, records: int) -> Dataset:
-    """Produce ``records`` order events to a new topic.
+def produce_dataset(
+    kafka: dict[str, Any], topic: str, records: int, encode: Callable[[int, dict[str, Any]], bytes] | None = None
+) -> Dataset:
+    """Produce ``records`` order events to a new topic, each value ``encode(i, event)`` (default:
+    the event as JSON; bench/formats.py writes Avro and Debezium envelopes).
 
     Raises when the broker's log ends differ from the counts produced.
     """
@@ -93,7 +96,8 @@ def produce_dataset(kafka: dict[str, Any], topic: str, records: int) -> Dataset:
 
     for i in range(records):
         part, key, body = event(i, orders)
-        send(part, key, json.dumps(body, separators=(",", ":")).encode(), T0_MS + i)
+        value = encode(i, body) if encode else json.dumps(body, separators=(",", ":")).encode()
+        send(part, key, value, T0_MS + i)
         if i % 1000 == 0:
             producer.poll(0)
     producer.flush(300)

@@ -16,7 +16,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from bench.context import REPO, Bench, Result
 from bench.data import Dataset
@@ -101,6 +101,7 @@ class SparkConnect:
 
     def stage(self, bench: Bench, spec: PipelineSpec, run_id: str, log_path: Path) -> StageRun:
         from devstack import connect as server
+        from devstack import registry
         from reprocess.postgres.db import libpq_url
         from reprocess.spark.connect import check_library, client_env, shared_session
         from reprocess.spark.job import stage_job
@@ -117,15 +118,17 @@ class SparkConnect:
         try:
             with PeakRss(server_pid) as peak, client_env(), shared_session(server.url()) as spark:
                 check_library(spark, server.url())
+                avro = json.dumps({"url": registry.ccompat_url()}) if spec.needs_registry else None
                 stage_job(spark, spec=str(spec.source_file), run_id=run_id, db_url=libpq_url(bench.db_url),
-                          kafka_config=json.dumps(bench.kafka), batch_size=str(spec.batch_size))  # fmt: skip
+                          kafka_config=json.dumps(bench.kafka), batch_size=str(spec.batch_size),
+                          registry_config=avro)  # fmt: skip
         finally:
             logging.getLogger("reprocess").removeHandler(handler)
             handler.close()
         return StageRun(_action_seconds(log_path), log_path, peak.mb)
 
 
-def product(bench: Bench, ds: Dataset, launcher: Launcher, label: str) -> Result:
+def product(bench: Bench, ds: Dataset, launcher: Launcher, label: str, **spec_overrides: Any) -> Result:
     """``plan_run`` (snapshot + ranges + ledger rows) → the launcher's Spark stage →
     ``commit_run`` (the merge transaction), each timed; the Spark phase is split into the one
     action and the rest (JVM or session start, planning, stop)."""
@@ -134,7 +137,7 @@ def product(bench: Bench, ds: Dataset, launcher: Launcher, label: str) -> Result
     from reprocess.postgres.commit import commit_run
     from reprocess.postgres.db import make_engine
 
-    spec = bench.spec(label, ds.topic)
+    spec = bench.spec(label, ds.topic, **spec_overrides)
     engine = make_engine(bench.db_url)
     run_id = f"{spec.name}/bench"
     try:
