@@ -1,7 +1,15 @@
 """The bench data: N JSON order events, ~200 bytes each, 10 updates per key, 4 partitions.
 
+Keyed by ``order_id``; every key is updated about 10 times. Two kinds of record test exactness
+(:mod:`bench.oracle` counts what a case got wrong): one key in 20 has a **late older version** (its
+7th record re-sends its 3rd: an older status and ``updated_at`` at a later offset, followed by its
+newer updates), and one key in 20 ends with a **tombstone** (a null value: the key is deleted).
+A key's state is its last record in its partition (Kafka's contract for a keyed topic, which log
+compaction keeps; the orders pipeline's offset ordering), so the late older version never is a
+key's final state: a case that applies a key's records out of log order can leave it there.
+
 Deterministic (no RNG state): record ``i`` is rebuilt from ``i`` alone, so the Postgres
-ceiling gets the exact parsed rows Kafka holds without reading Kafka.
+ceiling and the oracle get exactly what Kafka holds without reading Kafka.
 """
 
 from __future__ import annotations
@@ -34,12 +42,25 @@ class Dataset:
     produce_seconds: float
 
 
-def event(i: int, orders: int) -> tuple[int, str, dict[str, Any]]:
-    """Record ``i``: order ``i % orders`` gets its ``i // orders``-th update (≈10 per key).
+LATE_EVERY: Final = 20  # keys n with n % 20 == LATE_KEY get a late older version
+LATE_KEY: Final = 7
+LATE_AT: Final = 6  # the 7th record of such a key re-sends its 3rd
+LATE_COPY: Final = 2
+DELETE_EVERY: Final = 20  # keys n with n % 20 == DELETE_KEY end with a tombstone
+DELETE_KEY: Final = 3
+
+
+def event(i: int, orders: int) -> tuple[int, str, dict[str, Any] | None]:
+    """Record ``i``: order ``i % orders`` gets its ``i // orders``-th update (≈10 per key); the
+    value is None for a tombstone (the 10th record of one key in 20).
 
     Updates of one key are produced in order and stay on one partition (``n % 4``).
     """
     n, u = i % orders, i // orders
+    if n % DELETE_EVERY == DELETE_KEY and u == UPDATES_PER_KEY - 1:
+        return n % PARTITIONS, f"o-{n:08d}", None
+    if n % LATE_EVERY == LATE_KEY and u == LATE_AT:
+        u = LATE_COPY
     oid = f"o-{n:08d}"
     h = (n * 2654435761) & 0xFFFFFFFF
     body = {
@@ -56,11 +77,21 @@ def event(i: int, orders: int) -> tuple[int, str, dict[str, Any]]:
     return n % PARTITIONS, oid, body
 
 
+# A record's value from (its number, its key, the event or None for a tombstone); None: a null value.
+Encoder = Callable[[int, str, dict[str, Any] | None], bytes | None]
+
+
 def produce_dataset(
-    kafka: dict[str, Any], topic: str, records: int, encode: Callable[[int, dict[str, Any]], bytes] | None = None
+    kafka: dict[str, Any],
+    topic: str,
+    records: int,
+    encode: Encoder | None = None,
+    encode_key: Callable[[str], bytes] | None = None,
 ) -> Dataset:
-    """Produce ``records`` order events to a new topic, each value ``encode(i, event)`` (default:
-    the event as JSON; bench/formats.py writes Avro and Debezium envelopes).
+    """Produce ``records`` order events to a new topic, each value ``encode(i, key, event)``
+    (default: the event as JSON, a tombstone as a null value; bench/formats.py writes Avro and
+    Debezium envelopes, bench/jdbc_sink.py the JSON converter's), each key ``encode_key(key)``
+    (default: its text).
 
     Raises when the broker's log ends differ from the counts produced.
     """
@@ -83,12 +114,10 @@ def produce_dataset(
     counts = [0] * PARTITIONS
     started = time.monotonic()
 
-    def send(part: int, key: str, value: bytes, ts: int) -> None:
+    def send(part: int, key: bytes, value: bytes | None, ts: int) -> None:
         while True:
             try:
-                producer.produce(
-                    topic, value=value, key=key.encode(), partition=part, timestamp=ts, on_delivery=on_delivery
-                )
+                producer.produce(topic, value=value, key=key, partition=part, timestamp=ts, on_delivery=on_delivery)
                 break
             except BufferError:
                 producer.poll(0.2)
@@ -96,8 +125,11 @@ def produce_dataset(
 
     for i in range(records):
         part, key, body = event(i, orders)
-        value = encode(i, body) if encode else json.dumps(body, separators=(",", ":")).encode()
-        send(part, key, value, T0_MS + i)
+        if encode is not None:
+            value = encode(i, key, body)
+        else:
+            value = None if body is None else json.dumps(body, separators=(",", ":")).encode()
+        send(part, encode_key(key) if encode_key else key.encode(), value, T0_MS + i)
         if i % 1000 == 0:
             producer.poll(0)
     producer.flush(300)
@@ -119,11 +151,15 @@ def produce_dataset(
 
 
 def parsed_rows(ds: Dataset) -> Iterator[tuple[Any, ...]]:
-    """The parsed rows exactly as Kafka holds them: payload columns + (topic, partition, offset, ts ms)."""
+    """The parsed records exactly as Kafka holds them: payload columns + (topic, partition, offset,
+    ts ms); a tombstone has its key and None for every other payload column."""
     next_offset = [0] * PARTITIONS
     for i in range(ds.records):
-        part, _key, ev = event(i, ds.orders)
+        part, key, ev = event(i, ds.orders)
         off = next_offset[part]
         next_offset[part] += 1
+        if ev is None:
+            yield (key, None, None, None, None, None, None, ds.topic, part, off, T0_MS + i)
+            continue
         yield (ev["order_id"], ev["customer_id"], ev["status"], ev["amount"], ev["currency"], ev["items"],
                ev["updated_at"], ds.topic, part, off, T0_MS + i)  # fmt: skip

@@ -51,7 +51,7 @@ MAIN_CLASS: Final = "org.apache.kafka.connect.cli.ConnectStandalone"
 JSON_CONVERTER: Final = "org.apache.kafka.connect.json.JsonConverter"
 AVRO_CONVERTER: Final = "io.apicurio.registry.utils.converter.AvroConverter"
 # Jar sets that become one plugin folder each (a connector or converter with its own dependencies).
-PLUGIN_SETS: Final = ("debezium", "avro-converter")
+PLUGIN_SETS: Final = ("debezium", "debezium-jdbc", "avro-converter")
 # plugin.discovery=service_load finds only plugins named in META-INF/services; Apicurio 2.6's
 # converter jar names none (the worker would report the class as not found).
 MISSING_MANIFESTS: Final = {"avro-converter": {"org.apache.kafka.connect.storage.Converter": [AVRO_CONVERTER]}}

@@ -2,7 +2,8 @@
 
 Each folder beside this file is one set (``kafka``: the broker and its tools; ``connect``: a Kafka
 Connect worker with the JSON converter; ``debezium``: the PostgreSQL source connector as a Connect
-plugin folder, with the PostgreSQL JDBC driver; ``spark``: what pyspark's own ``jars/`` lacks for
+plugin folder, with the PostgreSQL JDBC driver; ``debezium-jdbc``: Debezium's JDBC sink connector
+as a plugin folder, the Kafka Connect peer ``make bench`` measures; ``spark``: what pyspark's own ``jars/`` lacks for
 Spark's Kafka source and spark-avro; ``registry``: Apicurio Registry's application archive, which
 the install unpacks; ``avro-converter``: a Connect plugin folder writing Avro through the registry).
 Its ``pom.xml`` is the only list of coordinates and versions;
@@ -32,7 +33,7 @@ from typing import Final
 from devstack.process import ServiceError, state_dir
 
 POMS: Final = Path(__file__).resolve().parent
-SETS: Final = ("kafka", "connect", "debezium", "spark", "registry", "avro-converter")
+SETS: Final = ("kafka", "connect", "debezium", "debezium-jdbc", "spark", "registry", "avro-converter")
 STAMP: Final = ".installed"
 INSTALL_HINT: Final = (
     "install Maven 3.8+ and Java 17 (Debian: `sudo apt-get install -y maven openjdk-17-jre-headless`), "
