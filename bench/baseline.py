@@ -16,8 +16,10 @@ from bench.data import Dataset
 
 def baseline_python_loop(bench: Bench, ds: Dataset) -> Result:
     """Baseline: consume(10000) → json.loads + required-field check → newest record per key
-    within the batch → ``execute_values`` upsert (the product's newer-than-existing rule) + the
-    offsets upserted into a ledger table in the same transaction, committed once per batch."""
+    within the batch → ``execute_values`` upsert (the product's newer-than-existing rule), a
+    ``DELETE`` of the keys whose newest record is a tombstone (same rule) + the offsets upserted
+    into a ledger table in the same transaction, committed once per batch. No deletion markers:
+    a replay re-inserts a deleted key until it reaches the key's tombstone again."""
     from reprocess.postgres.target import target_identifier
 
     spec = bench.spec("baseline", ds.topic)
@@ -40,8 +42,12 @@ def baseline_python_loop(bench: Bench, ds: Dataset) -> Result:
         "INSERT INTO {} (topic, partition, next_offset) VALUES %s "
         "ON CONFLICT (topic, partition) DO UPDATE SET next_offset = EXCLUDED.next_offset"
     ).format(ledger)
+    delete = sql.SQL(
+        "DELETE FROM {t} AS t USING (VALUES %s) AS d (k, topic, p, o) WHERE t.order_id = d.k "
+        "AND (t._kafka_topic, t._kafka_partition, t._kafka_offset) < (d.topic, d.p::int, d.o::bigint)"
+    ).format(t=target_identifier(spec))
     required = [c.name for c in spec.columns if c.required]
-    records = dead = upserted = batches = 0
+    records = dead = upserted = deleted = batches = 0
     conn = bench.connect()
     try:
         with conn, conn.cursor() as cur:
@@ -51,14 +57,20 @@ def baseline_python_loop(bench: Bench, ds: Dataset) -> Result:
             )  # fmt: skip
         started = time.monotonic()
         with conn.cursor() as cur:
-            upsert_s, advance_s = upsert.as_string(cur), advance.as_string(cur)
+            upsert_s, advance_s, delete_s = upsert.as_string(cur), advance.as_string(cur), delete.as_string(cur)
             for batch in consume_batches(bench.kafka, ds):
                 newest: dict[str, tuple[Any, ...]] = {}
+                gone: dict[str, tuple[Any, ...]] = {}  # keys whose newest record in the batch is a tombstone
                 positions: dict[int, int] = {}
                 for msg in batch:
                     p, off = msg.partition(), msg.offset()
                     records += 1
                     positions[p] = off + 1
+                    if msg.value() is None:
+                        key = msg.key().decode()
+                        newest.pop(key, None)
+                        gone[key] = (key, ds.topic, p, off)
+                        continue
                     try:
                         ev = json.loads(msg.value())
                         if not isinstance(ev, dict) or any(ev.get(k) in (None, "") for k in required):
@@ -66,6 +78,7 @@ def baseline_python_loop(bench: Bench, ds: Dataset) -> Result:
                     except ValueError:
                         dead += 1
                         continue
+                    gone.pop(ev["order_id"], None)
                     newest[ev["order_id"]] = (
                         *(ev.get(c) for c in payload), ds.topic, p, off, msg.timestamp()[1], spec.name
                     )  # fmt: skip
@@ -73,6 +86,9 @@ def baseline_python_loop(bench: Bench, ds: Dataset) -> Result:
                     rows = list(newest.values())
                     psycopg2.extras.execute_values(cur, upsert_s, rows, template, page_size=FETCH_BATCH)
                     upserted += cur.rowcount
+                if gone:
+                    psycopg2.extras.execute_values(cur, delete_s, list(gone.values()), page_size=FETCH_BATCH)
+                    deleted += cur.rowcount
                 if positions:
                     psycopg2.extras.execute_values(cur, advance_s, [(ds.topic, p, o) for p, o in positions.items()])
                 conn.commit()
@@ -84,5 +100,6 @@ def baseline_python_loop(bench: Bench, ds: Dataset) -> Result:
         "baseline: Python loop (consume → json → execute_values)",
         records,
         seconds,
-        detail={"batches": batches, "dead": dead, "rows_upserted": upserted, **bench.fingerprint(spec)},
+        detail={"batches": batches, "dead": dead, "rows_upserted": upserted, "rows_deleted": deleted,
+                **bench.fingerprint(spec)},  # fmt: skip
     )

@@ -14,11 +14,11 @@ from bench.data import Dataset, parsed_rows
 
 
 def ceiling_a_pg_merge(bench: Bench, ds: Dataset) -> Result:
-    """Ceiling A: Postgres alone. COPY the N parsed rows (CSV, pre-built in memory) into the
-    product's stage, then the product's merge statement into an empty target, in one
-    transaction. No Kafka, no Spark, no JSON parsing."""
+    """Ceiling A: Postgres alone. COPY the N parsed rows and tombstones (CSV, pre-built in memory)
+    into the product's stage, then the product's merge and delete statements into an empty
+    target, in one transaction. No Kafka, no Spark, no JSON parsing."""
     from reprocess.postgres.stage import create_stage, stage_identifier
-    from reprocess.postgres.target import merge_sql
+    from reprocess.postgres.target import apply_tombstones_sql, drop_superseded_markers_sql, merge_sql
 
     spec = bench.spec("ceil_a", ds.topic)
     bench.create_target(spec)
@@ -26,7 +26,9 @@ def ceiling_a_pg_merge(bench: Bench, ds: Dataset) -> Result:
     buf = io.StringIO()
     for r in parsed_rows(ds):
         ts = datetime.fromtimestamp(r[10] / 1000, UTC).isoformat()
-        buf.write(f"row,{r[0]},{r[1]},{r[2]},{r[3]},{r[4]},{r[5]},{r[6]},{r[7]},{r[8]},{r[9]},{ts},1\n")
+        kind = "row" if r[1] is not None else "tombstone"  # a tombstone has its key and nothing else
+        cells = ",".join("" if v is None else str(v) for v in r[:10])
+        buf.write(f"{kind},{cells},{ts},1\n")
     payload = buf.getvalue().encode()
     del buf
     cols = ["_kind", *(c.name for c in spec.columns), "_kafka_topic", "_kafka_partition", "_kafka_offset",
@@ -44,7 +46,10 @@ def ceiling_a_pg_merge(bench: Bench, ds: Dataset) -> Result:
             copied = time.monotonic()
             # spec_version: the lineage stamp the product's commit binds (any value; the target is empty)
             cur.execute(merge_sql(spec, stage), {"run_id": run_id, "spec_version": 1})
-            upserted = cur.rowcount
+            upserted = int(cur.fetchone()[0])
+            cur.execute(apply_tombstones_sql(spec, stage), {"run_id": run_id})
+            deleted = int(cur.fetchone()[0])
+            cur.execute(drop_superseded_markers_sql(spec, stage))
             cur.execute(sql.SQL("DROP TABLE {}").format(stage))
         done = time.monotonic()
     finally:
@@ -54,7 +59,7 @@ def ceiling_a_pg_merge(bench: Bench, ds: Dataset) -> Result:
         ds.records,
         done - started,
         {"copy": copied - started, "merge+commit": done - copied},
-        {"rows_upserted": upserted, "csv_mb": round(len(payload) / 1e6, 1), **bench.fingerprint(spec)},
+        {"rows_upserted": upserted, "rows_deleted": deleted, "csv_mb": round(len(payload) / 1e6, 1), **bench.fingerprint(spec)},
     )
 
 

@@ -57,11 +57,13 @@ class Bench:
         **overrides: Any,
     ) -> PipelineSpec:
         """A per-case copy of ``pipelines/orders.yaml``: own name, group and target schema, no
-        schedule; written to ``folder`` (default ``<out>/specs``) where a DAG file can find it.
-        ``overrides`` replace spec fields (``format``, ``ordering``), ``extra_columns`` add columns."""
+        schedule, tombstones delete their key (the bench data has them); written to ``folder``
+        (default ``<out>/specs``) where a DAG file can find it. ``overrides`` replace spec fields
+        (``format``, ``ordering``), ``extra_columns`` add columns."""
         raw = yaml.safe_load(ORDERS_SPEC.read_text())
         name = f"{self.tag}_{label}"
-        raw.update({"name": name, "topics": [topic], "consumer_group": f"g-{name}", "target_table": f"{name}.orders"})
+        raw.update({"name": name, "topics": [topic], "consumer_group": f"g-{name}", "target_table": f"{name}.orders",
+                    "tombstones": "delete"})  # fmt: skip
         raw.update(overrides)
         raw["columns"].update(extra_columns or {})
         raw.pop("schedule", None)
@@ -72,12 +74,13 @@ class Bench:
         return PipelineSpec.from_file(path)
 
     def create_target(self, spec: PipelineSpec) -> None:
-        from reprocess.postgres.target import create_target_sql
+        from reprocess.postgres.target import create_markers_sql, create_target_sql
 
         conn = self.connect()
         try:
             with conn, conn.cursor() as cur:
                 cur.execute(create_target_sql(spec))
+                cur.execute(create_markers_sql(spec))
         finally:
             conn.close()
 

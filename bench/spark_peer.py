@@ -1,0 +1,76 @@
+"""The raw Spark peer (``bench/spark_peer_job.py``) as a case: its own table, its checkpoint, a replay."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+
+from psycopg2 import sql
+
+from bench.context import REPO, Bench, Result
+from bench.data import Dataset
+from bench.oracle import Table, count_wrong
+from bench.product import _job_env
+from bench.rss import PeakRss
+
+JOB = REPO / "bench" / "spark_peer_job.py"
+
+
+def _table(bench: Bench) -> Table:
+    return Table(f"{bench.tag}_spark_job", "orders")
+
+
+def _create(bench: Bench, table: Table) -> None:
+    """The table a team creates for the job: the columns it writes, the key as primary key."""
+    conn = bench.connect()
+    try:
+        with conn, conn.cursor() as cur:
+            cur.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(table.schema)))
+            cur.execute(
+                sql.SQL("CREATE TABLE IF NOT EXISTS {}.{} (order_id text PRIMARY KEY, customer_id text, status text, "
+                        "amount numeric, currency text, items integer, updated_at timestamptz)").format(
+                    sql.Identifier(table.schema), sql.Identifier(table.name))
+            )  # fmt: skip
+    finally:
+        conn.close()
+
+
+def _run(bench: Bench, ds: Dataset, table: Table, label: str) -> tuple[float, dict[str, float]]:
+    from reprocess.spark.conf import spark_submit_command
+
+    checkpoint = bench.out / f"{table.schema}.checkpoint"
+    cmd = spark_submit_command(JOB, "--bootstrap", bench.kafka["bootstrap.servers"], "--topic", ds.topic,
+                               "--table", f"{table.schema}.{table.name}", "--checkpoint", str(checkpoint))  # fmt: skip
+    log_path = bench.out / f"{table.schema}.{label}.log"
+    started = time.monotonic()
+    with log_path.open("w") as fh:
+        proc = subprocess.Popen(cmd, env=_job_env(bench), cwd=REPO, stdout=fh, stderr=subprocess.STDOUT)
+        with PeakRss(lambda: [proc.pid]) as peak:
+            code = proc.wait()
+    if code != 0:
+        raise RuntimeError(f"the Spark AvailableNow job failed ({code}); see {log_path}")
+    return time.monotonic() - started, peak.mb
+
+
+def spark_availablenow_job(bench: Bench, ds: Dataset) -> Result:
+    """The job from the start of the topic into an empty table, then its replay: the checkpoint
+    deleted (the way a team re-reads a topic) and the job run again over the same range."""
+    table = _table(bench)
+    _create(bench, table)
+    seconds, peak = _run(bench, ds, table, "first")
+    conn = bench.connect()
+    try:
+        wrong_first = count_wrong(conn, ds, table)
+        shutil.rmtree(bench.out / f"{table.schema}.checkpoint")
+        replay_seconds, _ = _run(bench, ds, table, "replay")
+        wrong = count_wrong(conn, ds, table)
+    finally:
+        conn.close()
+    return Result(
+        "Spark AvailableNow job (foreachBatch, INSERT … ON CONFLICT DO UPDATE)",
+        ds.records,
+        seconds,
+        detail={"wrong_after_load": wrong_first, "wrong_after_replay": wrong, "replay_seconds": replay_seconds,
+                "peak_rss_mb": peak},  # fmt: skip
+    )
