@@ -1,0 +1,156 @@
+"""The Kafka Connect peer: Debezium's JDBC sink connector, upserting the bench data into PostgreSQL.
+
+The sink needs schema-ful records, so the same events (:func:`bench.data.event`) are produced into
+a topic of their own in the JSON converter's envelope form (``{"schema": …, "payload": …}``, key
+``{"order_id": …}`` as a struct, tombstones as null values). The connector runs in the Kafka
+Connect worker devstack starts (standalone, ``devstack/kafka_connect.py``), configured as its docs
+recommend for throughput: one task per partition, ``batch.size`` = the consumer's
+``max.poll.records`` (10,000, the baseline's batch), the reduction buffer (one statement per key
+and batch). A ``ReplaceField`` transform keeps the seven columns the other cases keep.
+
+Time runs from the connector's creation to the moment its consumer group's committed offsets
+reach the log ends: the sink commits only what it has written, so that is the last record applied
+(give or take the worker's 1 s offset flush interval). The replay resets the group (the connector
+stopped, its offsets deleted through the REST API, resumed) and times the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Final
+from urllib.parse import urlsplit
+
+from bench.context import Bench, Result
+from bench.data import Dataset, produce_dataset
+from bench.oracle import Table, count_wrong
+
+COLUMNS: Final = ("order_id", "customer_id", "status", "amount", "currency", "items", "updated_at")
+BATCH: Final = 10_000
+TIMEOUT_S: Final = 3600
+_FIELDS: Final = [
+    {"field": "order_id", "type": "string", "optional": False},
+    {"field": "customer_id", "type": "string", "optional": False},
+    {"field": "status", "type": "string", "optional": False},
+    {"field": "amount", "type": "string", "optional": True},
+    {"field": "currency", "type": "string", "optional": True},
+    {"field": "items", "type": "int32", "optional": True},
+    {"field": "updated_at", "type": "string", "optional": False},
+    {"field": "channel", "type": "string", "optional": True},
+    {"field": "note", "type": "string", "optional": True},
+]
+_VALUE_SCHEMA: Final = json.dumps({"type": "struct", "name": "order", "optional": False, "fields": _FIELDS})
+_KEY_SCHEMA: Final = json.dumps(
+    {"type": "struct", "name": "order_key", "optional": False,
+     "fields": [{"field": "order_id", "type": "string", "optional": False}]}  # fmt: skip
+)
+
+
+def connect_json(key: str, body: dict[str, Any] | None) -> tuple[bytes, bytes | None]:
+    """The record in the JSON converter's envelope form (``schemas.enable=true``)."""
+    k = f'{{"schema":{_KEY_SCHEMA},"payload":{json.dumps({"order_id": key})}}}'.encode()
+    if body is None:
+        return k, None
+    return k, f'{{"schema":{_VALUE_SCHEMA},"payload":{json.dumps(body, separators=(",", ":"))}}}'.encode()
+
+
+def connector_config(bench: Bench, topic: str, table: Table, partitions: int) -> dict[str, str]:
+    from devstack import kafka_connect, postgres
+
+    url = urlsplit(bench.db_url)
+    return {
+        "connector.class": "io.debezium.connector.jdbc.JdbcSinkConnector",
+        "topics": topic,
+        "tasks.max": str(partitions),
+        "connection.url": f"jdbc:postgresql://{url.hostname}:{url.port}{url.path}",
+        "connection.username": url.username or "",
+        "connection.password": kafka_connect.secret_path(postgres.pg_dir(), "password"),
+        "insert.mode": "upsert",
+        "primary.key.mode": "record_key",
+        "primary.key.fields": "order_id",
+        "delete.enabled": "true",
+        "schema.evolution": "basic",
+        "collection.name.format": f"{table.schema}.{table.name}",
+        "batch.size": str(BATCH),
+        "use.reduction.buffer": "true",
+        "consumer.override.max.poll.records": str(BATCH),
+        "consumer.override.auto.offset.reset": "earliest",
+        "transforms": "keep",
+        "transforms.keep.type": "org.apache.kafka.connect.transforms.ReplaceField$Value",
+        "transforms.keep.include": ",".join(COLUMNS),
+        **kafka_connect.json_converter(schemas=True),
+    }
+
+
+def _wait_applied(bench: Bench, group: str, ds: Dataset) -> float:
+    """Seconds until the group's committed offsets reach every partition's log end."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+
+    from reprocess.kafka.clients import make_admin
+
+    admin = make_admin(bench.kafka)
+    request = [ConsumerGroupTopicPartitions(group, [TopicPartition(ds.topic, p) for p in ds.ends])]
+    started = time.monotonic()
+    while time.monotonic() - started < TIMEOUT_S:
+        answer = admin.list_consumer_group_offsets(request)[group].result()
+        if all(tp.offset >= ds.ends[tp.partition] for tp in answer.topic_partitions):
+            return time.monotonic() - started
+        time.sleep(0.25)
+    raise RuntimeError(f"the JDBC sink did not reach the log ends of {ds.topic} within {TIMEOUT_S} s")
+
+
+def _ensure_worker() -> None:
+    from devstack import kafka_connect
+
+    if not kafka_connect.running():
+        kafka_connect.start()
+
+
+def jdbc_sink(bench: Bench, records: int) -> Result:
+    """Produce the envelope topic, run the connector from its start, then replay it from offset 0."""
+    from devstack import kafka_connect
+    from reprocess.kafka.clients import make_admin
+
+    _ensure_worker()
+    ds = produce_dataset(bench.kafka, f"{bench.tag}_{records}_connect_json", records, encode=connect_json)
+    table = Table(f"{bench.tag}_jdbc_sink", "orders")
+    conn = bench.connect()
+    with conn, conn.cursor() as cur:
+        cur.execute(f'CREATE SCHEMA IF NOT EXISTS "{table.schema}"')
+    name = f"{bench.tag}_jdbc_sink"
+    group = f"connect-{name}"
+    try:
+        started = time.monotonic()
+        kafka_connect.put_connector(name, connector_config(bench, ds.topic, table, len(ds.ends)))
+        seconds = (time.monotonic() - started) + _wait_applied(bench, group, ds)
+        wrong_first = count_wrong(conn, ds, table)
+        kafka_connect.request("PUT", f"/connectors/{name}/stop")
+        _wait_state(name, "STOPPED")
+        kafka_connect.request("DELETE", f"/connectors/{name}/offsets")
+        started = time.monotonic()
+        kafka_connect.request("PUT", f"/connectors/{name}/resume")
+        replay_seconds = (time.monotonic() - started) + _wait_applied(bench, group, ds)
+        wrong = count_wrong(conn, ds, table)
+    finally:
+        conn.close()
+        kafka_connect.remove_connector(name)
+        admin = make_admin(bench.kafka)
+        for fut in admin.delete_topics([ds.topic], operation_timeout=30).values():
+            fut.result()
+    return Result(
+        "Debezium JDBC sink (Kafka Connect, upsert, deletes)",
+        records,
+        seconds,
+        detail={"wrong_after_load": wrong_first, "wrong_after_replay": wrong, "replay_seconds": replay_seconds,
+                "produce_seconds": ds.produce_seconds},  # fmt: skip
+    )
+
+
+def _wait_state(name: str, state: str, seconds: float = 60) -> None:
+    from devstack import kafka_connect
+
+    deadline = time.monotonic() + seconds
+    while kafka_connect.request("GET", f"/connectors/{name}/status")["connector"]["state"] != state:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"connector {name} not {state} after {seconds:.0f} s")
+        time.sleep(0.2)
