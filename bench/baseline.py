@@ -100,6 +100,11 @@ def baseline_python_loop(bench: Bench, ds: Dataset) -> Result:
         "baseline: Python loop (consume → json → execute_values)",
         records,
         seconds,
-        detail={"batches": batches, "dead": dead, "rows_upserted": upserted, "rows_deleted": deleted,
-                **bench.fingerprint(spec)},  # fmt: skip
+        detail={
+            "batches": batches,
+            "dead": dead,
+            "rows_upserted": upserted,
+            "rows_deleted": deleted,
+            **bench.fingerprint(spec),
+        },
     )

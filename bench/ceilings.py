@@ -59,7 +59,12 @@ def ceiling_a_pg_merge(bench: Bench, ds: Dataset) -> Result:
         ds.records,
         done - started,
         {"copy": copied - started, "merge+commit": done - copied},
-        {"rows_upserted": upserted, "rows_deleted": deleted, "csv_mb": round(len(payload) / 1e6, 1), **bench.fingerprint(spec)},
+        {
+            "rows_upserted": upserted,
+            "rows_deleted": deleted,
+            "csv_mb": round(len(payload) / 1e6, 1),
+            **bench.fingerprint(spec),
+        },
     )
 
 

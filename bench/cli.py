@@ -1,6 +1,7 @@
 """``make bench``: produce the data, run every case once, print and record one table.
 
-Usage: ``python -m bench [--records N] [--scale] [--airflow] [--big] [--formats]``.
+Usage: ``python -m bench [--records N] [--scale] [--airflow] [--big] [--formats] [--no-peers]
+[--no-concurrency]``.
 """
 
 from __future__ import annotations
@@ -20,10 +21,14 @@ from bench import report
 from bench.airflow import product_airflow
 from bench.baseline import baseline_python_loop
 from bench.ceilings import ceiling_a_pg_merge, ceiling_b_kafka_raw, read_alone
+from bench.concurrency import LEVELS, concurrent_runs
 from bench.context import RESULTS, Bench, Result, bench_db_url
 from bench.data import UPDATES_PER_KEY, Dataset, produce_dataset
 from bench.formats import FORMATS, format_dataset, format_product
+from bench.jdbc_sink import jdbc_sink
+from bench.oracle import Table, count_wrong
 from bench.product import Launcher, SparkConnect, SparkSubmit, product
+from bench.spark_peer import spark_availablenow_job
 
 log = logging.getLogger("bench")
 
@@ -42,6 +47,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--airflow", action="store_true", help="also time a 1,000-record backfill through Airflow")
     parser.add_argument("--big", action="store_true", help=f"also run the product at {BIG:,} records (peak RSS)")
     parser.add_argument("--formats", action="store_true", help="also run the product on N events as avro and debezium")
+    parser.add_argument(
+        "--no-peers",
+        dest="peers",
+        action="store_false",
+        help="skip the Debezium JDBC sink and the Spark AvailableNow job",
+    )
+    parser.add_argument(
+        "--no-concurrency",
+        dest="concurrency",
+        action="store_false",
+        help=f"skip k = {', '.join(map(str, LEVELS))} concurrent runs of N/4 records",
+    )
     parser.add_argument("--no-docs", dest="docs", action="store_false", help="do not rewrite docs/benchmarks.md")
     parser.add_argument("--keep-topics", action="store_true", help="keep the bench_ topics (default: delete)")
     args = parser.parse_args(argv)
@@ -77,8 +94,24 @@ def main(argv: list[str] | None = None) -> int:
         log.info("case %s: %.1f s, %.0f records/s %s", r.case, r.seconds, r.rate, r.phases)
         return r
 
+    def wrong(label: str, ds: Dataset) -> dict[str, int]:
+        """The oracle's count of what the case ``label``'s target got wrong (bench.oracle)."""
+        conn = bench.connect()
+        try:
+            return count_wrong(conn, ds, Table(f"{tag}_{label}", "orders"))
+        finally:
+            conn.close()
+
+    def replay(first: Result, label: str, again: Callable[[], Result]) -> None:
+        """Count the first load's wrong rows, run the case again over the same range, count again."""
+        first.detail["wrong_after_load"] = wrong(label, main_ds)
+        first.detail["replay_seconds"] = again().seconds
+        first.detail["wrong_after_replay"] = wrong(label, main_ds)
+
     results: list[Result] = []
     failed: list[str] = []
+    peers: dict[str, Result] = {}
+    conc: dict[int, Result] = {}
     by_launcher: dict[str, tuple[Result, Result]] = {}
     cold: dict[str, Result] = {}
     by_format: dict[str, Result] = {}
@@ -91,6 +124,8 @@ def main(argv: list[str] | None = None) -> int:
         reader = run(read_alone, main_ds)
         base = run(baseline_python_loop, main_ds)
         results += [ceil_a, ceil_b, reader, base]
+        ceil_a.detail["wrong_after_load"] = wrong("ceil_a", main_ds)
+        replay(base, "baseline", lambda: run(baseline_python_loop, main_ds))
         for launcher in launchers():
             if launcher.stays_warm:
                 # A warm server's first big job after its start also pays JIT compilation and its
@@ -98,7 +133,11 @@ def main(argv: list[str] | None = None) -> int:
                 launcher.restart()
                 cold[launcher.name] = run(product, main_ds, launcher, label=f"{launcher.name.replace('-', '_')}_n_cold")
                 results.append(cold[launcher.name])
-            full = run(product, main_ds, launcher, label=f"{launcher.name.replace('-', '_')}_n")
+            label = f"{launcher.name.replace('-', '_')}_n"
+            full = run(product, main_ds, launcher, label=label)
+            if launcher.name == launchers()[0].name:
+                # The replay: the same backfill again over the same range, into the same target.
+                replay(full, label, lambda lr=launcher, lb=label: run(product, main_ds, lr, label=lb))
             fixed = run(product, small, launcher, label=f"{launcher.name.replace('-', '_')}_1k")
             by_launcher[launcher.name] = (full, fixed)
             results += [full, fixed]
@@ -123,6 +162,27 @@ def main(argv: list[str] | None = None) -> int:
                 return by_format[f]
 
             optional.append((f"format_{fmt}", format_case))
+        if args.peers:
+
+            def jdbc_case() -> Result:
+                peers["jdbc"] = run(jdbc_sink, n)
+                return peers["jdbc"]
+
+            def spark_case() -> Result:
+                peers["spark"] = run(spark_availablenow_job, main_ds)
+                return peers["spark"]
+
+            optional += [("jdbc_sink", jdbc_case), ("spark_availablenow_job", spark_case)]
+        if args.concurrency:
+            conc_data: list[Dataset] = []
+
+            def conc_case(k: int) -> Result:
+                if not conc_data:
+                    conc_data.append(dataset(max(UPDATES_PER_KEY, n // 4)))
+                conc[k] = run(concurrent_runs, conc_data[0], k)
+                return conc[k]
+
+            optional += [(f"concurrent_{k}", lambda k=k: conc_case(k)) for k in LEVELS]
         if args.big:
 
             def big_case() -> Result:
@@ -155,9 +215,15 @@ def main(argv: list[str] | None = None) -> int:
     for fmt, result in by_format.items():
         checks[f"product on format {fmt}: target == ceiling A target"] = {k: result.detail[k] for k in same} == same
     checks.update({f"optional case {label} ran": False for label in failed})
+    for k, r in conc.items():
+        checks[f"{k} concurrent runs: every run's target the same"] = r.detail["runs_exact"]
 
     prod, fixed = by_launcher[default.name]
-    ratios = {
+    if "wrong_after_replay" in prod.detail:
+        checks["product: no row wrong after the load and after a replay (bench.oracle)"] = (
+            prod.detail["wrong_after_load"]["total"] == prod.detail["wrong_after_replay"]["total"] == 0
+        )
+    ratios: dict[str, float | str] = {
         "product ÷ ceiling A (records/s)": prod.rate / ceil_a.rate,
         "product ÷ ceiling B (records/s)": prod.rate / ceil_b.rate,
         "product ÷ baseline (records/s)": prod.rate / base.rate,
@@ -191,6 +257,16 @@ def main(argv: list[str] | None = None) -> int:
             at_n, at_big = prod.detail["peak_rss_mb"].get(group), big.detail["peak_rss_mb"].get(group, 0)
             if at_n:
                 ratios[f"peak RSS {group} at {BIG:,} ÷ at N (flat ≈ 1)"] = at_big / at_n
+    if 1 in conc and 4 in conc:
+        ratios["k = 4 concurrent runs, total records/s ÷ one run's"] = conc[4].rate / conc[1].rate
+    if "jdbc" in peers:
+        ratios["product ÷ Debezium JDBC sink (records/s)"] = prod.rate / peers["jdbc"].rate
+    if "spark" in peers:
+        ratios["product ÷ Spark AvailableNow job (records/s)"] = prod.rate / peers["spark"].rate
+    if peers.keys() == {"jdbc", "spark"} and "wrong_after_replay" in prod.detail:
+        ratios["rows wrong after a replay — product / JDBC sink / Spark job"] = " / ".join(
+            f"**{r.detail['wrong_after_replay']['total']:,}**" for r in (prod, peers["jdbc"], peers["spark"])
+        )
     text = report.body(n, results, ceil_a, base, ratios, checks)
     print(text)
     meta = {

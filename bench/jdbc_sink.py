@@ -41,8 +41,12 @@ _FIELDS: Final = [
 ]
 _VALUE_SCHEMA: Final = json.dumps({"type": "struct", "name": "order", "optional": False, "fields": _FIELDS})
 _KEY_SCHEMA: Final = json.dumps(
-    {"type": "struct", "name": "order_key", "optional": False,
-     "fields": [{"field": "order_id", "type": "string", "optional": False}]}  # fmt: skip
+    {
+        "type": "struct",
+        "name": "order_key",
+        "optional": False,
+        "fields": [{"field": "order_id", "type": "string", "optional": False}],
+    }
 )
 
 
@@ -141,8 +145,12 @@ def jdbc_sink(bench: Bench, records: int) -> Result:
         "Debezium JDBC sink (Kafka Connect, upsert, deletes)",
         records,
         seconds,
-        detail={"wrong_after_load": wrong_first, "wrong_after_replay": wrong, "replay_seconds": replay_seconds,
-                "produce_seconds": ds.produce_seconds},  # fmt: skip
+        detail={
+            "wrong_after_load": wrong_first,
+            "wrong_after_replay": wrong,
+            "replay_seconds": replay_seconds,
+            "produce_seconds": ds.produce_seconds,
+        },
     )
 
 

@@ -41,18 +41,47 @@ def memory_table(results: list[Result]) -> str:
     return "\n".join(lines)
 
 
-def body(n: int, results: list[Result], ceiling_a: Result, baseline: Result, ratios: dict[str, float],
+WRONG: Final = ("older_overwrote_newer", "deleted_came_back", "duplicates", "missing", "other_wrong")
+
+
+def exactness_table(results: list[Result]) -> str:
+    """Speed and exactness in one view: each case that loads a table, its records/s, and the rows
+    the oracle (bench.oracle) finds wrong after the load and after a replay of the same range."""
+    lines = [
+        "| case | records/s | wrong after the load | wrong after a replay | of which older over newer / deleted "
+        "back / duplicates / missing / other | replay s |",
+        "|---|---:|---:|---:|---|---:|",
+    ]
+    for r in results:
+        first, again = r.detail.get("wrong_after_load"), r.detail.get("wrong_after_replay")
+        if first is None:
+            continue
+        kinds = " / ".join(f"{again[k]:,}" for k in WRONG) if again else "—"
+        replay_s = f"{r.detail['replay_seconds']:.1f}" if "replay_seconds" in r.detail else "—"
+        lines.append(f"| {r.case} | {r.rate:,.0f} | {first['total']:,} | {again['total'] if again else '—'} "
+                     f"| {kinds} | {replay_s} |")  # fmt: skip
+    return "\n".join(lines)
+
+
+def ratio_line(name: str, value: float | str) -> str:
+    """``- name: **value**``; a text value (several figures) carries its own emphasis."""
+    return f"- {name}: {value}" if isinstance(value, str) else f"- {name}: **{value:,.2f}**"
+
+
+def body(n: int, results: list[Result], ceiling_a: Result, baseline: Result, ratios: dict[str, float | str],
          checks: dict[str, bool]) -> str:  # fmt: skip
     return "\n\n".join(
         [
             f"## Throughput (N = {n:,})",
             throughput_table(results, ceiling_a, baseline),
+            "## Speed and exactness (bench.oracle; a replay runs the same range again into the same table)",
+            exactness_table(results),
             "## Where the time goes",
             phases_table([r for r in results if r.phases]),
             "## Peak memory (RSS as PSS, sampled every 0.5 s; a Spark Connect server holds memory from earlier runs)",
             memory_table(results),
             "## Ratios",
-            "\n".join(f"- {k}: **{v:,.2f}**" for k, v in ratios.items()),
+            "\n".join(ratio_line(k, v) for k, v in ratios.items()),
             "## Correctness cross-checks (same final target in every case)",
             "\n".join(f"- {k}: {'yes' if v else 'NO'}" for k, v in checks.items()),
         ]

@@ -71,6 +71,10 @@ def spark_availablenow_job(bench: Bench, ds: Dataset) -> Result:
         "Spark AvailableNow job (foreachBatch, INSERT … ON CONFLICT DO UPDATE)",
         ds.records,
         seconds,
-        detail={"wrong_after_load": wrong_first, "wrong_after_replay": wrong, "replay_seconds": replay_seconds,
-                "peak_rss_mb": peak},  # fmt: skip
+        detail={
+            "wrong_after_load": wrong_first,
+            "wrong_after_replay": wrong,
+            "replay_seconds": replay_seconds,
+            "peak_rss_mb": peak,
+        },
     )

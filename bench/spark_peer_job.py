@@ -22,8 +22,7 @@ from typing import Any
 
 COLUMNS = ("order_id", "customer_id", "status", "amount", "currency", "items", "updated_at")
 SCHEMA = (
-    "order_id STRING, customer_id STRING, status STRING, amount STRING, currency STRING, items INT, "
-    "updated_at STRING"
+    "order_id STRING, customer_id STRING, status STRING, amount STRING, currency STRING, items INT, updated_at STRING"
 )
 
 
@@ -68,8 +67,10 @@ def main() -> None:
             F.from_json(F.col("value").cast("string"), SCHEMA).alias("e"), "offset"
         )
         newest = Window.partitionBy("e.order_id").orderBy(F.col("offset").desc())
-        rows = events.withColumn("_n", F.row_number().over(newest)).where("_n = 1").select(
-            *(F.col(f"e.{c}") for c in COLUMNS)
+        rows = (
+            events.withColumn("_n", F.row_number().over(newest))
+            .where("_n = 1")
+            .select(*(F.col(f"e.{c}") for c in COLUMNS))
         )
         rows.foreachPartition(write)
 
