@@ -75,7 +75,7 @@ def ceiling_b_kafka_raw(bench: Bench, ds: Dataset) -> Result:
     started = time.monotonic()
     for batch in consume_batches(bench.kafka, ds):
         records += len(batch)
-        nbytes += sum(len(msg.value()) for msg in batch)
+        nbytes += sum(len(msg.value() or b"") for msg in batch)  # a tombstone has no value
     seconds = time.monotonic() - started
     return Result("ceiling B: raw Kafka consume", records, seconds, detail={"value_mb": round(nbytes / 1e6, 1)})
 

@@ -7,6 +7,7 @@ Usage: ``python -m bench [--records N] [--scale] [--airflow] [--big] [--formats]
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import os
@@ -137,7 +138,8 @@ def main(argv: list[str] | None = None) -> int:
             full = run(product, main_ds, launcher, label=label)
             if launcher.name == launchers()[0].name:
                 # The replay: the same backfill again over the same range, into the same target.
-                replay(full, label, lambda lr=launcher, lb=label: run(product, main_ds, lr, label=lb))
+                again = functools.partial(run, product, main_ds, launcher, label=label, run_name="replay")
+                replay(full, label, again)
             fixed = run(product, small, launcher, label=f"{launcher.name.replace('-', '_')}_1k")
             by_launcher[launcher.name] = (full, fixed)
             results += [full, fixed]

@@ -128,10 +128,13 @@ class SparkConnect:
         return StageRun(_action_seconds(log_path), log_path, peak.mb)
 
 
-def product(bench: Bench, ds: Dataset, launcher: Launcher, label: str, **spec_overrides: Any) -> Result:
+def product(
+    bench: Bench, ds: Dataset, launcher: Launcher, label: str, run_name: str = "bench", **spec_overrides: Any
+) -> Result:
     """``plan_run`` (snapshot + ranges + ledger rows) → the launcher's Spark stage →
     ``commit_run`` (the merge transaction), each timed; the Spark phase is split into the one
-    action and the rest (JVM or session start, planning, stop)."""
+    action and the rest (JVM or session start, planning, stop). A second call with the same
+    ``label`` and another ``run_name`` is a replay of the same range into the same target."""
     from reprocess.core.runs import EndMode, RunKind, RunRequest, StartMode
     from reprocess.operations.plan import plan_run
     from reprocess.postgres.commit import commit_run
@@ -139,7 +142,7 @@ def product(bench: Bench, ds: Dataset, launcher: Launcher, label: str, **spec_ov
 
     spec = bench.spec(label, ds.topic, **spec_overrides)
     engine = make_engine(bench.db_url)
-    run_id = f"{spec.name}/bench"
+    run_id = f"{spec.name}/{run_name}"
     try:
         t0 = time.monotonic()
         request = RunRequest(RunKind.BACKFILL, StartMode.EARLIEST, EndMode.LATEST)
