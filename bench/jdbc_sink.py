@@ -66,7 +66,7 @@ def connector_config(bench: Bench, topic: str, table: Table, partitions: int) ->
         "connector.class": "io.debezium.connector.jdbc.JdbcSinkConnector",
         "topics": topic,
         "tasks.max": str(partitions),
-        "connection.url": f"jdbc:postgresql://{url.hostname}:{url.port}{url.path}",
+        "connection.url": f"jdbc:postgresql://{url.hostname}:{url.port}{url.path}?reWriteBatchedInserts=true",
         "connection.username": url.username or "",
         "connection.password": kafka_connect.secret_path(postgres.pg_dir(), "password"),
         "insert.mode": "upsert",

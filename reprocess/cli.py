@@ -53,6 +53,7 @@ EXIT_CODES: Final = (
     "is missing or a service did not answer"
 )
 APP_DB_ENV: Final = "AIRFLOW_CONN_REPROCESS_DB"
+SPARK_POOL_SLOTS: Final = 2  # the default size of Airflow's ``spark`` pool: see prepare_airflow
 
 
 class Unreachable(Exception):
@@ -86,9 +87,11 @@ CDC_TOPIC: Final = "demo.public.customers"
 
 
 def prepare_airflow() -> None:
-    """Metadata DB and the Spark pool (both idempotent)."""
+    """Metadata DB and the Spark pool (both idempotent). Two slots: on the one Connect server two
+    runs at once gave 1.3× one run's records/s, four no more than two while each run took 2.7×
+    as long (``make bench``, docs/performance.md)."""
     airflow("db", "migrate")
-    airflow("pools", "set", "spark", "1", "Spark jobs of the reprocessing pipelines")
+    airflow("pools", "set", "spark", str(SPARK_POOL_SLOTS), "Spark jobs of the reprocessing pipelines")
 
 
 def ensure_demo_topics(orders: int, partitions: int = 4) -> dict[str, int]:
