@@ -39,7 +39,9 @@ cluster-stop:
 lint: install
 	@$(ENV) ruff check . && ruff format --check . && mypy
 
-# Benchmarks (docs/benchmarks.md, the bench/ package): N = 1M with the scale curve and the Airflow run; --big adds 10M; `make bench BENCH_ARGS="--records 100000"` for a quick one.
+# Benchmarks (docs/benchmarks.md, the bench/ package): N = 1M with the scale curve and the Airflow run, the peers
+# (Debezium JDBC sink, a Spark AvailableNow job) and k = 1, 2, 4 concurrent runs; --big adds 10M; --no-peers and
+# --no-concurrency leave those out; `make bench BENCH_ARGS="--records 100000"` for a quick one.
 BENCH_ARGS ?= --scale --airflow
 bench: services
 	@$(ENV) python -m bench $(BENCH_ARGS)

@@ -6,7 +6,8 @@ a topic of their own in the JSON converter's envelope form (``{"schema": …, "p
 Connect worker devstack starts (standalone, ``devstack/kafka_connect.py``), configured as its docs
 recommend for throughput: one task per partition, ``batch.size`` = the consumer's
 ``max.poll.records`` (10,000, the baseline's batch), the reduction buffer (one statement per key
-and batch). A ``ReplaceField`` transform keeps the seven columns the other cases keep.
+and batch), and the PostgreSQL driver's ``reWriteBatchedInserts`` (multi-row statements). A
+``ReplaceField`` transform keeps the seven columns the other cases keep.
 
 Time runs from the connector's creation to the moment its consumer group's committed offsets
 reach the log ends: the sink commits only what it has written, so that is the last record applied
