@@ -12,13 +12,16 @@ and batch), and the PostgreSQL driver's ``reWriteBatchedInserts`` (multi-row sta
 Time runs from the connector's creation to the moment its consumer group's committed offsets
 reach the log ends: the sink commits only what it has written, so that is the last record applied
 (give or take the worker's 1 s offset flush interval). The replay resets the group (the connector
-stopped, its offsets deleted through the REST API, resumed) and times the same way.
+stopped, its offsets deleted through the REST API, resumed) and times the same way; every 2 s
+while it runs the oracle counts the table's wrong rows, and the worst count is kept (what a
+reader saw during the replay).
 """
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from typing import Any, Final
 from urllib.parse import urlsplit
 
@@ -29,6 +32,7 @@ from bench.oracle import Table, count_wrong
 COLUMNS: Final = ("order_id", "customer_id", "status", "amount", "currency", "items", "updated_at")
 BATCH: Final = 10_000
 TIMEOUT_S: Final = 3600
+PROBE_S: Final = 2.0  # how often the replay's table is checked while it runs
 _FIELDS: Final = [
     {"field": "order_id", "type": "string", "optional": False},
     {"field": "customer_id", "type": "string", "optional": False},
@@ -87,19 +91,23 @@ def connector_config(bench: Bench, topic: str, table: Table, partitions: int) ->
     }
 
 
-def _wait_applied(bench: Bench, group: str, ds: Dataset) -> float:
-    """Seconds until the group's committed offsets reach every partition's log end."""
+def _wait_applied(bench: Bench, group: str, ds: Dataset, probe: Callable[[], None] | None = None) -> float:
+    """Seconds until the group's committed offsets reach every partition's log end; ``probe``
+    runs every :data:`PROBE_S` seconds meanwhile."""
     from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 
     from reprocess.kafka.clients import make_admin
 
     admin = make_admin(bench.kafka)
     request = [ConsumerGroupTopicPartitions(group, [TopicPartition(ds.topic, p) for p in ds.ends])]
-    started = time.monotonic()
+    started = probed = time.monotonic()
     while time.monotonic() - started < TIMEOUT_S:
         answer = admin.list_consumer_group_offsets(request)[group].result()
         if all(tp.offset >= ds.ends[tp.partition] for tp in answer.topic_partitions):
             return time.monotonic() - started
+        if probe is not None and time.monotonic() - probed >= PROBE_S:
+            probe()
+            probed = time.monotonic()
         time.sleep(0.25)
     raise RuntimeError(f"the JDBC sink did not reach the log ends of {ds.topic} within {TIMEOUT_S} s")
 
@@ -132,9 +140,18 @@ def jdbc_sink(bench: Bench, records: int) -> Result:
         kafka_connect.request("PUT", f"/connectors/{name}/stop")
         _wait_state(name, "STOPPED")
         kafka_connect.request("DELETE", f"/connectors/{name}/offsets")
+        worst = {"total": 0}
+
+        def probe() -> None:
+            """What a reader of the table sees while the replay runs."""
+            now = count_wrong(conn, ds, table)
+            if now["total"] > worst["total"]:
+                worst.clear()
+                worst.update(now)
+
         started = time.monotonic()
         kafka_connect.request("PUT", f"/connectors/{name}/resume")
-        replay_seconds = (time.monotonic() - started) + _wait_applied(bench, group, ds)
+        replay_seconds = (time.monotonic() - started) + _wait_applied(bench, group, ds, probe)
         wrong = count_wrong(conn, ds, table)
     finally:
         conn.close()
@@ -151,6 +168,7 @@ def jdbc_sink(bench: Bench, records: int) -> Result:
             "wrong_after_replay": wrong,
             "replay_seconds": replay_seconds,
             "produce_seconds": ds.produce_seconds,
+            "worst_during_replay": worst,
         },
     )
 

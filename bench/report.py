@@ -46,11 +46,12 @@ WRONG: Final = ("older_overwrote_newer", "deleted_came_back", "duplicates", "mis
 
 def exactness_table(results: list[Result]) -> str:
     """Speed and exactness in one view: each case that loads a table, its records/s, and the rows
-    the oracle (bench.oracle) finds wrong after the load and after a replay of the same range."""
+    the oracle (bench.oracle) finds wrong after the load and after a replay of the same range
+    (and, where the case was probed while its replay ran, the worst count a reader saw)."""
     lines = [
         "| case | records/s | wrong after the load | wrong after a replay | of which older over newer / deleted "
-        "back / duplicates / missing / other | replay s |",
-        "|---|---:|---:|---:|---|---:|",
+        "back / duplicates / missing / other | replay s | worst seen during the replay |",
+        "|---|---:|---:|---:|---|---:|---:|",
     ]
     for r in results:
         first, again = r.detail.get("wrong_after_load"), r.detail.get("wrong_after_replay")
@@ -58,8 +59,10 @@ def exactness_table(results: list[Result]) -> str:
             continue
         kinds = " / ".join(f"{again[k]:,}" for k in WRONG) if again else "—"
         replay_s = f"{r.detail['replay_seconds']:.1f}" if "replay_seconds" in r.detail else "—"
+        during = r.detail.get("worst_during_replay")
+        worst = f"{during['total']:,}" if during else "—"
         lines.append(f"| {r.case} | {r.rate:,.0f} | {first['total']:,} | {again['total'] if again else '—'} "
-                     f"| {kinds} | {replay_s} |")  # fmt: skip
+                     f"| {kinds} | {replay_s} | {worst} |")  # fmt: skip
     return "\n".join(lines)
 
 
