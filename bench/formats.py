@@ -8,13 +8,12 @@ every format's target must equal ceiling A's (the cross-checks say so).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from datetime import datetime
 from decimal import Decimal
 from typing import Any, Final
 
 from bench.context import Bench, Result
-from bench.data import Dataset, produce_dataset
+from bench.data import Dataset, Encoder, produce_dataset
 from bench.product import SparkConnect, product
 
 FORMATS: Final = ("avro", "debezium")
@@ -31,8 +30,9 @@ AVRO_SCHEMA: Final = {
 }  # fmt: skip
 
 
-def _avro_encoder(topic: str) -> Callable[[int, dict[str, Any]], bytes]:
-    """Confluent-framed Avro of an event, its schema registered under ``<topic>-value``."""
+def _avro_encoder(topic: str) -> Encoder:
+    """Confluent-framed Avro of an event, its schema registered under ``<topic>-value``; a
+    tombstone stays a null value."""
     from confluent_kafka.schema_registry import SchemaRegistryClient
     from confluent_kafka.schema_registry.avro import AvroSerializer
     from confluent_kafka.serialization import MessageField, SerializationContext
@@ -43,7 +43,9 @@ def _avro_encoder(topic: str) -> Callable[[int, dict[str, Any]], bytes]:
     serializer = AvroSerializer(SchemaRegistryClient({"url": registry.ccompat_url()}), json.dumps(AVRO_SCHEMA))
     ctx = SerializationContext(topic, MessageField.VALUE)
 
-    def encode(_i: int, body: dict[str, Any]) -> bytes:
+    def encode(_i: int, _key: str, body: dict[str, Any] | None) -> bytes | None:
+        if body is None:
+            return None
         typed = {**body, "amount": Decimal(body["amount"]),
                  "updated_at": datetime.fromisoformat(body["updated_at"].replace("Z", "+00:00"))}  # fmt: skip
         return bytes(serializer(typed, ctx) or b"")
@@ -51,8 +53,13 @@ def _avro_encoder(topic: str) -> Callable[[int, dict[str, Any]], bytes]:
     return encode
 
 
-def _debezium(i: int, body: dict[str, Any]) -> bytes:
-    """A Debezium change event (JSON converter without schemas) of event ``i``."""
+def _debezium(i: int, key: str, body: dict[str, Any] | None) -> bytes:
+    """A Debezium change event (JSON converter without schemas) of event ``i``; a tombstone of the
+    bench data is a delete (``op: d``, the key in ``before``), which carries its position."""
+    if body is None:
+        envelope = {"before": {"order_id": key}, "after": None, "op": "d",
+                    "source": {"connector": "postgresql", "lsn": 1_000 + i}, "ts_ms": 0}  # fmt: skip
+        return json.dumps(envelope, separators=(",", ":")).encode()
     envelope = {"before": None, "after": body, "op": "c" if body["status"] == "created" else "u",
                 "source": {"connector": "postgresql", "lsn": 1_000 + i}, "ts_ms": 0}  # fmt: skip
     return json.dumps(envelope, separators=(",", ":")).encode()

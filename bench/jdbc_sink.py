@@ -55,12 +55,16 @@ _KEY_SCHEMA: Final = json.dumps(
 )
 
 
-def connect_json(key: str, body: dict[str, Any] | None) -> tuple[bytes, bytes | None]:
-    """The record in the JSON converter's envelope form (``schemas.enable=true``)."""
-    k = f'{{"schema":{_KEY_SCHEMA},"payload":{json.dumps({"order_id": key})}}}'.encode()
+def connect_json_key(key: str) -> bytes:
+    """The key in the JSON converter's envelope form (``schemas.enable=true``): a struct."""
+    return f'{{"schema":{_KEY_SCHEMA},"payload":{json.dumps({"order_id": key})}}}'.encode()
+
+
+def connect_json(_i: int, _key: str, body: dict[str, Any] | None) -> bytes | None:
+    """The value in the JSON converter's envelope form; a tombstone stays a null value."""
     if body is None:
-        return k, None
-    return k, f'{{"schema":{_VALUE_SCHEMA},"payload":{json.dumps(body, separators=(",", ":"))}}}'.encode()
+        return None
+    return f'{{"schema":{_VALUE_SCHEMA},"payload":{json.dumps(body, separators=(",", ":"))}}}'.encode()
 
 
 def connector_config(bench: Bench, topic: str, table: Table, partitions: int) -> dict[str, str]:
@@ -125,7 +129,9 @@ def jdbc_sink(bench: Bench, records: int) -> Result:
     from reprocess.kafka.clients import make_admin
 
     _ensure_worker()
-    ds = produce_dataset(bench.kafka, f"{bench.tag}_{records}_connect_json", records, encode=connect_json)
+    ds = produce_dataset(
+        bench.kafka, f"{bench.tag}_{records}_connect_json", records, encode=connect_json, encode_key=connect_json_key
+    )
     table = Table(f"{bench.tag}_jdbc_sink", "orders")
     conn = bench.connect()
     with conn, conn.cursor() as cur:
