@@ -19,7 +19,7 @@ from sqlalchemy import Engine, text
 
 from reprocess.core.spec import PipelineSpec
 from reprocess.core.stage_rows import UNCHANGED, stage_columns
-from reprocess.postgres.stage_write import forget_writes
+from reprocess.postgres.stage_write import forget_writes, stage_oid
 
 if TYPE_CHECKING:
     from psycopg2.extensions import connection as PgConnection
@@ -36,8 +36,10 @@ def stage_identifier(spec: PipelineSpec, run_id: str) -> sql.Composed:
 CHECK_COMMENT: Final = "reconciliation check "
 
 
-def create_stage(conn: PgConnection, spec: PipelineSpec, run_id: str, *, check: bool = False) -> None:
-    """(Re)create the run's stage empty: whatever a dead attempt left is dropped first.
+def create_stage(conn: PgConnection, spec: PipelineSpec, run_id: str, *, check: bool = False) -> int:
+    """(Re)create the run's stage empty: whatever a dead attempt left is dropped first. Returns the
+    new table's oid, which the job's tasks write under (a task of an older job finds another oid
+    and writes nothing: :func:`reprocess.postgres.stage_write.write_task`).
 
     A reconciliation check's stage (``check``) has no run row to be found by, so its table's
     comment names the check: :func:`drop_leftover_check_stages` finds it that way.
@@ -68,6 +70,10 @@ def create_stage(conn: PgConnection, spec: PipelineSpec, run_id: str, *, check: 
         cur.execute(sql.SQL("CREATE UNLOGGED TABLE {} ({})").format(table, columns))
         if check:
             cur.execute(sql.SQL("COMMENT ON TABLE {} IS {}").format(table, sql.Literal(CHECK_COMMENT + run_id)))
+        oid = stage_oid(cur, f"{STAGE_SCHEMA}.{spec.stage_table(run_id)}")
+    if oid is None:
+        raise RuntimeError(f"{spec.name}: run {run_id}'s stage is missing right after its creation")
+    return oid
 
 
 def drop_stage(conn: Any, spec: PipelineSpec, run_id: str) -> None:

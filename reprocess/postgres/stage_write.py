@@ -53,13 +53,26 @@ _RECORD: Final = (
     "ON CONFLICT (stage, task) DO NOTHING RETURNING attempt"
 )
 _ALL_WRITTEN: Final = "SELECT task, attempt, rows FROM reprocess.stage_writes WHERE stage = %s"
+_OID: Final = (
+    "SELECT c.oid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relname = %s"
+)
 _FORGET: Final = "DELETE FROM reprocess.stage_writes WHERE stage = %s"
 
 
 def write_task(
-    dsn: str, table: str, columns: Sequence[str], batches: Iterator[pa.RecordBatch], task: int, attempt: int
+    dsn: str, table: str, oid: int, columns: Sequence[str], batches: Iterator[pa.RecordBatch], task: int, attempt: int
 ) -> TaskWrite:
-    """COPY ``batches`` into ``table`` (``schema.name``) as ``attempt`` of ``task``, once per task."""
+    """COPY ``batches`` into ``table`` (``schema.name``) as ``attempt`` of ``task``, once per task.
+
+    ``oid`` is the stage table the job created: an attempt that outlived its job (a zombie
+    executor) finds the stage dropped or re-created by a newer job and writes nothing, since a
+    task number means something in its own job only.
+
+    Raises
+    ------
+    StaleStageTask
+        The stage is not the one this task's job created.
+    """
     import pyarrow.csv as pacsv
 
     schema_name, _, name = table.partition(".")
@@ -73,6 +86,11 @@ def write_task(
             # The stage is UNLOGGED and checked by row count before any commit reads it, so
             # its COPY needs no wait for a WAL flush (the target's merge keeps the server's).
             cur.execute("SET LOCAL synchronous_commit TO off")
+            # Held to the commit: the stage cannot be dropped or re-created under this write.
+            cur.execute(sql.SQL("LOCK TABLE {}.{} IN ROW EXCLUSIVE MODE").format(
+                sql.Identifier(schema_name), sql.Identifier(name)))  # fmt: skip
+            if stage_oid(cur, table) != oid:
+                raise StaleStageTask(f"stage {table} was re-created after task {task}'s job started; it writes nothing")
             cur.execute(_WRITTEN, (name, task))
             found = cur.fetchone()
             if found is not None:  # an earlier attempt committed: keep its rows, read nothing
@@ -92,12 +110,24 @@ def write_task(
                 conn.rollback()
                 cur.execute(_WRITTEN, (name, task))
                 winner = cur.fetchone()
-                if winner is None:  # cleared meanwhile: the stage was re-created by a newer job
-                    raise RuntimeError(f"stage {table} was re-created while task {task} wrote to it")
+                if winner is None:  # the job finished with the winner's rows and dropped the stage
+                    raise StaleStageTask(f"stage {table} was dropped while a spare attempt of task {task} wrote")
                 return TaskWrite(task, attempt, int(winner[1]), int(winner[0]))
         return TaskWrite(task, attempt, rows, attempt)
     finally:
         conn.close()
+
+
+class StaleStageTask(RuntimeError):
+    """A task attempt of an older job found the stage gone or re-created: nothing was written."""
+
+
+def stage_oid(cur: Any, table: str) -> int | None:
+    """The oid of ``table`` (``schema.name``, unquoted parts), None when it does not exist."""
+    schema_name, _, name = table.partition(".")
+    cur.execute(_OID, (schema_name, name))
+    found = cur.fetchone()
+    return int(found[0]) if found else None
 
 
 def written_tasks(cur: Any, stage: str) -> dict[int, tuple[int, int]]:

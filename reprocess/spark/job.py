@@ -223,14 +223,14 @@ def _stage(
     Returns the rows the stage holds afterwards, which the commit checks against.
     """
     with psycopg2.connect(libpq_url(db_url)) as pg:
-        create_stage(pg, spec, stage_id, check=check)  # a retried attempt starts from an empty stage
+        oid = create_stage(pg, spec, stage_id, check=check)  # a retried attempt starts from an empty stage
     pg.close()
     ranges = [r for r in ranges if r.width > 0]
     if not ranges:
         return 0
     records = read_ranges(spark, kafka, ranges)
     table = f"{STAGE_SCHEMA}.{spec.stage_table(stage_id)}"
-    writer = StageTask(table, tuple(stage_columns(spec)), libpq_url(db_url), TaskFault.from_env())
+    writer = StageTask(table, oid, tuple(stage_columns(spec)), libpq_url(db_url), TaskFault.from_env())
     try:
         stage = checked_stage(records, spec, schemas)
         written = [TaskWrite(**row.asDict()) for row in stage.mapInArrow(writer, TASK_WRITE_SCHEMA).collect()]

@@ -82,6 +82,7 @@ class StageTask:
     """
 
     table: str
+    oid: int  # the stage table this job created (create_stage)
     columns: tuple[str, ...]
     dsn: str = field(repr=False)
     fault: TaskFault | None = None
@@ -94,7 +95,7 @@ class StageTask:
         fault = self.fault if self.fault is not None and self.fault.task == task and attempt == 0 else None
         if fault is not None and fault.kind is FaultKind.STALL:
             time.sleep(fault.seconds)
-        written = write_task(self.dsn, self.table, self.columns, batches, task, attempt)
+        written = write_task(self.dsn, self.table, self.oid, self.columns, batches, task, attempt)
         if fault is not None and fault.kind is FaultKind.EXIT:
             os._exit(1)  # the test hook: the worker dies with its COPY committed
         yield task_write_batch(written)

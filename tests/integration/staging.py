@@ -101,9 +101,10 @@ def _is_numeric(spec: PipelineSpec, name: str) -> bool:
 def write_stage(db_url: str, spec: PipelineSpec, run_id: str, records: Sequence[Record]) -> int:
     """(Re)create the run's stage and COPY the records into it with the product's stage writer."""
     with psycopg2.connect(libpq_url(db_url)) as pg:
-        create_stage(pg, spec, run_id)
+        oid = create_stage(pg, spec, run_id)
     pg.close()
-    copier = StageTask(f"{STAGE_SCHEMA}.{spec.stage_table(run_id)}", tuple(stage_columns(spec)), libpq_url(db_url))
+    table = f"{STAGE_SCHEMA}.{spec.stage_table(run_id)}"
+    copier = StageTask(table, oid, tuple(stage_columns(spec)), libpq_url(db_url))
     schema = _schema(spec)
     batch = pa.RecordBatch.from_pylist([_stage_row(spec, r) for r in records], schema=schema)
     return sum(b.column("rows")[0].as_py() for b in copier(iter([batch])))
