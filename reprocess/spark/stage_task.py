@@ -26,7 +26,7 @@ FAULT_ENV: Final = "REPROCESS_TEST_TASK_FAULT"
 
 class FaultKind(StrEnum):
     EXIT = "exit"  # the Python worker exits (os._exit) right after the task's COPY committed
-    STALL = "stall"  # the attempt sleeps before writing: a straggler for speculation to copy
+    STALL = "stall"  # the attempt sleeps after its COPY committed: a straggler for speculation to copy
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +36,8 @@ class TaskFault:
 
     ``exit:<task>`` kills the attempt's Python worker right after its COPY committed (a lost
     executor or worker: Spark runs the task again). ``stall:<task>:<seconds>`` makes the attempt
-    sleep before it writes (a slow node: with ``spark.speculation`` Spark starts a copy elsewhere).
+    sleep after its COPY committed (a slow node, a GC pause before the task reports: with
+    ``spark.speculation`` Spark starts a copy elsewhere, which finds the task's rows staged).
     Only the first attempt is touched, so the job always finishes.
 
     Examples
@@ -93,11 +94,11 @@ class StageTask:
         context = TaskContext.get()
         task, attempt = (context.partitionId(), context.attemptNumber()) if context is not None else (0, 0)
         fault = self.fault if self.fault is not None and self.fault.task == task and attempt == 0 else None
-        if fault is not None and fault.kind is FaultKind.STALL:
-            time.sleep(fault.seconds)
         written = write_task(self.dsn, self.table, self.oid, self.columns, batches, task, attempt)
         if fault is not None and fault.kind is FaultKind.EXIT:
             os._exit(1)  # the test hook: the worker dies with its COPY committed
+        if fault is not None and fault.kind is FaultKind.STALL:
+            time.sleep(fault.seconds)  # the test hook: committed, but slow to report
         yield task_write_batch(written)
 
 

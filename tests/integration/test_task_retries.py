@@ -9,8 +9,9 @@ write task only):
   executor or worker is lost after writing. Spark runs the task again (``local[2,4]``: up to 4
   attempts; a cluster's default too); before, the second COPY doubled the task's rows and the
   job failed its row count.
-- ``stall:<task>:<s>``: the attempt sleeps before writing; with ``spark.speculation`` Spark starts
-  a copy on the other worker, which writes and wins; the straggler is killed.
+- ``stall:<task>:<s>``: the attempt sleeps after its COPY committed, before it reports; with
+  ``spark.speculation`` Spark starts a copy on the other worker, which finds the task's rows
+  staged and finishes the task; the straggler is killed. Before, the copy's COPY doubled them.
 
 What Spark did comes from Spark's own event log (task attempts, speculative flags, end reasons),
 not from the product. Speculation needs two hosts: Spark never starts a task's copy on a host
@@ -70,25 +71,31 @@ def _event_log_conf(folder: Path) -> dict[str, str]:
     }
 
 
-def _task_ends(folder: Path) -> list[dict[str, Any]]:
-    """Every SparkListenerTaskEnd of the one application logged in ``folder`` (Spark 4 writes
-    rolling logs: ``eventlog_v2_<app>/events_<n>_<app>``)."""
+def _events(folder: Path, kind: str) -> list[dict[str, Any]]:
+    """The events ``kind`` (e.g. ``SparkListenerTaskEnd``) of the one application logged in ``folder``
+    (Spark 4 writes rolling logs: ``eventlog_v2_<app>/events_<n>_<app>``)."""
     (app,) = folder.iterdir()
     lines = [line for log in sorted(app.glob("events_*")) for line in log.read_text().splitlines()]
-    events = (json.loads(line) for line in lines if line.strip())
-    return [e for e in events if e["Event"] == "SparkListenerTaskEnd"]
+    return [e for e in (json.loads(line) for line in lines if line.strip()) if e["Event"] == kind]
 
 
-def _attempts(ends: list[dict[str, Any]], task_type: str) -> dict[tuple[int, int], list[tuple[int, bool, str]]]:
+def _attempts(folder: Path, task_type: str) -> dict[tuple[int, int], list[tuple[int, bool, str]]]:
     """(stage, task index) → [(attempt, speculative, end reason)] of the tasks of ``task_type``
     (``ShuffleMapTask``: the Kafka read; ``ResultTask``: the stage write)."""
     out: dict[tuple[int, int], list[tuple[int, bool, str]]] = {}
-    for e in ends:
+    for e in _events(folder, "SparkListenerTaskEnd"):
         if e["Task Type"] == task_type:
             info = e["Task Info"]
             reason = e["Task End Reason"]["Reason"]
             out.setdefault((e["Stage ID"], info["Index"]), []).append((info["Attempt"], info["Speculative"], reason))
     return {k: sorted(v) for k, v in out.items()}
+
+
+def _launched(folder: Path, stage: int, index: int) -> list[tuple[int, bool]]:
+    """(attempt, speculative) of every attempt Spark started of task ``index`` of ``stage``; an
+    attempt killed as the application ended has a start event but may have no end event."""
+    starts = [e["Task Info"] for e in _events(folder, "SparkListenerTaskStart") if e["Stage ID"] == stage]
+    return sorted((i["Attempt"], i["Speculative"]) for i in starts if i["Index"] == index)
 
 
 # --------------------------------------------------------------------------- shared
@@ -113,9 +120,8 @@ def _stage_on_spark_submit(
 def _assert_killed_write_retried_alone(folder: Path, task: int) -> None:
     """Spark's own account: the write task ``task`` failed once and its retry succeeded; every
     other write task and every Kafka read task ran once (nothing else was read or written again)."""
-    ends = _task_ends(folder)
-    writes = _attempts(ends, "ResultTask")
-    reads = _attempts(ends, "ShuffleMapTask")
+    writes = _attempts(folder, "ResultTask")
+    reads = _attempts(folder, "ShuffleMapTask")
     assert reads and all(len(a) == 1 and a[0][2] == "Success" for a in reads.values()), reads
     retried = {k: a for k, a in writes.items() if len(a) > 1}
     assert [k[1] for k in retried] == [task], writes
@@ -280,8 +286,9 @@ SPECULATION = {
 def test_speculative_copy_of_a_straggling_write_task_stages_its_rows_once_on_a_standalone_cluster(
     kafka_config, engine, unique_name, tmp_path, monkeypatch, on_cluster
 ):
-    """spark.speculation on the two-host cluster: write task 0's first attempt stalls, Spark starts
-    a speculative copy on the other worker, which writes and wins; the run equals the oracle."""
+    """spark.speculation on the two-host cluster: write task 0's first attempt stalls after its
+    COPY committed, Spark starts a speculative copy on the other worker, which keeps the first
+    attempt's rows and finishes the task; the run equals the oracle."""
     spec = orders_spec(unique_name, unique_name)
     produced = _orders(kafka_config, unique_name, seed=34)
     plan = plan_run(engine, kafka_config, spec, RunRequest.from_params({}), unique_name)
@@ -289,12 +296,12 @@ def test_speculative_copy_of_a_straggling_write_task_stages_its_rows_once_on_a_s
 
     output = _stage_on_spark_submit(spec, plan.run_id, tmp_path / "events", master=on_cluster, extra=SPECULATION)
 
-    writes = _attempts(_task_ends(tmp_path / "events"), "ResultTask")
-    task0 = [a for k, a in writes.items() if k[1] == 0 and len(a) > 1]
-    assert task0, f"no speculative copy of the stalled write task ran: {writes}"
-    ((first, first_speculative, first_end), (copy, speculative, copy_end)) = task0[0]
-    assert (first, first_speculative, copy, speculative, copy_end) == (0, False, 1, True, "Success"), writes
-    assert first_end == "TaskKilled", writes  # the straggler was killed once its copy succeeded
-    assert "task=0 attempt=1" in output and f"{KEPT}1" in output, output[-4000:]
+    events = tmp_path / "events"
+    writes = _attempts(events, "ResultTask")
+    ((stage, _),) = [k for k in writes if k[1] == 0]
+    assert _launched(events, stage, 0) == [(0, False), (1, True)], f"no speculative copy ran: {writes}"
+    assert writes[(stage, 0)][-1] == (1, True, "Success"), writes  # the copy finished the task ...
+    assert (0, False, "Success") not in writes[(stage, 0)], writes  # ... the straggler never did (killed)
+    assert "task=0 attempt=1" in output and f"{KEPT}0" in output, output[-4000:]
     commit_run(engine, spec, plan.run_id)
     assert_matches_oracle(engine, spec, produced, log_ends(produced))
