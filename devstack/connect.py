@@ -1,5 +1,6 @@
 """The warm Spark Connect server of the embedded default (DESIGN §5): the venv's pyspark,
-``local[2]``, gRPC on 127.0.0.1:``$REPROCESS_CONNECT_PORT``.
+``local[2,4]`` (two cores, a failed task retried up to four times: ``LOCAL_MASTER``), gRPC on
+127.0.0.1:``$REPROCESS_CONNECT_PORT``.
 
 The pyspark wheel ships the Connect server class but no start script, so it is started with
 ``spark-submit --class SparkConnectServer`` (notes/spark-connect.md). Its Python workers run
@@ -69,7 +70,7 @@ def spark_home() -> Path:
 
 
 def command(fingerprint: str) -> list[str]:
-    from reprocess.spark.conf import spark_conf
+    from reprocess.spark.conf import LOCAL_MASTER, spark_conf
     from reprocess.spark.connect import FINGERPRINT_CONF
 
     conf = spark_conf(
@@ -81,7 +82,7 @@ def command(fingerprint: str) -> list[str]:
             FINGERPRINT_CONF: fingerprint,
         }
     )
-    cmd = [str(spark_home() / "bin" / "spark-submit"), "--master", "local[2]", "--class", SERVER_CLASS]
+    cmd = [str(spark_home() / "bin" / "spark-submit"), "--master", LOCAL_MASTER, "--class", SERVER_CLASS]
     # Spark's Kafka source and spark-avro (the jar set make install fetched) reach the server at its start.
     cmd += ["--jars", ",".join(str(j) for j in jvm.jars("spark"))]
     cmd += ["--name", "reprocess-connect"]

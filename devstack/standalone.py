@@ -2,8 +2,11 @@
 
 The pyspark wheel has no ``start-master.sh``/``start-worker.sh``, but its jars hold the
 ``Master`` and ``Worker`` classes, started with ``spark-class`` (notes/spark-connect.md).
-Everything binds 127.0.0.1; ports derive from ``$REPROCESS_SPARK_MASTER_PORT`` (P): master P,
+Everything binds loopback; ports derive from ``$REPROCESS_SPARK_MASTER_PORT`` (P): master P,
 its web UI P+1, worker i RPC P+2+2i and web UI P+3+2i. Each worker offers 1 core and 1 GiB.
+Worker i is host ``127.0.0.<i+1>`` (:func:`worker_host`; Linux routes all of 127/8 to loopback):
+two hosts, as a cluster has, so Spark's speculation can run a task's copy on the other worker
+(it never starts a copy on a host where the task already ran, so one-host clusters never speculate).
 
 Jobs run in client mode (Python on a standalone master allows no other): the driver is the
 Airflow task, the executors are JVMs the workers start, with their own Python workers. Those
@@ -76,6 +79,11 @@ def _pidfile(name: str) -> Path:
 
 def _log(name: str) -> Path:
     return home() / "logs" / f"{name}.log"
+
+
+def worker_host(i: int) -> str:
+    """Worker ``i``'s host: its own loopback address, so the two workers are two hosts to Spark."""
+    return f"127.0.0.{i + 1}"
 
 
 def _spark_home() -> Path:
@@ -158,10 +166,10 @@ def start() -> None:
         work = home() / "work" / f"worker-{i}"
         work.mkdir(parents=True, exist_ok=True)
         spawn(
-            _spark_class("org.apache.spark.deploy.worker.Worker", master_url(), "--host", "127.0.0.1",
+            _spark_class("org.apache.spark.deploy.worker.Worker", master_url(), "--host", worker_host(i),
                          "--port", str(port() + 2 + 2 * i), "--webui-port", str(port() + 3 + 2 * i),
                          "--cores", str(WORKER_CORES), "--memory", WORKER_MEMORY, "--work-dir", str(work)),
-            _log(f"worker-{i}"), _pidfile(f"worker-{i}"), env, cwd=home(),
+            _log(f"worker-{i}"), _pidfile(f"worker-{i}"), {**env, "SPARK_LOCAL_IP": worker_host(i)}, cwd=home(),
         )  # fmt: skip
     deadline = time.monotonic() + START_TIMEOUT_S
     while not healthy():

@@ -26,7 +26,7 @@ export AIRFLOW_CONN_REPROCESS_DB="postgresql://${_pg}/${REPROCESS_APP_DB:-reproc
 export AIRFLOW_CONN_SCHEMA_REGISTRY_DEFAULT="{\"conn_type\":\"http\",\"host\":\"http://127.0.0.1:${REPROCESS_REGISTRY_PORT}/apis/ccompat/v7\"}"
 export AIRFLOW_CONN_KAFKA_DEFAULT="{\"conn_type\":\"kafka\",\"extra\":{\"bootstrap.servers\":\"127.0.0.1:${REPROCESS_KAFKA_PORT}\"}}"
 # The warm Spark Connect server of `make services` (devstack/connect.py). For spark-submit on
-# local[2] instead: AIRFLOW_CONN_SPARK_DEFAULT='{"conn_type":"spark","host":"local[2]"}'.
+# local[2,4] instead: AIRFLOW_CONN_SPARK_DEFAULT='{"conn_type":"spark","host":"local[2,4]"}'.
 export AIRFLOW_CONN_SPARK_DEFAULT="{\"conn_type\":\"spark_connect\",\"host\":\"127.0.0.1\",\"port\":${REPROCESS_CONNECT_PORT}}"
 
 # Spark: loopback only, the venv's Python on the executors, and the machine's Java 17.

@@ -19,7 +19,8 @@ from typing import Any, Final
 from pyspark.sql import DataFrame, SparkSession
 
 from reprocess.core.spec import PipelineSpec
-from reprocess.postgres.stage import COPIED_SCHEMA
+from reprocess.postgres.stage_write import TaskWrite
+from reprocess.spark.stage_task import TASK_WRITE_SCHEMA, task_write_batch
 from reprocess.spark.transform import to_stage
 
 # What spark.read.format("kafka") with includeHeaders returns.
@@ -43,9 +44,7 @@ def records(spark: SparkSession) -> DataFrame:
 
 
 def count_rows(batches: Iterator[Any]) -> Iterator[Any]:
-    import pyarrow as pa
-
-    yield pa.RecordBatch.from_pydict({"rows": [sum(b.num_rows for b in batches)]})
+    yield task_write_batch(TaskWrite(0, 0, sum(b.num_rows for b in batches), 0))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -54,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     spec = PipelineSpec.from_file(parser.parse_args(argv).spec)
     spark = SparkSession.builder.appName("reprocess-warmup").getOrCreate()
     try:
-        to_stage(records(spark), spec).mapInArrow(count_rows, COPIED_SCHEMA).collect()
+        to_stage(records(spark), spec).mapInArrow(count_rows, TASK_WRITE_SCHEMA).collect()
     finally:
         spark.stop()
     return 0

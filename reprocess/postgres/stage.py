@@ -2,16 +2,15 @@
 
 A stage belongs to one run (its name derives from the run id). The Spark job drops and
 re-creates it before writing, so a retried attempt never doubles rows; the commit drops it.
-Each Spark task COPYs its rows in one transaction, so a failed task leaves nothing behind.
+Each Spark task COPYs its rows in one transaction, once per task whatever Spark retries
+(:mod:`reprocess.postgres.stage_write`), so a failed task leaves nothing behind.
 """
 
 from __future__ import annotations
 
-import io
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 import psycopg2
@@ -20,9 +19,9 @@ from sqlalchemy import Engine, text
 
 from reprocess.core.spec import PipelineSpec
 from reprocess.core.stage_rows import UNCHANGED, stage_columns
+from reprocess.postgres.stage_write import forget_writes, stage_oid
 
 if TYPE_CHECKING:
-    import pyarrow as pa
     from psycopg2.extensions import connection as PgConnection
 
 log = logging.getLogger(__name__)
@@ -37,8 +36,10 @@ def stage_identifier(spec: PipelineSpec, run_id: str) -> sql.Composed:
 CHECK_COMMENT: Final = "reconciliation check "
 
 
-def create_stage(conn: PgConnection, spec: PipelineSpec, run_id: str, *, check: bool = False) -> None:
-    """(Re)create the run's stage empty: whatever a dead attempt left is dropped first.
+def create_stage(conn: PgConnection, spec: PipelineSpec, run_id: str, *, check: bool = False) -> int:
+    """(Re)create the run's stage empty: whatever a dead attempt left is dropped first. Returns the
+    new table's oid, which the job's tasks write under (a task of an older job finds another oid
+    and writes nothing: :func:`reprocess.postgres.stage_write.write_task`).
 
     A reconciliation check's stage (``check``) has no run row to be found by, so its table's
     comment names the check: :func:`drop_leftover_check_stages` finds it that way.
@@ -65,14 +66,20 @@ def create_stage(conn: PgConnection, spec: PipelineSpec, run_id: str, *, check: 
     with conn.cursor() as cur:
         cur.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(STAGE_SCHEMA)))
         cur.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(table))
+        forget_writes(cur, spec.stage_table(run_id))
         cur.execute(sql.SQL("CREATE UNLOGGED TABLE {} ({})").format(table, columns))
         if check:
             cur.execute(sql.SQL("COMMENT ON TABLE {} IS {}").format(table, sql.Literal(CHECK_COMMENT + run_id)))
+        oid = stage_oid(cur, f"{STAGE_SCHEMA}.{spec.stage_table(run_id)}")
+    if oid is None:
+        raise RuntimeError(f"{spec.name}: run {run_id}'s stage is missing right after its creation")
+    return oid
 
 
 def drop_stage(conn: Any, spec: PipelineSpec, run_id: str) -> None:
     with conn.cursor() as cur:
         cur.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(stage_identifier(spec, run_id)))
+        forget_writes(cur, spec.stage_table(run_id))
 
 
 def _attempt_key(run_id: str) -> str:
@@ -169,54 +176,3 @@ _LEFTOVER_RUNS_ONE: Final = text(
 )
 # Transaction-scoped: the cleanup holds it only while it drops, so an attempt starting then waits.
 _TRY_ATTEMPT_LOCK: Final = text("SELECT pg_try_advisory_xact_lock(hashtext(:key))")
-
-
-@dataclass(frozen=True, slots=True)
-class StageCopier:
-    """``df.mapInArrow(StageCopier(...), COPIED_SCHEMA)``: each Spark task COPYs its Arrow
-    batches into the stage in ONE transaction and yields how many rows it wrote.
-
-    A plain function over ``mapInArrow`` rather than a Python data source writer: the writer
-    costs two extra Python planner processes per job (write plan, commit), ~2 s of a small run.
-    ``dsn`` (the libpq URL) travels inside the pickled function: the executors may run in
-    another environment than the driver (a Spark Connect server's Python workers, a cluster),
-    so an environment variable set for the driver would not reach them. It is left out of the
-    repr, so it never appears in a plan's text or a log.
-    """
-
-    table: str
-    columns: tuple[str, ...]
-    dsn: str = field(repr=False)
-
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        import psycopg2
-        import pyarrow as pa
-        import pyarrow.csv as pacsv
-
-        schema_name, _, table = self.table.partition(".")
-        copy = sql.SQL("COPY {}.{} ({}) FROM STDIN WITH (FORMAT csv)").format(
-            sql.Identifier(schema_name), sql.Identifier(table), sql.SQL(", ").join(map(sql.Identifier, self.columns))
-        )
-        options = pacsv.WriteOptions(include_header=False)
-        rows = 0
-        conn = psycopg2.connect(self.dsn)
-        try:
-            with conn, conn.cursor() as cur:
-                # The stage is UNLOGGED and checked by row count before any commit reads it, so
-                # its COPY needs no wait for a WAL flush (the target's merge keeps the server's).
-                cur.execute("SET LOCAL synchronous_commit TO off")
-                statement = copy.as_string(cur)
-                for batch in batches:
-                    if batch.num_rows == 0:
-                        continue
-                    buffer = io.BytesIO()
-                    pacsv.write_csv(batch, buffer, options)
-                    buffer.seek(0)
-                    cur.copy_expert(statement, buffer, size=1 << 20)
-                    rows += batch.num_rows
-        finally:
-            conn.close()
-        yield pa.RecordBatch.from_pydict({"rows": [rows]}, schema=pa.schema([("rows", pa.int64())]))
-
-
-COPIED_SCHEMA: Final = "rows bigint"

@@ -31,6 +31,12 @@ JARS_ENV: Final = "REPROCESS_SPARK_JARS"
 # coordinates for the local jars (a unit test holds the two together).
 PACKAGES: Final = ("org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0", "org.apache.spark:spark-avro_2.13:4.2.0")
 
+# Local mode's master: two cores, and up to four attempts of a task (``local[N,F]``). Plain
+# ``local[2]`` fails the whole job at a task's first failure (a Python worker killed, a dropped
+# connection); four is ``spark.task.maxFailures``' default on a cluster, which local mode ignores.
+# A retried task never doubles a staged row (reprocess.postgres.stage_write).
+LOCAL_MASTER: Final = "local[2,4]"
+
 BASE_CONF: Final[Mapping[str, str]] = {
     "spark.ui.enabled": "false",
     "spark.sql.shuffle.partitions": "4",
@@ -99,22 +105,25 @@ def dependency_args() -> dict[str, str]:
     return {"jars": ",".join(jars)} if jars else {"packages": ",".join(PACKAGES)}
 
 
-def spark_submit_command(app: Path | str, *app_args: str, extra: Mapping[str, str] | None = None) -> list[str]:
-    """``spark-submit`` on local[2] with :func:`spark_conf` (the way the DAG's operator runs it).
+def spark_submit_command(
+    app: Path | str, *app_args: str, extra: Mapping[str, str] | None = None, master: str = LOCAL_MASTER
+) -> list[str]:
+    """``spark-submit`` on ``master`` (:data:`LOCAL_MASTER`) with :func:`spark_conf` (the way the DAG's
+    operator runs it).
 
     Examples
     --------
     >>> saved = os.environ.pop(CLASS_ARCHIVE_ENV, None), os.environ.pop(JARS_ENV, None)
     >>> cmd = spark_submit_command("app.py", "--run-id", "r1", extra={"spark.ui.enabled": "true"})
     >>> cmd[:4]
-    ['spark-submit', '--master', 'local[2]', '--packages']
+    ['spark-submit', '--master', 'local[2,4]', '--packages']
     >>> cmd[5:7], cmd[-3:]
     (['--conf', 'spark.ui.enabled=true'], ['app.py', '--run-id', 'r1'])
     >>> for name, value in zip((CLASS_ARCHIVE_ENV, JARS_ENV), saved, strict=True):
     ...     if value is not None:
     ...         os.environ[name] = value
     """
-    cmd = ["spark-submit", "--master", "local[2]"]
+    cmd = ["spark-submit", "--master", master]
     for name, value in dependency_args().items():
         cmd += [f"--{name}", value]
     for name, value in spark_conf(extra).items():

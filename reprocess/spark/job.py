@@ -30,17 +30,12 @@ from reprocess.postgres import store
 from reprocess.postgres.batches import run_in_batches
 from reprocess.postgres.commit import commit_staged_batch
 from reprocess.postgres.db import libpq_url, make_engine, one_row
-from reprocess.postgres.stage import (
-    COPIED_SCHEMA,
-    STAGE_SCHEMA,
-    StageCopier,
-    create_stage,
-    live_attempt,
-    stage_identifier,
-)
+from reprocess.postgres.stage import STAGE_SCHEMA, create_stage, live_attempt, stage_identifier
+from reprocess.postgres.stage_write import TaskWrite, written_tasks
 from reprocess.postgres.target import stage_counts_sql
 from reprocess.spark.progress import RunProgress
 from reprocess.spark.read import data_loss, read_ranges
+from reprocess.spark.stage_task import TASK_WRITE_SCHEMA, StageTask, TaskFault
 from reprocess.spark.transform import checked_stage
 
 if TYPE_CHECKING:
@@ -228,29 +223,52 @@ def _stage(
     Returns the rows the stage holds afterwards, which the commit checks against.
     """
     with psycopg2.connect(libpq_url(db_url)) as pg:
-        create_stage(pg, spec, stage_id, check=check)  # a retried attempt starts from an empty stage
+        oid = create_stage(pg, spec, stage_id, check=check)  # a retried attempt starts from an empty stage
     pg.close()
     ranges = [r for r in ranges if r.width > 0]
     if not ranges:
         return 0
     records = read_ranges(spark, kafka, ranges)
-    copier = StageCopier(f"{STAGE_SCHEMA}.{spec.stage_table(stage_id)}", tuple(stage_columns(spec)), libpq_url(db_url))
+    table = f"{STAGE_SCHEMA}.{spec.stage_table(stage_id)}"
+    writer = StageTask(table, oid, tuple(stage_columns(spec)), libpq_url(db_url), TaskFault.from_env())
     try:
         stage = checked_stage(records, spec, schemas)
-        copied = sum(row.rows for row in stage.mapInArrow(copier, COPIED_SCHEMA).collect())
+        written = [TaskWrite(**row.asDict()) for row in stage.mapInArrow(writer, TASK_WRITE_SCHEMA).collect()]
     except Exception as exc:
         lost = data_loss(exc, kafka, ranges)
         if lost is None:
             raise
         raise lost from exc
+    rows = _check_stage(spec, stage_id, db_url, written)
+    log.info("stage run_id=%s pipeline=%s rows=%d tasks=%d", stage_id, spec.name, rows, len(written))
+    return rows
+
+
+def _check_stage(spec: PipelineSpec, stage_id: str, db_url: str, written: Sequence[TaskWrite]) -> int:
+    """The stage's row count, once it is exactly what the tasks Spark finished report, task by task.
+
+    Spark keeps one finished attempt per task; a retry or a speculative copy reports the rows an
+    earlier attempt committed (``written_by``), so each task counts once whatever ran twice. A
+    mismatch means the stage lost rows under the job (a PostgreSQL crash-restart empties UNLOGGED
+    tables) or someone else wrote into it.
+    """
     with psycopg2.connect(libpq_url(db_url)) as pg, pg.cursor() as cur:
         cur.execute(sql.SQL("SELECT count(*) FROM {}").format(stage_identifier(spec, stage_id)))
         rows = int(one_row(cur)[0])
+        recorded = written_tasks(cur, spec.stage_table(stage_id))
     pg.close()
-    if rows != copied:  # e.g. a task attempt that COPYed and was then run again
+    reported = {w.task: (w.written_by, w.rows) for w in written}
+    if recorded != reported or rows != sum(r for _, r in recorded.values()):
         raise RuntimeError(
-            f"{spec.name}: run {stage_id}'s stage holds {rows} rows but the Spark tasks reported {copied}; "
-            "re-run the stage (it starts from an empty table)"
+            f"{spec.name}: run {stage_id}'s stage holds {rows} rows written by tasks {sorted(recorded.items())} "
+            f"(task: (attempt, rows)), but the Spark tasks reported {sorted(reported.items())}; the stage changed "
+            "under the job (a PostgreSQL restart empties unlogged stages). Re-run the stage (it starts from an "
+            "empty table)"
         )
-    log.info("stage run_id=%s pipeline=%s rows=%d", stage_id, spec.name, rows)
+    for w in written:
+        if w.attempt > 0:  # Spark ran this task again: say which attempt's rows the stage kept
+            log.info(
+                "stage run_id=%s pipeline=%s task=%d attempt=%d rows=%d written_by_attempt=%d",
+                stage_id, spec.name, w.task, w.attempt, w.rows, w.written_by,
+            )  # fmt: skip
     return rows

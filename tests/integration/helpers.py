@@ -82,11 +82,12 @@ def start_spark_stage(
     batch_size: int | None = None,
     kafka: dict[str, Any] | None = None,
     conf: dict[str, str] | None = None,
+    master: str | None = None,
 ) -> Any:
     """spark-submit spark_apps/read_stage.py as the DAG does, in its own process group (killable).
 
     ``kafka`` replaces the ``kafka_default`` connection's config (another broker); ``conf``
-    adds Spark settings.
+    adds Spark settings; ``master`` replaces local mode's (a cluster's URL).
     """
     import subprocess
 
@@ -99,7 +100,8 @@ def start_spark_stage(
     from reprocess.spark.conf import spark_submit_command
     from reprocess.spark.entry_points import READ_STAGE, app_path
 
-    cmd = spark_submit_command(app_path(READ_STAGE), "--spec", spec.source_file, "--run-id", run_id, extra=conf)
+    args = ("--spec", spec.source_file, "--run-id", run_id)
+    cmd = spark_submit_command(app_path(READ_STAGE), *args, extra=conf, **({"master": master} if master else {}))
     if batch_size:
         cmd += ["--batch-size", str(batch_size)]
     return subprocess.Popen(

@@ -1,7 +1,7 @@
 """Stage rows without Spark: the commit protocol's input written by the product's own stage writer.
 
 A test states the records a run read, already parsed (the Spark job's output shape), and
-:func:`stage_and_commit` plans the run, COPYs the rows with :class:`reprocess.postgres.stage.StageCopier`
+:func:`stage_and_commit` plans the run, COPYs the rows with :class:`reprocess.spark.stage_task.StageTask`
 (exactly as the Spark tasks do) and commits it through :func:`reprocess.postgres.commit.commit_run`.
 """
 
@@ -24,7 +24,8 @@ from reprocess.core.stage_rows import DEAD, ROW, TOMBSTONE, UNCHANGED, stage_col
 from reprocess.postgres import store
 from reprocess.postgres.commit import CommitResult, commit_run
 from reprocess.postgres.db import libpq_url
-from reprocess.postgres.stage import STAGE_SCHEMA, StageCopier, create_stage
+from reprocess.postgres.stage import STAGE_SCHEMA, create_stage
+from reprocess.spark.stage_task import StageTask
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 
@@ -100,9 +101,10 @@ def _is_numeric(spec: PipelineSpec, name: str) -> bool:
 def write_stage(db_url: str, spec: PipelineSpec, run_id: str, records: Sequence[Record]) -> int:
     """(Re)create the run's stage and COPY the records into it with the product's stage writer."""
     with psycopg2.connect(libpq_url(db_url)) as pg:
-        create_stage(pg, spec, run_id)
+        oid = create_stage(pg, spec, run_id)
     pg.close()
-    copier = StageCopier(f"{STAGE_SCHEMA}.{spec.stage_table(run_id)}", tuple(stage_columns(spec)), libpq_url(db_url))
+    table = f"{STAGE_SCHEMA}.{spec.stage_table(run_id)}"
+    copier = StageTask(table, oid, tuple(stage_columns(spec)), libpq_url(db_url))
     schema = _schema(spec)
     batch = pa.RecordBatch.from_pylist([_stage_row(spec, r) for r in records], schema=schema)
     return sum(b.column("rows")[0].as_py() for b in copier(iter([batch])))
