@@ -14,7 +14,7 @@ from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING
 
 from reprocess.core.spec import ColumnSpec, ColumnType, PipelineSpec, TombstoneMode
-from reprocess.formats import derive, record_parts
+from reprocess.formats import derive, json_strict, record_parts
 from reprocess.formats.contract import (
     DELETES,
     WriterSchemas,
@@ -152,12 +152,21 @@ _TIMESTAMP_YEARS = (1, 9999)
 
 
 def typed_sql(text: str, c: ColumnSpec) -> str:
-    """The typed value of a field's text, or NULL (a type error): ``try_cast``, and for a timestamp
-    a year every part can hold (:data:`_TIMESTAMP_YEARS`)."""
+    """The typed value of a field's text, or NULL (a type error): ``try_cast``; for a timestamp a
+    date (Spark gives a time alone today's date, so a replay on another day would derive another
+    row) and a year every part can hold (:data:`_TIMESTAMP_YEARS`); for a double a value the text
+    says (Spark reads ``1e400`` as Infinity and ``1e-400`` as 0, which PostgreSQL refuses as out of
+    range; the words NaN and Infinity are values PostgreSQL's double precision holds)."""
     cast = f"try_cast({text} AS {c.type.spark_type})"
     if c.type is ColumnType.TIMESTAMPTZ:
         low, high = _TIMESTAMP_YEARS
-        return f"CASE WHEN year({cast}) BETWEEN {low} AND {high} THEN {cast} END"
+        dated = f"try_cast({text} AS timestamp_ntz) IS NOT NULL"
+        return f"CASE WHEN {dated} AND year({cast}) BETWEEN {low} AND {high} THEN {cast} END"
+    if c.type is ColumnType.DOUBLE:
+        word = f"lower(trim({text})) RLIKE '^[+-]?(nan|inf|infinity)$'"
+        overflow = f"(isnan({cast}) OR abs({cast}) = double('Infinity')) AND NOT {word}"
+        underflow = f"{cast} = 0 AND trim({text}) RLIKE '^[^eE]*[1-9]'"
+        return f"CASE WHEN NOT ({overflow}) AND NOT ({underflow}) THEN {cast} END"
     return cast
 
 
@@ -183,8 +192,13 @@ def from_json_expr(text: str, schema: str, alias: str) -> str:
     """``from_json`` that keeps text that is not a JSON object in the corrupt-record column."""
     return (
         f"from_json({text}, {sql_string(schema)}, map('mode', 'PERMISSIVE', 'columnNameOfCorruptRecord', "
-        f"'{CORRUPT}')) AS {alias}"
+        f"'{CORRUPT}', {_STRICT_OPTIONS})) AS {alias}"
     )
+
+
+# Spark's JSON reader accepts by default two things JSON does not have: 'single-quoted' strings and
+# the bare tokens NaN/Infinity. A record holding them is malformed JSON (a dead letter).
+_STRICT_OPTIONS = "'allowSingleQuotes', 'false', 'allowNonNumericNumbers', 'false'"
 
 
 def tombstone_key_fields(spec: PipelineSpec) -> list[str]:
@@ -267,8 +281,14 @@ def _error_expression(spec: PipelineSpec) -> str:
         "WHEN NOT is_valid_utf8(_str) THEN 'value is not valid UTF-8'",
         f"WHEN _j IS NULL OR _j.`{CORRUPT}` IS NOT NULL THEN concat('malformed JSON or not a JSON object: ', "
         f"{escaped_sql('_str')})",
+        *json_strict.record_cases("_str"),
     ]
-    return "CASE " + " ".join(cases + column_cases(spec, exact_numeric=True)) + " END"
+    text = [
+        json_strict.text_case(c.path, raw_name(i), c.name)
+        for i, c in enumerate(spec.columns)
+        if c.type is ColumnType.TEXT and c.from_value
+    ]
+    return "CASE " + " ".join(cases + column_cases(spec, exact_numeric=True) + text) + " END"
 
 
 def with_json_key(records: DataFrame, paths: list[str]) -> DataFrame:
@@ -290,7 +310,9 @@ def decode(records: DataFrame, spec: PipelineSpec, schemas: WriterSchemas | None
     if deletes:
         paths += [c.path for c in spec.key_columns if c.from_value]
     parsed = records.selectExpr("*", "CAST(value AS STRING) AS _str").selectExpr(
-        "*", from_json_expr("_str", json_schema(spec), "_j")
+        "*",
+        from_json_expr("_str", json_schema(spec), "_j"),
+        f"{json_strict.strict_sql('_str')} AS {json_strict.STRICT}",
     )
     if paths or deletes:
         parsed = with_json_key(parsed, paths)

@@ -32,9 +32,13 @@ def decode(records: DataFrame, spec: PipelineSpec, schemas: WriterSchemas | None
     """The spec's format decoder (:mod:`reprocess.formats.contract`): the stage and ``reprocess
     validate``'s sample use this one function, so a sample decodes as a run would. A text value
     PostgreSQL cannot store makes a dead letter whatever the format (the contract). ``schemas``
-    are the Avro writer schemas the driver fetched for the run (:mod:`reprocess.kafka.registry`)."""
+    are the Avro writer schemas the driver fetched for the run (:mod:`reprocess.kafka.registry`).
+
+    The session's time zone is set to UTC first: the rules read a timestamp without a zone as UTC
+    on every cluster alike (Spark's default is the JVM's zone, so a replay elsewhere would differ)."""
     from pyspark.sql import functions as F
 
+    records.sparkSession.conf.set("spark.sql.session.timeZone", "UTC")
     decoded = decoder(spec).decode(records, spec, schemas or {})
     return decoded.withColumn("_error", F.expr(_error_with_unstorable_text(spec)))
 
