@@ -21,7 +21,7 @@ records are cleared with the stage whenever it is (re)created or dropped (:mod:`
 
 from __future__ import annotations
 
-import io
+import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
@@ -29,8 +29,12 @@ from typing import TYPE_CHECKING, Any, Final
 import psycopg2
 from psycopg2 import sql
 
+from reprocess.postgres.refused import IsolatingCopy
+
 if TYPE_CHECKING:
     import pyarrow as pa
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,13 +77,10 @@ def write_task(
     StaleStageTask
         The stage is not the one this task's job created.
     """
-    import pyarrow.csv as pacsv
-
     schema_name, _, name = table.partition(".")
     copy = sql.SQL("COPY {}.{} ({}) FROM STDIN WITH (FORMAT csv)").format(
         sql.Identifier(schema_name), sql.Identifier(name), sql.SQL(", ").join(map(sql.Identifier, columns))
     )
-    options = pacsv.WriteOptions(include_header=False)
     conn = psycopg2.connect(dsn)
     try:
         with conn, conn.cursor() as cur:
@@ -95,16 +96,18 @@ def write_task(
             found = cur.fetchone()
             if found is not None:  # an earlier attempt committed: keep its rows, read nothing
                 return TaskWrite(task, attempt, int(found[1]), int(found[0]))
-            statement = copy.as_string(cur)
+            # A row PostgreSQL refuses for a record-level reason is staged as its dead letter
+            # (reprocess.postgres.refused); any other error fails the attempt, which Spark retries.
+            writer = IsolatingCopy(cur, copy.as_string(cur))
             rows = 0
             for batch in batches:
                 if batch.num_rows == 0:
                     continue
-                buffer = io.BytesIO()
-                pacsv.write_csv(batch, buffer, options)
-                buffer.seek(0)
-                cur.copy_expert(statement, buffer, size=1 << 20)
+                writer.copy(batch)
                 rows += batch.num_rows
+            if writer.refused:
+                log.warning("stage=%s task=%d rows=%d refused by PostgreSQL, staged as dead letters=%d",
+                            table, task, rows, writer.refused)  # fmt: skip
             cur.execute(_RECORD, (name, task, attempt, rows))
             if cur.fetchone() is None:  # a concurrent attempt committed first: ours is discarded
                 conn.rollback()
