@@ -41,11 +41,12 @@ def is_data_error(exc: BaseException) -> bool:
     return isinstance(exc, psycopg2.Error) and code[:2] in DATA_ERROR_CLASSES
 
 
-def refusal_text(exc: psycopg2.Error) -> str:
-    """The dead letter's error: the column COPY names (its context: ``COPY t, line 1, column c: …``),
+def refusal_text(exc: psycopg2.Error, row: pa.RecordBatch) -> str:
+    """The dead letter's error: the column COPY names (its context: ``COPY t, line 1, column c: …``;
+    for a NUL, which PostgreSQL refuses before splitting the line, the text column holding one),
     PostgreSQL's reason and SQLSTATE, escaped like every error text (no control character)."""
     diag = exc.diag
-    column = diag.column_name or _context_column(diag.context or "")
+    column = diag.column_name or _context_column(diag.context or "") or _nul_column(row)
     where = f"column {column}" if column else "the row"
     reason = (diag.message_primary or str(exc)).strip()[:_ERROR_CHARS]
     reason = json.dumps(reason, ensure_ascii=False)[1:-1]
@@ -53,6 +54,16 @@ def refusal_text(exc: psycopg2.Error) -> str:
         f"stage error: PostgreSQL refused {where}: {reason} (SQLSTATE {exc.pgcode}); the Spark checks let it "
         "pass, so the record is a dead letter: redrive it once the target can hold it"
     )
+
+
+def _nul_column(row: pa.RecordBatch) -> str | None:
+    import pyarrow as pa
+
+    for name, column in zip(row.schema.names, row.columns, strict=True):
+        value = column[0].as_py() if pa.types.is_string(column.type) else None
+        if isinstance(value, str) and "\x00" in value:
+            return name
+    return None
 
 
 def _context_column(context: str) -> str | None:
@@ -103,7 +114,7 @@ class IsolatingCopy:
 
     def _isolate(self, batch: pa.RecordBatch, exc: psycopg2.Error) -> None:
         if batch.num_rows == 1:
-            self._write(as_dead_letter(batch, refusal_text(exc)))  # a dead letter refused too fails the task
+            self._write(as_dead_letter(batch, refusal_text(exc, batch)))  # a dead letter refused too fails the task
             self.refused += 1
             return
         half = batch.num_rows // 2

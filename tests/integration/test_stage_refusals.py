@@ -3,11 +3,13 @@ record-level reason becomes a dead letter; an infrastructure error still fails t
 
 The writer runs here as a Spark task runs it (``StageTask(...)(batches)``) against the real
 PostgreSQL, on a stage made stricter than the Spark checks know (a ``numeric(5,2)``, a
-``varchar(5)``, a CHECK constraint), so values pass Spark and are refused by PostgreSQL.
+``varchar(5)``, a CHECK constraint), so values pass Spark and are refused by PostgreSQL; and in a
+whole run on Kafka and Spark Connect whose transform writes a NUL character no check covers.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from datetime import UTC, datetime
@@ -17,14 +19,20 @@ import psycopg2
 import pyarrow as pa
 import pytest
 
+from reprocess.core.runs import RunRequest
 from reprocess.core.spec import PipelineSpec
 from reprocess.core.stage_rows import stage_columns
+from reprocess.operations.plan import plan_run
+from reprocess.postgres.commit import commit_run
 from reprocess.postgres.db import libpq_url
 from reprocess.postgres.stage import STAGE_SCHEMA, create_stage
 from reprocess.postgres.stage_write import stage_oid
 from reprocess.spark.stage_task import StageTask
+from tests.hostile_corpus import Case
+from tests.integration.helpers import orders_spec, run_spark_stage
+from tests.integration.test_hostile_corpus import produce_corpus, snapshot
 
-pytestmark = [pytest.mark.integration("postgres")]
+pytestmark = [pytest.mark.integration("postgres"), pytest.mark.integration("kafka"), pytest.mark.integration("spark")]
 
 ROWS = 1000
 BAD = {
@@ -170,3 +178,28 @@ def test_a_lost_connection_fails_the_copy_and_stages_nothing(db_url, unique_name
     assert isinstance(exc, psycopg2.OperationalError) or isinstance(exc.__context__, psycopg2.OperationalError), exc
     assert "server closed the connection" in str(exc.__context__ or exc)
     assert _stage_rows(db_url, table) == []
+
+
+def test_a_transform_output_postgres_refuses_is_a_dead_letter_and_the_run_commits(kafka_config, engine, unique_name):
+    spec = orders_spec(
+        unique_name, unique_name, key=["id"], columns={"id": {"type": "text", "required": True}, "t": "text"},
+        transform="tests.integration.transform_fns:nul_in_text", transform_version="1", max_dead_letter_ratio=0.5,
+    )  # fmt: skip
+    sent = [Case(f"k{i}", "refused", json.dumps({"id": f"k{i}", "t": f"bad{i}" if i % 10 == 3 else f"ok{i}"}).encode())
+            for i in range(50)]  # fmt: skip
+    offsets = produce_corpus(kafka_config, unique_name, sent)
+    plan = plan_run(engine, kafka_config, spec, RunRequest.from_params({}), unique_name)
+    run_spark_stage(spec, plan.run_id)
+    result = commit_run(engine, spec, plan.run_id)
+
+    # The oracle, from what was sent: the five "bad" texts are refused by PostgreSQL, the rest are rows.
+    assert (result.records_read, result.rows_upserted, result.dead_letters) == (50, 45, 5)
+    rows, dead = snapshot(engine, spec)
+    assert {r["id"]: r["t"] for r in rows} == {f"k{i}": f"ok{i}" for i in range(50) if i % 10 != 3}
+    assert {d["offset"] for d in dead} == {offsets[f"k{i}"] for i in range(50) if i % 10 == 3}
+    assert all(
+        d["error"] == 'stage error: PostgreSQL refused column t: invalid byte sequence for encoding \\"UTF8\\": 0x00 '
+        "(SQLSTATE 22021); the Spark checks let it pass, so the record is a dead letter: redrive it once the target "
+        "can hold it"
+        for d in dead
+    ), dead[0]["error"]

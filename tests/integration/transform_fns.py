@@ -27,3 +27,11 @@ def v2(df: DataFrame) -> DataFrame:
 def drops_lineage(df: DataFrame) -> DataFrame:
     """A function that loses the lineage columns: the job refuses it before reading."""
     return df.select("id", "region", "status", "amount", "label", "net")
+
+
+def nul_in_text(df: DataFrame) -> DataFrame:
+    """Appends a NUL character to ``t`` when it starts with ``bad``: output no Spark check covers,
+    which PostgreSQL's text refuses at the COPY (test_stage_refusals)."""
+    return df.withColumn(
+        "t", F.when(F.col("t").startswith("bad"), F.concat("t", F.expr("char(0)"))).otherwise(F.col("t"))
+    )
