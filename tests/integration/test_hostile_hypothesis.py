@@ -162,3 +162,77 @@ def test_generated_records_each_end_as_one_row_or_one_dead_letter(kafka_config, 
     assert (results[1].rows_upserted, results[1].dead_letters) == (0, results[0].dead_letters)
     assert repr(states[1]) == repr(states[0])  # the second run changed nothing
     print(f"generated={len(cases)} rows={len(rows)} dead_letters={len(dead)}")
+
+
+AVRO = {"type": "record", "name": "Gen", "namespace": "h", "fields": [
+    {"name": "t", "type": ["null", "string"], "default": None},
+    {"name": "b", "type": ["null", "long"], "default": None},
+    {"name": "d", "type": ["null", "double"], "default": None},
+    {"name": "f", "type": ["null", "boolean"], "default": None},
+]}  # fmt: skip
+AVRO_VALUES = st.fixed_dictionaries(
+    {},
+    optional={
+        "t": st.none() | st.text(),
+        "b": st.none() | st.integers(min_value=-(2**63), max_value=2**63 - 1),
+        "d": st.none() | st.floats(),
+        "f": st.none() | st.booleans(),
+    },
+)
+AVRO_EXAMPLES = 600
+
+
+def test_generated_avro_payloads_each_end_as_one_row_or_one_dead_letter(schema_registry, kafka_config, engine):
+    """Avro (Confluent wire format): values serialized by confluent-kafka's ``AvroSerializer`` (any
+    text, NUL included; NaN and infinite doubles; the long's bounds) and arbitrary bytes after a
+    valid header. The key is the record's offset (``$offset``), so no record supersedes another."""
+    import os
+    from pathlib import Path
+
+    import yaml
+    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    from reprocess.core.spec import PipelineSpec
+
+    name = f"hostile_avro_{uuid.uuid4().hex[:6]}"
+    client = SchemaRegistryClient({"url": schema_registry})
+    schema_id = client.register_schema(f"{name}-value", Schema(json.dumps(AVRO), "AVRO"))
+    serialize = AvroSerializer(client, json.dumps(AVRO), conf={"auto.register.schemas": False})
+    ctx = SerializationContext(name, MessageField.VALUE)
+    header = b"\x00" + schema_id.to_bytes(4, "big")
+    drawn: list[bytes] = []
+
+    @settings(max_examples=AVRO_EXAMPLES, database=None, phases=[Phase.generate], deadline=None,
+              suppress_health_check=list(HealthCheck))  # fmt: skip
+    @given(st.one_of(AVRO_VALUES.map(lambda v: serialize(v, ctx)), st.binary(max_size=48).map(header.__add__)))
+    def collect(value: bytes) -> None:
+        drawn.append(value)
+
+    collect()
+    cases = [Case(f"a-{k:05d}", "generated avro", value) for k, value in enumerate(drawn)]
+    raw = {
+        "name": name, "topics": [name], "format": "avro", "key": ["off"], "target_table": f"{name}.gen",
+        "max_dead_letter_ratio": 1,
+        "columns": {"off": {"type": "bigint", "path": "$offset"}, "t": "text", "b": "bigint",
+                    "d": "double precision", "f": "boolean"},
+    }  # fmt: skip
+    path = Path(os.environ["REPROCESS_PIPELINES_DIR"]) / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    spec = PipelineSpec.from_file(path)
+    offsets = produce_corpus(kafka_config, name, cases)
+    results, states = [], []
+    for attempt in ("first", "second"):
+        plan = plan_run(engine, kafka_config, spec, RunRequest.from_params({}), f"{name}_{attempt}")
+        run_spark_stage(spec, plan.run_id, registry_config=json.dumps({"url": schema_registry}))
+        results.append(commit_run(engine, spec, plan.run_id))
+        states.append(snapshot(engine, spec))
+
+    rows = {r["off"] for r in states[0][0]}
+    dead = {d["offset"] for d in states[0][1]}
+    assert results[0].records_read == len(cases)
+    assert rows.isdisjoint(dead) and rows | dead == set(offsets.values())
+    assert (results[1].rows_upserted, results[1].dead_letters) == (0, results[0].dead_letters)
+    assert repr(states[1]) == repr(states[0])
+    print(f"avro generated={len(cases)} rows={len(rows)} dead_letters={len(dead)}")
