@@ -196,6 +196,12 @@ CORPUS: list[Case] = [
         "field t of text column t is a number with a fraction",
         value=_raw("exponent-in-text", ',"t":1e2}'),
     ),
+    _dead(
+        "zero-fraction-in-text",
+        "json type",
+        "field t of text column t is a number with a fraction",
+        value=_raw("zero-fraction-in-text", ',"t":9333303126185904.0}'),
+    ),
     _row("integer-in-text", "json type", {"t": "-12"}, t=-12),
     _row(
         "big-integer-in-text",

@@ -70,9 +70,12 @@ def text_case(path: str, raw: str, column: str) -> str:
     integer: an object, an array or a number with a fraction or an exponent, whose text Spark
     would rewrite (``{"a": 1.50}`` → ``{"a":1.5}``). It names the column and says the fix."""
     kind = _kind(path)
+    # A number counts by its text as Spark's reader renders it: an integer keeps its digits, any
+    # other is rendered through a double (the variant's kind says DECIMAL(16,0) for 9333303126185904.0,
+    # whose text Spark gives as 9.333303126185904E15).
     exact = (
-        f"{kind} IN ('STRING', 'BOOLEAN', 'TINYINT', 'SMALLINT', 'INT', 'BIGINT') OR {kind} LIKE 'DECIMAL(%,0)' "
-        f"OR ({kind} = 'DOUBLE' AND {raw} RLIKE '^-?[0-9]+$')"
+        f"{kind} IN ('STRING', 'BOOLEAN') "
+        f"OR ({kind} NOT LIKE 'OBJECT%' AND {kind} NOT LIKE 'ARRAY%' AND {raw} RLIKE '^-?[0-9]+$')"
     )
     what = (
         f"CASE WHEN {kind} LIKE 'OBJECT%' THEN 'an object' WHEN {kind} LIKE 'ARRAY%' THEN 'an array' "
