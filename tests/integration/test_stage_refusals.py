@@ -113,7 +113,7 @@ def _stage_rows(db_url: str, table: str) -> list[tuple[Any, ...]]:
     return rows
 
 
-def test_rows_postgres_refuses_are_isolated_as_dead_letters_naming_column_and_reason(db_url, unique_name):
+def test_rows_postgres_refuses_are_isolated_as_dead_letters_naming_column_and_reason(db_url, engine, unique_name):
     spec = _spec(unique_name)
     table = _strict_stage(db_url, spec, "r1")
     copier = _task(db_url, spec, "r1", libpq_url(db_url))
@@ -135,7 +135,7 @@ def test_rows_postgres_refuses_are_isolated_as_dead_letters_naming_column_and_re
     assert all((str(r[2]), r[3], r[4], r[7]) == ("1.25", 1, "ok", None) for r in good)
 
 
-def test_a_lost_connection_fails_the_copy_and_stages_nothing(db_url, unique_name):
+def test_a_lost_connection_fails_the_copy_and_stages_nothing(db_url, engine, unique_name):
     """An infrastructure error is no record's fault: the task fails (Spark and Airflow retry it)."""
     spec = _spec(unique_name)
     table = _strict_stage(db_url, spec, "r2")
