@@ -33,6 +33,7 @@ PORT_ENV: Final = "REPROCESS_CONNECT_PORT"
 DEFAULT_PORT: Final = 15102  # not Spark's 15002: another Spark on the machine keeps its own
 SERVER_CLASS: Final = "org.apache.spark.sql.connect.service.SparkConnectServer"
 START_TIMEOUT_S: Final = 120
+LOG_CONFIG: Final = jvm.POMS / "spark" / "log4j2.properties"
 
 
 def port() -> int:
@@ -110,6 +111,8 @@ def start() -> None:
         "SPARK_HOME": str(spark_home()),
         "SPARK_LOCAL_IP": "127.0.0.1",
         "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
+        # The driver runs in spark-submit's JVM (client mode): its logging setup (Kafka clients at WARN).
+        "SPARK_SUBMIT_OPTS": f"{os.environ.get('SPARK_SUBMIT_OPTS', '')} -Dlog4j2.configurationFile=file:{LOG_CONFIG}",
     }
     started = time.monotonic()
     fingerprint_file().write_text(fingerprint)
