@@ -221,7 +221,7 @@ def warm_up(
     in the session the runs share (Python workers belong to a session).
     """
     try:
-        return _stage(spark, spec, WARM_UP_STAGE, ranges, db_url, kafka)
+        return _stage(spark, spec, WARM_UP_STAGE, ranges, db_url, kafka, writer_schemas(spec, ranges, None))
     finally:
         with psycopg2.connect(libpq_url(db_url)) as pg:
             drop_stage(pg, spec, WARM_UP_STAGE)
