@@ -134,6 +134,10 @@ def warmed_file() -> Path:
     return home() / "warmed.pid"
 
 
+def warm_up_pidfile() -> Path:
+    return home() / "warm-up.pid"
+
+
 def _unwarmed_server() -> int | None:
     """The running server's pid, unless it is warm already (or not running)."""
     pid = pid_alive(pidfile())
@@ -188,10 +192,10 @@ def warm_up_in_background() -> None:
     """:func:`warm_up` in a process of its own, so ``make services`` returns at once: on this shared
     2-core machine the warm-up took 55 s at load 14-18 (its fixed costs, not its ~11,000 records).
     A run started meanwhile shares the work. Its output: ``<state>/connect/warm-up.log``."""
-    if _unwarmed_server() is None:
-        return
+    if _unwarmed_server() is None or pid_alive(warm_up_pidfile()) is not None:
+        return  # warm, or a warm-up is under way
     code = "from devstack import connect; connect.warm_up()"
-    spawn([sys.executable, "-c", code], home() / "warm-up.log", home() / "warm-up.pid", os.environ, cwd=home())
+    spawn([sys.executable, "-c", code], home() / "warm-up.log", warm_up_pidfile(), os.environ, cwd=home())
     print(f"spark-connect: warming up in the background (log {home() / 'warm-up.log'})")
 
 
