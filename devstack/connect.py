@@ -158,6 +158,7 @@ def warm_up() -> None:
 
     from reprocess.core.ranges import OffsetRange
     from reprocess.core.spec import PipelineSpec
+    from reprocess.postgres.db import make_engine, migrate
     from reprocess.spark.connect import client_env, shared_session
     from reprocess.spark.job import warm_up as stage_warm_up
 
@@ -179,6 +180,9 @@ def warm_up() -> None:
     ranges = [OffsetRange(WARM_UP_TOPIC, p, low, high) for p, (low, high) in kafka.items()]
     started = time.monotonic()
     try:
+        engine = make_engine(db_url)
+        migrate(engine)  # the stage path's bookkeeping tables (a fresh clone's database has none yet)
+        engine.dispose()
         with client_env(), shared_session(url()) as spark:
             rows = stage_warm_up(spark, spec, ranges, db_url, _kafka_config())
     except Exception as exc:  # the first run will say what is wrong, with its own context
