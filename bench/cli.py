@@ -1,7 +1,7 @@
 """``make bench``: produce the data, run every case once, print and record one table.
 
 Usage: ``python -m bench [--records N] [--scale] [--airflow] [--big] [--formats] [--no-peers]
-[--no-concurrency]``.
+[--no-concurrency] [--partitions P]``.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from bench.spark_peer import spark_availablenow_job
 log = logging.getLogger("bench")
 
 BIG = 10_000_000
+PER_PARTITION = 21  # records per partition in the --partitions case: an hourly increment of a wide topic
 
 
 def launchers() -> list[Launcher]:
@@ -60,6 +61,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         action="store_false",
         help=f"skip k = {', '.join(map(str, LEVELS))} concurrent runs of N/4 records",
     )
+    parser.add_argument(
+        "--partitions", type=int, default=0, metavar="P",
+        help=f"also run the product over P partitions x {PER_PARTITION} records (the many-partitions case)",
+    )  # fmt: skip
     parser.add_argument("--no-docs", dest="docs", action="store_false", help="do not rewrite docs/benchmarks.md")
     parser.add_argument("--keep-topics", action="store_true", help="keep the bench_ topics (default: delete)")
     args = parser.parse_args(argv)
@@ -192,6 +197,17 @@ def main(argv: list[str] | None = None) -> int:
                 return scaled["big"]
 
             optional.append(("big_10m", big_case))
+        if args.partitions:
+
+            def partitions_case() -> Result:
+                records = args.partitions * PER_PARTITION
+                ds = produce_dataset(bench.kafka, f"{tag}_p{args.partitions}", records, partitions=args.partitions,
+                                     orders=args.partitions)  # fmt: skip
+                topics.append(ds.topic)
+                scaled["partitions"] = run(product, ds, default, label=f"partitions_{args.partitions}")
+                return scaled["partitions"]
+
+            optional.append(("partitions", partitions_case))
         for label, thunk in optional:
             try:
                 results.append(thunk())
@@ -268,6 +284,17 @@ def main(argv: list[str] | None = None) -> int:
     if peers.keys() == {"jdbc", "spark"} and "wrong_after_replay" in prod.detail:
         ratios["rows wrong after a replay — product / JDBC sink / Spark job"] = " / ".join(
             f"**{r.detail['wrong_after_replay']['total']:,}**" for r in (prod, peers["jdbc"], peers["spark"])
+        )
+    # Issue 28's lines, appended so the earlier ones keep their place.
+    if "partitions" in scaled:
+        wide = scaled["partitions"]
+        ratios[f"{args.partitions:,} partitions × {PER_PARTITION} records, product run (s)"] = wide.seconds
+        checks[f"product over {args.partitions:,} partitions: records_read and rows"] = (
+            wide.detail["records_read"] == wide.records and wide.detail["rows"] == args.partitions
+        )
+    if default.name in cold:
+        ratios["first N-record run after the server's start ÷ warm N-record run (seconds)"] = (
+            cold[default.name].seconds / prod.seconds
         )
     text = report.body(n, results, ceil_a, base, ratios, checks)
     print(text)

@@ -40,6 +40,7 @@ class Dataset:
     orders: int
     ends: dict[int, int]
     produce_seconds: float
+    partitions: int = PARTITIONS
 
 
 LATE_EVERY: Final = 20  # keys n with n % 20 == LATE_KEY get a late older version
@@ -50,15 +51,15 @@ DELETE_EVERY: Final = 20  # keys n with n % 20 == DELETE_KEY end with a tombston
 DELETE_KEY: Final = 3
 
 
-def event(i: int, orders: int) -> tuple[int, str, dict[str, Any] | None]:
+def event(i: int, orders: int, partitions: int = PARTITIONS) -> tuple[int, str, dict[str, Any] | None]:
     """Record ``i``: order ``i % orders`` gets its ``i // orders``-th update (≈10 per key); the
     value is None for a tombstone (the 10th record of one key in 20).
 
-    Updates of one key are produced in order and stay on one partition (``n % 4``).
+    Updates of one key are produced in order and stay on one partition (``n % partitions``).
     """
     n, u = i % orders, i // orders
     if n % DELETE_EVERY == DELETE_KEY and u == UPDATES_PER_KEY - 1:
-        return n % PARTITIONS, f"o-{n:08d}", None
+        return n % partitions, f"o-{n:08d}", None
     if n % LATE_EVERY == LATE_KEY and u == LATE_AT:
         u = LATE_COPY
     oid = f"o-{n:08d}"
@@ -74,7 +75,7 @@ def event(i: int, orders: int) -> tuple[int, str, dict[str, Any] | None]:
         "channel": "web" if h & 1 else "mobile",
         "note": f"bench update {u} of order {n}",
     }
-    return n % PARTITIONS, oid, body
+    return n % partitions, oid, body
 
 
 # A record's value from (its number, its key, the event or None for a tombstone); None: a null value.
@@ -87,12 +88,17 @@ def produce_dataset(
     records: int,
     encode: Encoder | None = None,
     encode_key: Callable[[str], bytes] | None = None,
+    *,
+    partitions: int = PARTITIONS,
+    orders: int | None = None,
 ) -> Dataset:
     """Produce ``records`` order events to a new topic, each value ``encode(i, key, event)``
     (default: the event as JSON, a tombstone as a null value; bench/formats.py writes Avro and
     Debezium envelopes, bench/jdbc_sink.py the JSON converter's), each key ``encode_key(key)``
-    (default: its text).
+    (default: its text), over ``partitions`` partitions.
 
+    ``orders`` (keys) defaults to ``records / 10``; ``orders = partitions`` puts exactly
+    ``records / partitions`` records on every partition (the many-partitions case).
     Raises when the broker's log ends differ from the counts produced.
     """
     from confluent_kafka import TopicPartition
@@ -100,8 +106,8 @@ def produce_dataset(
     from reprocess.kafka.clients import make_consumer, make_producer
     from reprocess.kafka.demo_data import create_topic
 
-    orders = max(1, records // UPDATES_PER_KEY)
-    create_topic(kafka, topic, PARTITIONS)
+    orders = orders or max(1, records // UPDATES_PER_KEY)
+    create_topic(kafka, topic, partitions)
     errors: list[str] = []
 
     def on_delivery(err: Any, _msg: Any) -> None:
@@ -111,7 +117,7 @@ def produce_dataset(
     # Big batches: the producer is not what is measured, and fewer batches load the broker less.
     tuning = {"linger.ms": 50, "batch.num.messages": 10_000, "queue.buffering.max.messages": 500_000}
     producer = make_producer(kafka, **tuning)
-    counts = [0] * PARTITIONS
+    counts = [0] * partitions
     started = time.monotonic()
 
     def send(part: int, key: bytes, value: bytes | None, ts: int) -> None:
@@ -124,7 +130,7 @@ def produce_dataset(
         counts[part] += 1
 
     for i in range(records):
-        part, key, body = event(i, orders)
+        part, key, body = event(i, orders, partitions)
         if encode is not None:
             value = encode(i, key, body)
         else:
@@ -139,7 +145,7 @@ def produce_dataset(
     consumer = make_consumer(kafka)
     try:
         ends = {}
-        for part in range(PARTITIONS):
+        for part in range(partitions):
             low, high = consumer.get_watermark_offsets(TopicPartition(topic, part), timeout=10, cached=False)
             if (low, high) != (0, counts[part]):
                 raise RuntimeError(f"{topic}[{part}]: broker says [{low}, {high}), produced {counts[part]} records")
@@ -147,15 +153,15 @@ def produce_dataset(
     finally:
         consumer.close()
     log.info("produced topic=%s records=%d seconds=%.1f (%.0f/s)", topic, records, seconds, records / seconds)
-    return Dataset(topic, records, orders, ends, seconds)
+    return Dataset(topic, records, orders, ends, seconds, partitions)
 
 
 def parsed_rows(ds: Dataset) -> Iterator[tuple[Any, ...]]:
     """The parsed records exactly as Kafka holds them: payload columns + (topic, partition, offset,
     ts ms); a tombstone has its key and None for every other payload column."""
-    next_offset = [0] * PARTITIONS
+    next_offset = [0] * ds.partitions
     for i in range(ds.records):
-        part, key, ev = event(i, ds.orders)
+        part, key, ev = event(i, ds.orders, ds.partitions)
         off = next_offset[part]
         next_offset[part] += 1
         if ev is None:

@@ -93,11 +93,12 @@ class SparkConnect:
     stays_warm: bool = True
 
     def restart(self) -> None:
-        """Restart the embedded server (``make services``' own; the bench runs on those)."""
+        """Restart the embedded server as ``make services`` starts it (with its warm-up)."""
         from devstack import connect as server
 
         server.stop()
         server.start()
+        server.warm_up()
 
     def stage(self, bench: Bench, spec: PipelineSpec, run_id: str, log_path: Path) -> StageRun:
         from devstack import connect as server

@@ -56,6 +56,8 @@ def main(argv: list[str] | None = None) -> int:
                 stop()
             else:
                 print(f"{name}: {'running' if running() else 'stopped'}")
+        if args.action == "start" and "spark-connect" in names:
+            connect.warm_up_in_background()  # after the broker and Postgres: the warm-up reads and stages
     except ServiceError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

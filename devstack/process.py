@@ -77,7 +77,12 @@ def pid_alive(pidfile: Path) -> int | None:
         os.kill(pid, 0)
     except (FileNotFoundError, ValueError, ProcessLookupError):
         return None
-    return pid
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        state = ""
+    # A zombie has exited; its parent (e.g. a test session that spawned it) has not reaped it yet.
+    return None if state == "Z" else pid
 
 
 def spawn(

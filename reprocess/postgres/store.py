@@ -152,10 +152,11 @@ def save_plan(
     conn.execute(queries.DELETE_PLAN_SNAPSHOTS, {"run_id": run_id})
     if snapshots:
         conn.execute(
-            queries.INSERT_SNAPSHOT,
-            [{"run_id": run_id, "topic": s.topic, "partition": s.partition, "log_start": s.log_start,
-              "log_end": s.log_end, "group_committed": s.group_committed, "topic_id": s.topic_id}
-             for s in snapshots],
+            queries.INSERT_SNAPSHOTS,
+            {"run_id": run_id, "topics": [s.topic for s in snapshots], "partitions": [s.partition for s in snapshots],
+             "log_starts": [s.log_start for s in snapshots], "log_ends": [s.log_end for s in snapshots],
+             "group_committed": [s.group_committed for s in snapshots],
+             "topic_ids": [s.topic_id for s in snapshots]},
         )  # fmt: skip
     insert_ranges(conn, run_id, ranges)
     if spec_version is not None:
@@ -164,11 +165,14 @@ def save_plan(
 
 
 def insert_ranges(conn: Connection, run_id: str, ranges: Iterable[OffsetRange]) -> None:
-    rows = [
-        {"run_id": run_id, "topic": r.topic, "partition": r.partition, "start": r.start, "end": r.end} for r in ranges
-    ]
+    """All of a run's planned ranges in one statement (a wide topic has thousands)."""
+    rows = list(ranges)
     if rows:
-        conn.execute(queries.INSERT_RUN_RANGE, rows)
+        conn.execute(
+            queries.INSERT_RUN_RANGES,
+            {"run_id": run_id, "topics": [r.topic for r in rows], "partitions": [r.partition for r in rows],
+             "starts": [r.start for r in rows], "ends": [r.end for r in rows]},
+        )  # fmt: skip
 
 
 def lost_dict(lost: LostRange) -> dict[str, Any]:
