@@ -191,14 +191,22 @@ def stop() -> None:
 
 
 def job_env() -> dict[str, str]:
-    """What points a job (the DAG's spark_default) at this cluster: client mode, the executors' Python.
+    """What points a job (the DAG's spark_default) at this cluster: client mode, the executors' Python,
+    and Spark's Kafka source by its Maven coordinates (``--packages``), as a cluster gets it.
 
-    Spark's Kafka source reaches the executors from the driver (``--jars`` of the fetched set, which
-    the driver serves them). Not ``--packages`` here: spark-submit's Ivy looks in ``~/.m2`` first,
-    where ``make install``'s Maven left the excluded dependencies' poms without their jars, and
-    fails ("download failed: org.slf4j#slf4j-api;2.0.17!slf4j-api.jar")."""
+    spark-submit's Ivy resolves them from Maven Central with ``devstack/jvm/ivysettings.xml`` (and
+    caches them in ``~/.ivy2.5.2``): its default chain looks in ``~/.m2`` first, where ``make
+    install``'s Maven left the excluded dependencies' poms without their jars, and fails ("download
+    failed: org.slf4j#slf4j-api;2.0.17!slf4j-api.jar")."""
+    from reprocess.spark.conf import IVY_SETTINGS_ENV, JARS_ENV
+
     connection = {"conn_type": "spark", "host": master_url(), "extra": {"deploy-mode": "client"}}
-    return {"AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(connection), "PYSPARK_PYTHON": str(executor_python())}
+    return {
+        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps(connection),
+        "PYSPARK_PYTHON": str(executor_python()),
+        JARS_ENV: "",
+        IVY_SETTINGS_ENV: str(Path(__file__).resolve().parent / "jvm" / "ivysettings.xml"),
+    }
 
 
 def status() -> str:

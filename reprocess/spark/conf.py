@@ -26,6 +26,9 @@ from reprocess.spark.entry_points import WARMUP, app_path
 
 CLASS_ARCHIVE_ENV: Final = "REPROCESS_SPARK_CLASS_ARCHIVE"
 JARS_ENV: Final = "REPROCESS_SPARK_JARS"
+# Ivy settings for --packages (``spark.jars.ivySettings``): where a cluster's spark-submit resolves
+# the coordinates when the default chain does not fit (devstack/jvm/ivysettings.xml: Central only).
+IVY_SETTINGS_ENV: Final = "REPROCESS_SPARK_IVY_SETTINGS"
 # Spark's Kafka source and spark-avro, at pyspark's version: what pyspark's own jars/ lacks. A
 # cluster gets them with --packages (docs/clusters.md); devstack/jvm/spark/pom.xml pins the same
 # coordinates for the local jars (a unit test holds the two together).
@@ -70,6 +73,9 @@ def spark_conf(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     archive = class_archive()
     if archive is not None:
         conf["spark.driver.extraJavaOptions"] = f"-XX:SharedArchiveFile={archive}"
+    ivy_settings = os.environ.get(IVY_SETTINGS_ENV)
+    if ivy_settings:
+        conf["spark.jars.ivySettings"] = ivy_settings
     conf.update(extra or {})
     return conf
 

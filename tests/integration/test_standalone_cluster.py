@@ -20,7 +20,11 @@ from devstack import standalone
 from reprocess.kafka import demo_data
 from tests.integration.helpers import assert_matches_oracle, log_ends, orders_spec, run_dag, runs
 
-pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("spark"), pytest.mark.integration("airflow")]
+# Serial: the cluster binds fixed ports and its two workers take both cores.
+pytestmark = [
+    pytest.mark.integration("kafka"), pytest.mark.integration("spark"), pytest.mark.integration("airflow"),
+    pytest.mark.serial,
+]  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -57,6 +61,9 @@ def test_orders_backfill_on_a_standalone_cluster_equals_the_oracle(
     assert app["name"] == f"reprocess-{spec.name}" and app["state"] == "FINISHED", app
     hosts = [p for p in (standalone.home() / "work").glob(f"worker-*/{app['id']}/*") if p.is_dir()]
     assert {p.parent.parent.name for p in hosts} == {f"worker-{i}" for i in range(standalone.WORKERS)}, hosts
+    # Spark's Kafka source came by its coordinates (--packages: Ivy names a jar group_artifact-version).
+    fetched = {j.name for host in hosts for j in host.glob("*.jar")}
+    assert "org.apache.spark_spark-sql-kafka-0-10_2.13-4.2.0.jar" in fetched, fetched
     # Their Python imports the library from the installed wheel, not from the checkout.
     where = subprocess.run(
         [str(standalone.executor_python()), "-c", "import reprocess; print(reprocess.__file__)"],
