@@ -18,7 +18,7 @@ demo: services
 	@$(ENV) python -m devstack.cdc_demo && $(ENV) reprocess demo
 
 test: services
-	@$(ENV) python -m pytest $(PYTEST_ARGS)
+	@$(ENV) scripts/run_tests.sh $(PYTEST_ARGS)
 
 # The Airflow UI (airflow standalone) on 127.0.0.1, port REPROCESS_UI_PORT (18080); prints URL, user, password.
 up: services

@@ -3,6 +3,12 @@
 
 A missing service fails the session; nothing is skipped. Each test gets its own topic and
 its own Postgres schema for target tables, so tests never see each other's data.
+
+``make test`` runs the suite on two pytest-xdist workers, then the ``serial`` tests alone. Each
+worker has its own application and Airflow databases and Airflow home; the services are shared.
+A module's tests stay on one worker (a group per module; modules sharing a service they restart
+share a group), and a test that restarts or kills a service every test uses (Postgres, the Spark
+Connect server, the standalone cluster) is marked ``serial``.
 """
 
 from __future__ import annotations
@@ -31,13 +37,32 @@ def _load_env() -> None:
             os.environ[key] = value
 
 
+def _worker_suffix() -> str:
+    """``_gw0``… on a pytest-xdist worker, empty otherwise: each worker's own databases."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    return f"_{worker}" if worker else ""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Keep a module's tests on one xdist worker (module fixtures such as a second broker bind
+    fixed ports) unless the module names a group it shares with others."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__ if item.module else item.nodeid))
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     from devstack.cli import main as services
 
     assert services(["start"]) == 0, "the embedded services did not start (see above)"
-    os.environ.setdefault("REPROCESS_APP_DB", "reprocess_test")
-    os.environ.setdefault("REPROCESS_AIRFLOW_DB", "airflow_test")
+    if os.environ.get("PYTEST_XDIST_WORKER") is None and getattr(session.config.option, "numprocesses", None):
+        return  # the xdist controller runs no test: its workers make their own databases
+    suffix = _worker_suffix()
+    os.environ.setdefault("REPROCESS_APP_DB", f"reprocess_test{suffix}")
+    os.environ.setdefault("REPROCESS_AIRFLOW_DB", f"airflow_test{suffix}")
     os.environ.setdefault("AIRFLOW_HOME", str(REPO / ".state" / "airflow_test"))
+    if suffix:  # not the default home: two workers must not write one airflow.cfg at once
+        os.environ["AIRFLOW_HOME"] = str(REPO / ".state" / f"airflow_test{suffix}")
     _load_env()
     # Tests write their own pipeline specs here; the DAG file builds DAGs from them.
     # One folder per session, so two concurrent sessions never delete each other's specs.
@@ -45,8 +70,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     shutil.rmtree(pipelines, ignore_errors=True)
     pipelines.mkdir(parents=True)
     os.environ["REPROCESS_PIPELINES_DIR"] = str(pipelines)
-    _create_database("reprocess_test", fresh=True)
-    _create_database("airflow_test", fresh=False)
+    _create_database(os.environ["REPROCESS_APP_DB"], fresh=True)
+    _create_database(os.environ["REPROCESS_AIRFLOW_DB"], fresh=False)
     _prepare_airflow()
 
 

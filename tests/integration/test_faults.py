@@ -169,6 +169,7 @@ def test_spark_killed_mid_stage_then_retried_loses_and_doubles_nothing(kafka_con
     assert _run_states(engine, spec) == ["committed"]
 
 
+@pytest.mark.serial  # restarts a service every test uses
 def test_connect_server_killed_mid_stage_then_restarted_and_retried_loses_and_doubles_nothing(
     kafka_config, engine, db_url, unique_name
 ):
@@ -323,6 +324,7 @@ def _staged_run(kafka_config: dict[str, Any], engine: Any, name: str, seed: int)
     return spec, produced, plan, stage_count(engine, spec, plan.run_id)
 
 
+@pytest.mark.serial  # restarts a service every test uses
 def test_postgres_clean_restart_between_stage_and_commit_keeps_the_stage(kafka_config, engine, unique_name):
     """A clean (``-m fast``) stop writes a shutdown checkpoint: the UNLOGGED stage survives and commits."""
     spec, produced, plan, staged = _staged_run(kafka_config, engine, unique_name, seed=23)
@@ -337,6 +339,7 @@ def test_postgres_clean_restart_between_stage_and_commit_keeps_the_stage(kafka_c
     assert _run_states(engine, spec) == ["committed"]
 
 
+@pytest.mark.serial  # restarts a service every test uses
 def test_postgres_crash_restart_empties_the_stage_and_commit_refuses_until_restaged(kafka_config, engine, unique_name):
     """A crash restart resets UNLOGGED tables to empty; committing that as "no data" would lose
     the run's rows and still advance the ledger past them. The commit refuses (the Spark job

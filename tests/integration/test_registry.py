@@ -17,7 +17,12 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 
 from devstack import debezium, kafka_connect, registry
 
-pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("postgres")]
+# One xdist worker for every test of the Kafka Connect worker and the registry: some restart them.
+pytestmark = [
+    pytest.mark.integration("kafka"),
+    pytest.mark.integration("postgres"),
+    pytest.mark.xdist_group("jvm_services"),
+]
 
 ORDER_V1 = (
     '{"type": "record", "name": "Order", "namespace": "reprocess.test", "fields": ['
