@@ -44,11 +44,11 @@ def _worker_suffix() -> str:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Keep a module's tests on one xdist worker (module fixtures such as a second broker bind
-    fixed ports) unless the module names a group it shares with others."""
+    """Keep a file's tests on one xdist worker (module fixtures such as a second broker bind fixed
+    ports) unless the file names a group it shares with others."""
     for item in items:
         if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(item.module.__name__ if item.module else item.nodeid))
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
