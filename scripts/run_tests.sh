@@ -3,7 +3,9 @@
 # restart or kill a service every test uses; tests/conftest.py). Arguments go to both pytest runs.
 # REPROCESS_TEST_WORKERS=0 runs the first part in one process.
 set -u
-python -m pytest -n "${REPROCESS_TEST_WORKERS:-2}" --dist loadgroup -m "not serial" --durations=15 "$@"
+# A crashed worker stops the run (no replacement: a replaced worker can leave the run waiting).
+python -m pytest -n "${REPROCESS_TEST_WORKERS:-2}" --dist loadgroup --max-worker-restart=0 -m "not serial" \
+  --durations=15 "$@"
 parallel=$?
 python -m pytest -m serial --durations=5 "$@"
 serial=$?

@@ -18,12 +18,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from devstack import debezium, kafka_connect
 
-# One xdist worker for every test of the Kafka Connect worker and the registry: some restart them.
-pytestmark = [
-    pytest.mark.integration("kafka"),
-    pytest.mark.integration("postgres"),
-    pytest.mark.xdist_group("jvm_services"),
-]
+pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("postgres")]
 
 ALICE = {"id": 1, "customer": "alice", "amount": "10.50", "status": "new"}
 BOB = {"id": 2, "customer": "bob", "amount": "20.00", "status": "new"}

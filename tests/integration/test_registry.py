@@ -17,12 +17,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 
 from devstack import debezium, kafka_connect, registry
 
-# One xdist worker for every test of the Kafka Connect worker and the registry: some restart them.
-pytestmark = [
-    pytest.mark.integration("kafka"),
-    pytest.mark.integration("postgres"),
-    pytest.mark.xdist_group("jvm_services"),
-]
+pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("postgres")]
 
 ORDER_V1 = (
     '{"type": "record", "name": "Order", "namespace": "reprocess.test", "fields": ['

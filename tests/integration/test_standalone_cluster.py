@@ -20,11 +20,7 @@ from devstack import standalone
 from reprocess.kafka import demo_data
 from tests.integration.helpers import assert_matches_oracle, log_ends, orders_spec, run_dag, runs
 
-# Serial: the cluster binds fixed ports and its two workers take both cores.
-pytestmark = [
-    pytest.mark.integration("kafka"), pytest.mark.integration("spark"), pytest.mark.integration("airflow"),
-    pytest.mark.serial,
-]  # fmt: skip
+pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("spark"), pytest.mark.integration("airflow")]
 
 
 @pytest.fixture(scope="module")
