@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from reprocess.core.spec import PipelineSpec, TombstoneMode
 from reprocess.formats import avro_schema, derive, json, record_parts
-from reprocess.formats.contract import DELETES, WriterSchemas, typed_name
+from reprocess.formats.contract import DELETES, WriterSchemas
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -27,18 +27,13 @@ PREFIX = "_av"
 
 
 def _extract_fields(spec: PipelineSpec, by_id: dict[int, str]) -> list[str]:
-    out = []
-    for i, c in enumerate(spec.columns):
-        if c.expr is not None:  # derived after extraction (formats.derive)
-            continue
-        part = record_parts.native(c.path)
-        if part is not None:
-            raw, typed = record_parts.text(part), record_parts.typed(part, c)
-        else:
-            raw = avro_schema.field(PREFIX, by_id, c.path, None)
-            typed = avro_schema.field(PREFIX, by_id, c.path, c.type.spark_type)
-        out += [f"{raw} AS {json.raw_name(i)}", f"{typed} AS {typed_name(i)}"]
-    return out
+    return json.extracted_fields(
+        spec,
+        lambda c: (
+            avro_schema.field(PREFIX, by_id, c.path, None),
+            avro_schema.field(PREFIX, by_id, c.path, c.type.spark_type),
+        ),
+    )
 
 
 def decode(records: DataFrame, spec: PipelineSpec, schemas: WriterSchemas) -> DataFrame:

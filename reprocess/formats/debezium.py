@@ -134,16 +134,7 @@ def _parse(records: DataFrame, spec: PipelineSpec, env: _Envelope) -> DataFrame:
 
 def _fields(spec: PipelineSpec, env: _Envelope) -> list[str]:
     """Each column's text and typed value (rows), and each key column's value on a delete."""
-    out = []
-    for i, c in enumerate(spec.columns):
-        if c.expr is not None:  # derived after extraction (formats.derive)
-            continue
-        part = record_parts.native(c.path)
-        if part is not None:
-            raw, typed = record_parts.text(part), record_parts.typed(part, c)
-        else:
-            raw, typed = env.text(_envelope_path(c)), env.typed(_envelope_path(c), c)
-        out += [f"{raw} AS {json.raw_name(i)}", f"{typed} AS {typed_name(i)}"]
+    out = json.extracted_fields(spec, lambda c: (env.text(_envelope_path(c)), env.typed(_envelope_path(c), c)))
     for i, c in enumerate(spec.key_columns):
         part = record_parts.native(c.path)
         if part is not None:

@@ -10,7 +10,7 @@ key and column rules here are shared with the other formats (``avro``, ``debeziu
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING
 
 from reprocess.core.spec import ColumnSpec, ColumnType, PipelineSpec, TombstoneMode
@@ -34,6 +34,20 @@ if TYPE_CHECKING:
 def raw_name(i: int) -> str:
     """The column holding the text of the spec's ``i``-th column (dead letters quote it)."""
     return f"_r_{i}"
+
+
+def extracted_fields(spec: PipelineSpec, from_value: Callable[[ColumnSpec], tuple[str, str]]) -> list[str]:
+    """``text AS _r_i, typed AS _t_i`` for each column a decoder extracts (an ``expr`` column is
+    derived afterwards, formats.derive): a record part (``$key``, ``$headers.x``…) the same way for
+    every format, a value field by ``from_value`` (its text and typed Spark SQL), the format's own."""
+    out = []
+    for i, c in enumerate(spec.columns):
+        if c.expr is not None:
+            continue
+        part = record_parts.native(c.path)
+        raw, typed = (record_parts.text(part), record_parts.typed(part, c)) if part is not None else from_value(c)
+        out += [f"{raw} AS {raw_name(i)}", f"{typed} AS {typed_name(i)}"]
+    return out
 
 
 CORRUPT: str = "_corrupt_record"

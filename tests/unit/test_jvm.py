@@ -43,5 +43,5 @@ def test_the_spark_set_is_pinned_at_the_installed_pyspark_version():
 
 
 def test_an_unknown_set_names_the_sets():
-    with pytest.raises(ServiceError, match="kafka, connect, debezium, spark"):
+    with pytest.raises(ServiceError, match="kafka, connect, debezium, debezium-jdbc, spark"):
         jvm.pom("kafka-ui")
