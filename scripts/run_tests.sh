@@ -4,7 +4,7 @@
 # REPROCESS_TEST_WORKERS=0 runs the first part in one process.
 set -u
 # A crashed worker stops the run (no replacement: a replaced worker can leave the run waiting).
-python -m pytest -n "${REPROCESS_TEST_WORKERS:-2}" --dist loadgroup --max-worker-restart=0 -m "not serial" \
+python -m pytest -n "${REPROCESS_TEST_WORKERS:-2}" --dist loadfile --max-worker-restart=0 -m "not serial" \
   --durations=15 "$@"
 parallel=$?
 python -m pytest -m serial --durations=5 "$@"

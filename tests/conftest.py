@@ -6,9 +6,10 @@ its own Postgres schema for target tables, so tests never see each other's data.
 
 ``make test`` runs the suite on two pytest-xdist workers, then the ``serial`` tests alone. Each
 worker has its own application and Airflow databases and Airflow home; the services are shared.
-A file's tests stay on one worker, every test of a service some tests restart (Kafka Connect,
-the registry) too, and a test that restarts or kills a service every test uses (Postgres, the
-Spark Connect server) or runs the standalone cluster is ``serial``.
+A file's tests stay on one worker (``--dist loadfile``: module fixtures such as a second broker
+are made once). A test that restarts or kills a service every test uses (Postgres, the Spark
+Connect server), uses one that some tests restart (Kafka Connect, the registry) or runs the
+standalone cluster is ``serial``.
 """
 
 from __future__ import annotations
@@ -43,23 +44,16 @@ def _worker_suffix() -> str:
     return f"_{worker}" if worker else ""
 
 
-# Services some tests stop, kill or restart: every test using one runs on the same xdist worker.
-RESTARTED_SERVICES = frozenset({"kafka_connect", "debezium_connector", "schema_registry"})
-# Fixtures that start the standalone cluster: fixed ports, and its two workers take both cores.
-CLUSTER_FIXTURES = frozenset({"cluster"})
+# Services some tests stop, kill or restart (Kafka Connect, the registry), and the standalone
+# cluster (fixed ports; its two workers take both cores): every test using one runs serially.
+SERIAL_FIXTURES = frozenset({"kafka_connect", "debezium_connector", "schema_registry", "cluster"})
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Keep a file's tests on one xdist worker (module fixtures such as a second broker bind fixed
-    ports), the tests of a service some of them restart on one worker, and cluster tests serial."""
+    """Mark ``serial`` the tests that use a service some tests restart, or the standalone cluster."""
     for item in items:
-        fixtures = set(getattr(item, "fixturenames", ()))
-        if fixtures & CLUSTER_FIXTURES:
+        if SERIAL_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.serial)
-        if item.get_closest_marker("xdist_group") is not None:
-            continue
-        group = "jvm_services" if fixtures & RESTARTED_SERVICES else item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group(group))
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
