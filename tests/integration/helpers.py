@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -193,6 +194,20 @@ def run_spark_stage(
     job = start_spark_stage(spec, run_id, **kwargs)
     output, _ = job.communicate(timeout=timeout)
     assert job.returncode == 0, output[-4000:]
+
+
+def backfill(engine: Engine, kafka: dict[str, Any], spec: PipelineSpec, run_id: str) -> Any:
+    """A backfill of everything (the form's defaults), timed; returns its commit result."""
+    from reprocess.core.runs import RunRequest
+    from reprocess.operations.plan import plan_run
+    from reprocess.postgres.commit import commit_run
+
+    started = time.monotonic()
+    plan = plan_run(engine, kafka, spec, RunRequest.from_params({}), run_id)
+    run_spark_stage(spec, plan.run_id)
+    result = commit_run(engine, spec, plan.run_id)
+    print(f"{run_id}: {result} in {time.monotonic() - started:.1f} s")
+    return result
 
 
 def plan_stage_commit(engine: Engine, kafka: dict[str, Any], spec: PipelineSpec, request: Any, run_id: str) -> Any:

@@ -8,18 +8,14 @@ then the full backfill runs again. The oracle is recomputed from the produced me
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 from sqlalchemy import text
 
-from reprocess.core.runs import RunRequest
 from reprocess.kafka import demo_data
-from reprocess.operations.plan import plan_run
 from reprocess.operations.summary import format_summary, run_summary
-from reprocess.postgres.commit import commit_run
 from tests import oracle
-from tests.integration.helpers import PAYMENTS_SPEC, orders_spec, run_spark_stage
+from tests.integration.helpers import PAYMENTS_SPEC, backfill, orders_spec
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("spark")]
 CORRUPTED = 100
@@ -43,15 +39,6 @@ def _target(engine, spec) -> dict[str, tuple]:
     return {r[0]: tuple(r[1:]) for r in rows}
 
 
-def _backfill(engine, kafka_config, spec, run_id: str):
-    started = time.monotonic()
-    plan = plan_run(engine, kafka_config, spec, RunRequest.from_params({}), run_id)
-    run_spark_stage(spec, plan.run_id)
-    result = commit_run(engine, spec, plan.run_id)
-    print(f"{run_id}: {result} in {time.monotonic() - started:.1f} s")
-    return result
-
-
 def test_backfill_rederives_exactly_the_corrupted_rows_and_a_plain_replay_changes_nothing(
     kafka_config, engine, unique_name
 ):
@@ -59,13 +46,13 @@ def test_backfill_rederives_exactly_the_corrupted_rows_and_a_plain_replay_change
     demo_data.create_topic(kafka_config, unique_name, 2)
     produced = demo_data.produce(kafka_config, unique_name, 2, demo_data.payment_events(1500), malformed=())
     expected = _oracle(produced)
-    first = _backfill(engine, kafka_config, spec, f"{unique_name}-1")
+    first = backfill(engine, kafka_config, spec, f"{unique_name}-1")
     assert first.rows_inserted == len(expected) and first.rows_rederived == 0
     loaded = _target(engine, spec)
     assert {k: v[:4] for k, v in loaded.items()} == expected
 
     # A replay with an unchanged spec changes nothing: no row written, same count, same _updated_at.
-    replay = _backfill(engine, kafka_config, spec, f"{unique_name}-2")
+    replay = backfill(engine, kafka_config, spec, f"{unique_name}-2")
     assert (replay.rows_upserted, replay.rows_rederived) == (0, 0)
     assert replay.records_read == len(produced.messages)
     assert _target(engine, spec) == loaded
@@ -80,7 +67,7 @@ def test_backfill_rederives_exactly_the_corrupted_rows_and_a_plain_replay_change
         )  # fmt: skip
     assert len(corrupted) == CORRUPTED
 
-    fixed = _backfill(engine, kafka_config, spec, f"{unique_name}-3")
+    fixed = backfill(engine, kafka_config, spec, f"{unique_name}-3")
 
     assert (fixed.rows_upserted, fixed.rows_inserted, fixed.rows_rederived) == (CORRUPTED, 0, CORRUPTED)
     after = _target(engine, spec)

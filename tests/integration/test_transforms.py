@@ -27,7 +27,7 @@ from reprocess.kafka import demo_data
 from reprocess.operations.plan import plan_run
 from reprocess.operations.summary import format_summary, run_summary
 from reprocess.postgres.commit import commit_run
-from tests.integration.helpers import orders_spec, reconcile_over_connect, run_spark_stage
+from tests.integration.helpers import backfill, orders_spec, reconcile_over_connect, run_spark_stage
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("spark")]
 BASE = datetime(2026, 11, 1, tzinfo=UTC)
@@ -88,15 +88,6 @@ def _spec(name: str, function: str, version: int) -> PipelineSpec:
                        transform_version=version)  # fmt: skip
 
 
-def _backfill(engine: Any, kafka_config: Any, spec: PipelineSpec, run_id: str) -> Any:
-    started = time.monotonic()
-    plan = plan_run(engine, kafka_config, spec, RunRequest.from_params({}), run_id)
-    run_spark_stage(spec, plan.run_id)
-    result = commit_run(engine, spec, plan.run_id)
-    print(f"{run_id}: {result} in {time.monotonic() - started:.1f} s")
-    return result
-
-
 def test_transform_version_bump_rederives_exactly_the_changed_rows(kafka_config, engine, unique_name):
     demo_data.create_topic(kafka_config, unique_name, 2)
     produced = demo_data.produce(kafka_config, unique_name, 2, _events(600), malformed=(b"{not json", b"[1, 2]"),
@@ -105,7 +96,7 @@ def test_transform_version_bump_rederives_exactly_the_changed_rows(kafka_config,
     expected, filtered, dead = _oracle(produced, vat=False)
     assert filtered and dead
 
-    first = _backfill(engine, kafka_config, v1, f"{unique_name}-1")
+    first = backfill(engine, kafka_config, v1, f"{unique_name}-1")
     loaded = _target(engine, v1)
     assert {k: v[:7] for k, v in loaded.items()} == expected
     assert (first.records_read, first.records_filtered, first.dead_letters) == (len(produced.messages), filtered, dead)
@@ -118,7 +109,7 @@ def test_transform_version_bump_rederives_exactly_the_changed_rows(kafka_config,
     assert kinds.pop("negative amount") == dead - 2 and sum(kinds.values()) == 2
 
     # A replay under the same version writes nothing.
-    replay = _backfill(engine, kafka_config, v1, f"{unique_name}-2")
+    replay = backfill(engine, kafka_config, v1, f"{unique_name}-2")
     assert (replay.rows_upserted, replay.rows_restamped, replay.rows_rederived) == (0, 0, 0)
     assert _target(engine, v1) == loaded
 
@@ -129,7 +120,7 @@ def test_transform_version_bump_rederives_exactly_the_changed_rows(kafka_config,
     stale = run_summary(engine, v2.name, f"{unique_name}-dry", spec=v2)["stale_message"]
     assert stale == f"{len(expected):,} rows from spec v1; current is v2: run a backfill to re-derive"
 
-    bumped = _backfill(engine, kafka_config, v2, f"{unique_name}-3")
+    bumped = backfill(engine, kafka_config, v2, f"{unique_name}-3")
     expected_v2, _, _ = _oracle(produced, vat=True)
     changed = {k for k in expected if expected[k] != expected_v2[k]}
     assert changed == {k for k, row in expected.items() if row[0] == "eu"}
