@@ -149,12 +149,14 @@ def test_spark_submit_reports_progress_from_the_status_tracker(kafka_config, eng
     """The same job under spark-submit (a driver JVM of its own): the estimates come from the status
     tracker, the lines are the driver's output (the task log streams it), the end is exact."""
     spec = orders_spec(unique_name, unique_name)
-    demo_data.create_topic(kafka_config, unique_name, 2)
-    produced = demo_data.produce(kafka_config, unique_name, 2, demo_data.order_events(9_000, 3))
-    plan_run(engine, kafka_config, spec, RunRequest.from_params({"batch_size": 2_500}), unique_name)
-    monkeypatch.setenv("REPROCESS_PROGRESS_INTERVAL_S", "2")
+    # Eight partitions make eight tasks an action, in waves on local mode's cores, so the tracker
+    # sees stages part-done however fast the machine is; a 0.5 s interval reports what it sees.
+    demo_data.create_topic(kafka_config, unique_name, 8)
+    produced = demo_data.produce(kafka_config, unique_name, 8, demo_data.order_events(9_000, 3))
+    plan_run(engine, kafka_config, spec, RunRequest.from_params({"batch_size": 1_000}), unique_name)
+    monkeypatch.setenv("REPROCESS_PROGRESS_INTERVAL_S", "0.5")
 
-    job = start_spark_stage(spec, unique_name, batch_size=2_500)
+    job = start_spark_stage(spec, unique_name, batch_size=1_000)
     output, _ = job.communicate(timeout=600)
 
     assert job.returncode == 0, output[-4000:]
