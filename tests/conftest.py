@@ -4,12 +4,13 @@
 A missing service fails the session; nothing is skipped. Each test gets its own topic and
 its own Postgres schema for target tables, so tests never see each other's data.
 
-``make test`` runs the suite on two pytest-xdist workers, then the ``serial`` tests alone. Each
-worker has its own application and Airflow databases and Airflow home; the services are shared.
+``make test`` runs the suite on two pytest-xdist workers and, beside them, the ``lane`` tests one
+at a time in a process of their own; then the ``serial`` tests alone. Each process has its own
+application and Airflow databases and Airflow home; the services are shared.
 A file's tests stay on one worker (``--dist loadfile``: module fixtures such as a second broker
 are made once). A test that restarts or kills a service every test uses (Postgres, the Spark
-Connect server), uses one that some tests restart (Kafka Connect, the registry) or runs the
-standalone cluster is ``serial``.
+Connect server) is ``serial``; one that uses a service only some tests use and some of them stop
+(Kafka Connect, the registry) or runs the standalone cluster is ``lane``.
 """
 
 from __future__ import annotations
@@ -44,16 +45,16 @@ def _worker_suffix() -> str:
     return f"_{worker}" if worker else ""
 
 
-# Services some tests stop, kill or restart (Kafka Connect, the registry), and the standalone
-# cluster (fixed ports; its two workers take both cores): every test using one runs serially.
-SERIAL_FIXTURES = frozenset({"kafka_connect", "debezium_connector", "schema_registry", "cluster"})
+# Services only some tests use, and some of those stop or kill (Kafka Connect, the registry), and
+# the standalone cluster (fixed ports): the tests using one run one at a time, in the lane.
+LANE_FIXTURES = frozenset({"kafka_connect", "debezium_connector", "schema_registry", "cluster"})
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark ``serial`` the tests that use a service some tests restart, or the standalone cluster."""
+    """Mark ``lane`` the tests that use Kafka Connect, the registry or the standalone cluster."""
     for item in items:
-        if SERIAL_FIXTURES & set(getattr(item, "fixturenames", ())):
-            item.add_marker(pytest.mark.serial)
+        if LANE_FIXTURES & set(getattr(item, "fixturenames", ())) and not item.get_closest_marker("serial"):
+            item.add_marker(pytest.mark.lane)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -69,8 +70,9 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     if suffix:  # not the default home: two workers must not write one airflow.cfg at once
         os.environ["AIRFLOW_HOME"] = str(REPO / ".state" / f"airflow_test{suffix}")
     _load_env()
-    # Tests write their own pipeline specs here; the DAG file builds DAGs from them.
-    # One folder per session, so two concurrent sessions never delete each other's specs.
+    # Module fixtures write their pipeline specs here (a test, in its own folder: own_pipelines_dir);
+    # the DAG file builds DAGs from them. One folder per session, so two concurrent sessions never
+    # delete each other's specs.
     pipelines = REPO / ".state" / "test_pipelines" / str(os.getpid())
     shutil.rmtree(pipelines, ignore_errors=True)
     pipelines.mkdir(parents=True)
@@ -128,6 +130,14 @@ def unique_name(request: pytest.FixtureRequest) -> str:
     """test name + short uuid: a topic/schema/pipeline name no other test uses."""
     base = request.node.name.lower().replace("[", "_").replace("]", "").replace("-", "_")[:30]
     return f"{base}_{uuid.uuid4().hex[:6]}"
+
+
+@pytest.fixture(autouse=True)
+def own_pipelines_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test writes its specs into a folder of its own. ``dag.test()`` parses the whole DAG
+    folder and syncs every DAG it builds to the database, so with one folder per session each
+    run cost more than the last (8 s of parsing and syncing 268 DAGs at a worker's 67th spec)."""
+    monkeypatch.setenv("REPROCESS_PIPELINES_DIR", str(tmp_path_factory.mktemp("pipelines")))
 
 
 @pytest.fixture(scope="session")
