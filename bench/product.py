@@ -53,6 +53,18 @@ def _job_env(bench: Bench) -> dict[str, str]:
     return {**os.environ, "REPROCESS_DB_URL": libpq_url(bench.db_url), "REPROCESS_KAFKA_CONFIG": kafka}
 
 
+def spark_submit(bench: Bench, cmd: list[str], log_path: Path, what: str) -> dict[str, float]:
+    """Run one spark-submit command with the bench's database and Kafka settings, its output into
+    ``log_path``; return its peak memory, or raise naming ``what`` failed and where its log is."""
+    with log_path.open("w") as fh:
+        proc = subprocess.Popen(cmd, env=_job_env(bench), cwd=REPO, stdout=fh, stderr=subprocess.STDOUT)
+        with PeakRss(lambda: [proc.pid]) as peak:
+            code = proc.wait()
+    if code != 0:
+        raise RuntimeError(f"{what} failed ({code}); see {log_path}")
+    return peak.mb
+
+
 def _action_seconds(log_path: Path) -> float:
     m = _STAGE_LOG.search(log_path.read_text(errors="replace"))
     return float(m.group(1)) if m else float("nan")
@@ -73,14 +85,8 @@ class SparkSubmit:
         from reprocess.spark.entry_points import READ_STAGE, app_path
 
         args = ["--spec", str(spec.source_file), "--run-id", run_id, "--batch-size", str(spec.batch_size)]
-        cmd = spark_submit_command(app_path(READ_STAGE), *args)
-        with log_path.open("w") as fh:
-            proc = subprocess.Popen(cmd, env=_job_env(bench), cwd=REPO, stdout=fh, stderr=subprocess.STDOUT)
-            with PeakRss(lambda: [proc.pid]) as peak:
-                code = proc.wait()
-        if code != 0:
-            raise RuntimeError(f"spark-submit failed ({code}); see {log_path}")
-        return StageRun(_action_seconds(log_path), log_path, peak.mb)
+        peak_mb = spark_submit(bench, spark_submit_command(app_path(READ_STAGE), *args), log_path, "spark-submit")
+        return StageRun(_action_seconds(log_path), log_path, peak_mb)
 
 
 @dataclass

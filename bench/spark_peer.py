@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
 import time
 
 from psycopg2 import sql
@@ -11,8 +10,7 @@ from psycopg2 import sql
 from bench.context import REPO, Bench, Result
 from bench.data import Dataset
 from bench.oracle import Table, count_wrong
-from bench.product import _job_env
-from bench.rss import PeakRss
+from bench.product import spark_submit
 
 JOB = REPO / "bench" / "spark_peer_job.py"
 
@@ -44,13 +42,8 @@ def _run(bench: Bench, ds: Dataset, table: Table, label: str) -> tuple[float, di
                                "--table", f"{table.schema}.{table.name}", "--checkpoint", str(checkpoint))  # fmt: skip
     log_path = bench.out / f"{table.schema}.{label}.log"
     started = time.monotonic()
-    with log_path.open("w") as fh:
-        proc = subprocess.Popen(cmd, env=_job_env(bench), cwd=REPO, stdout=fh, stderr=subprocess.STDOUT)
-        with PeakRss(lambda: [proc.pid]) as peak:
-            code = proc.wait()
-    if code != 0:
-        raise RuntimeError(f"the Spark AvailableNow job failed ({code}); see {log_path}")
-    return time.monotonic() - started, peak.mb
+    peak_mb = spark_submit(bench, cmd, log_path, "the Spark AvailableNow job")
+    return time.monotonic() - started, peak_mb
 
 
 def spark_availablenow_job(bench: Bench, ds: Dataset) -> Result:
