@@ -271,6 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     if "big" in scaled:
         big = scaled["big"]
         ratios[f"product at {BIG:,} ÷ product at N (records/s, target ≥ 1)"] = big.rate / prod.rate
+        ratios[f"{BIG / 1e6:g} M records/s ÷ {n / 1e6:g} M records/s"] = big.rate / prod.rate
         for group in ("jvm", "python workers"):
             at_n, at_big = prod.detail["peak_rss_mb"].get(group), big.detail["peak_rss_mb"].get(group, 0)
             if at_n:
