@@ -72,12 +72,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.fixture(autouse=True)
 def collect_garbage_between_tests() -> Iterator[None]:
-    """The collection :func:`pytest_configure` switched off, after every test, in the main thread.
-    What survives it is frozen (left out of later collections), so each collection looks only at
-    what the last test made: 0.2 s or more a test otherwise, with Airflow and PySpark loaded."""
+    """The collection :func:`pytest_configure` switched off, after every test, in the main thread."""
     yield
     gc.collect()
-    gc.freeze()
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
