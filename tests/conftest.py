@@ -15,7 +15,6 @@ Connect server) is ``serial``; one that uses a service only some tests use and s
 
 from __future__ import annotations
 
-import gc
 import os
 import shutil
 import subprocess
@@ -56,25 +55,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if LANE_FIXTURES & set(getattr(item, "fixturenames", ())) and not item.get_closest_marker("serial"):
             item.add_marker(pytest.mark.lane)
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    """No automatic garbage collection in a test process; :func:`collect_garbage_between_tests` runs
-    it in the main thread instead. A collection starts wherever Python happens to allocate, also in
-    a confluent-kafka callback on one of librdkafka's threads, and a client it frees there (one of
-    the hundreds a session makes, left in a reference cycle) is destroyed from a librdkafka thread,
-    which librdkafka aborts on. confluent-kafka's own tests disable the collector for the same
-    reason (confluentinc/confluent-kafka-python#2129). The likely cause of a worker that died
-    mid-test in ``test_broker_restart`` without a Python error (once in three full runs, never
-    alone), where the broker's death leaves admin requests completing late on those threads."""
-    gc.disable()
-
-
-@pytest.fixture(autouse=True)
-def collect_garbage_between_tests() -> Iterator[None]:
-    """The collection :func:`pytest_configure` switched off, after every test, in the main thread."""
-    yield
-    gc.collect()
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
