@@ -164,46 +164,54 @@ def produce(
     ts0 = base_time or datetime(2026, 11, 1, tzinfo=UTC)
     plain: Producer = make_producer(kafka, **{"linger.ms": 20, "batch.num.messages": 10_000})
     txn: Producer | None = None
-    if transactional_every:
-        txn = make_producer(kafka, **{"transactional.id": f"demo-{topic}", "linger.ms": 5})
-        txn.init_transactions(30)
+    try:
+        if transactional_every:
+            txn = make_producer(kafka, **{"transactional.id": f"demo-{topic}", "linger.ms": 5})
+            txn.init_transactions(30)
 
-    def ts_ms(i: int) -> int:
-        return int((ts0 + timedelta(seconds=i)).timestamp() * 1000)
+        def ts_ms(i: int) -> int:
+            return int((ts0 + timedelta(seconds=i)).timestamp() * 1000)
 
-    def send(p: Producer, key: str | None, value: bytes, i: int, partition: int | None = None) -> None:
-        kwargs: dict[str, Any] = {"timestamp": ts_ms(i), "on_delivery": on_delivery}
-        if partition is not None:
-            kwargs["partition"] = partition
-        while True:
-            try:
-                p.produce(topic, value=value, key=key.encode() if key else None, **kwargs)
-                break
-            except BufferError:
-                p.poll(0.5)
-        p.poll(0)
+        def send(p: Producer, key: str | None, value: bytes, i: int, partition: int | None = None) -> None:
+            kwargs: dict[str, Any] = {"timestamp": ts_ms(i), "on_delivery": on_delivery}
+            if partition is not None:
+                kwargs["partition"] = partition
+            while True:
+                try:
+                    p.produce(topic, value=value, key=key.encode() if key else None, **kwargs)
+                    break
+                except BufferError:
+                    p.poll(0.5)
+            p.poll(0)
 
-    chunk = transactional_every or len(events) or 1
-    for c, lo in enumerate(range(0, len(events), chunk)):
-        batch = events[lo : lo + chunk]
-        use_txn = txn is not None and c % 2 == 1
-        p = txn if use_txn and txn is not None else plain
-        if use_txn and txn is not None:
-            plain.flush()
-            txn.begin_transaction()
-        before = len(produced.messages)
-        for i, (key, ev) in enumerate(batch, start=lo):
-            send(p, key, json.dumps(ev).encode(), i)
-        if use_txn and txn is not None:
-            txn.commit_transaction(30)
-            last: dict[int, int] = {}
-            for part, offset, *_ in produced.messages[before:]:
-                last[part] = max(last.get(part, offset), offset)
-            wait_for_markers(kafka, topic, {part: offset + 2 for part, offset in last.items()})
-    for j, bad in enumerate(malformed):
-        send(plain, f"bad-{j}", bad, len(events) + j, partition=j % partitions)
-    plain.flush()
-    if errors:
-        raise RuntimeError(f"{len(errors)} messages failed delivery, first: {errors[0]}")
-    produced.messages.sort()
-    return produced
+        chunk = transactional_every or len(events) or 1
+        for c, lo in enumerate(range(0, len(events), chunk)):
+            batch = events[lo : lo + chunk]
+            use_txn = txn is not None and c % 2 == 1
+            p = txn if use_txn and txn is not None else plain
+            if use_txn and txn is not None:
+                plain.flush()
+                txn.begin_transaction()
+            before = len(produced.messages)
+            for i, (key, ev) in enumerate(batch, start=lo):
+                send(p, key, json.dumps(ev).encode(), i)
+            if use_txn and txn is not None:
+                txn.commit_transaction(30)
+                last: dict[int, int] = {}
+                for part, offset, *_ in produced.messages[before:]:
+                    last[part] = max(last.get(part, offset), offset)
+                wait_for_markers(kafka, topic, {part: offset + 2 for part, offset in last.items()})
+        for j, bad in enumerate(malformed):
+            send(plain, f"bad-{j}", bad, len(events) + j, partition=j % partitions)
+        plain.flush()
+        if errors:
+            raise RuntimeError(f"{len(errors)} messages failed delivery, first: {errors[0]}")
+        produced.messages.sort()
+        return produced
+    finally:
+        # Closed here, not when collected: a client left running keeps its connections and, for
+        # an idempotent producer, its producer id, and reconnects to whatever later listens there.
+        for producer in (plain, txn):
+            if producer is not None:
+                producer.purge()
+                producer.close()
