@@ -24,7 +24,6 @@ from devstack.broker import Broker
 from devstack.process import free_port
 from reprocess.core.runs import RunRequest
 from reprocess.kafka import demo_data
-from reprocess.operations.mirror import mirror_group_offsets
 from reprocess.operations.plan import plan_run
 from reprocess.postgres.commit import commit_run
 from tests.integration.helpers import (
@@ -110,14 +109,23 @@ def test_broker_killed_and_restarted_during_the_read_then_retried_matches_the_or
 
 
 def _group_offsets(kafka: dict[str, Any], group: str, topic: str, partitions: int) -> dict[int, int]:
-    """The consumer group's committed offsets, asked of the broker directly."""
-    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
-    from confluent_kafka.admin import AdminClient
-
-    admin = AdminClient(kafka)  # held: a collected client never completes its futures
-    request = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in range(partitions)])
-    result = admin.list_consumer_group_offsets([request], request_timeout=30)[group].result()
-    return {tp.partition: tp.offset for tp in result.topic_partitions}
+    """The consumer group's committed offsets, asked of the broker directly, in a process of its
+    own: after the broker's SIGKILL and restart, no Kafka client of this test runs in the test
+    process (a test worker died here without a Python error, with its admin client in-process)."""
+    code = (
+        "import json, sys\n"
+        "from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition\n"
+        "from confluent_kafka.admin import AdminClient\n"
+        "kafka, group, topic, partitions = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])\n"
+        "admin = AdminClient(kafka)\n"
+        "request = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in range(partitions)])\n"
+        "result = admin.list_consumer_group_offsets([request], request_timeout=30)[group].result()\n"
+        "print(json.dumps({tp.partition: tp.offset for tp in result.topic_partitions}))\n"
+    )
+    args = [sys.executable, "-c", code, json.dumps(kafka), group, topic, str(partitions)]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return {int(p): offset for p, offset in json.loads(done.stdout.splitlines()[-1]).items()}
 
 
 def _mirror_task(engine: Any, kafka: dict[str, Any], spec: Any) -> subprocess.Popen[str]:
@@ -169,7 +177,9 @@ def test_broker_killed_during_the_mirror_step_leaves_the_commit_and_the_next_run
         raise AssertionError("the mirror step never returned after the broker came back") from None
     if step.returncode != 0:  # the task failed (OffsetLookupError, or its process died): Airflow retries it
         print(f"mirror task attempt 1 exited {step.returncode}: {output[-2000:]}")
-        mirror_group_offsets(engine, kafka, spec)  # the task's retry
+        retry = _mirror_task(engine, kafka, spec)  # the task's retry, a process of its own too
+        output, _ = retry.communicate(timeout=120)
+        assert retry.returncode == 0, output[-2000:]
     assert _group_offsets(kafka, spec.consumer_group, unique_name, 2) == log_ends(first) == ledger(engine, spec)
 
     later = [
