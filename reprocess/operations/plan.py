@@ -25,11 +25,11 @@ log = logging.getLogger(__name__)
 # --------------------------------------------------------------------------- snapshot
 def take_snapshot(kafka: Mapping[str, Any], spec: PipelineSpec, topics: Iterable[str]) -> list[PartitionSnapshot]:
     """Log start, log end (read_committed) and the group's committed offset per partition."""
-    from confluent_kafka import ConsumerGroupTopicPartitions, IsolationLevel, KafkaException, TopicCollection
+    from confluent_kafka import IsolationLevel, KafkaException, TopicCollection
     from confluent_kafka import TopicPartition as KTP
     from confluent_kafka.admin import OffsetSpec
 
-    from reprocess.kafka.clients import make_admin
+    from reprocess.kafka.clients import make_admin, make_consumer
 
     admin = make_admin(kafka)
     partitions: list[KTP] = []
@@ -60,15 +60,20 @@ def take_snapshot(kafka: Mapping[str, Any], spec: PipelineSpec, topics: Iterable
     # A topic deleted and re-created under its name gets a new id: its offsets start over.
     described = admin.describe_topics(TopicCollection(list(dict.fromkeys(tp.topic for tp in partitions))))
     ids = {topic: str(fut.result().topic_id) for topic, fut in described.items()}
+    # The group's offsets through a consumer of the group (it never joins it), not the admin API:
+    # librdkafka 2.16's AdminClient crashes the process (SIGSEGV in rd_kafka_cgrp_op) when a
+    # ListConsumerGroupOffsets answer carries an error, as while the coordinator reloads after
+    # a broker restart (a core dump of test_broker_restart showed it).
     committed: dict[tuple[str, int], int] = {}
-    request = ConsumerGroupTopicPartitions(spec.consumer_group, [KTP(tp.topic, tp.partition) for tp in partitions])
+    consumer = make_consumer({**kafka, "group.id": spec.consumer_group})
     try:
-        result = admin.list_consumer_group_offsets([request], request_timeout=30)[spec.consumer_group].result()
-        for tp in result.topic_partitions:
-            if tp.offset >= 0:
+        for tp in consumer.committed([KTP(tp.topic, tp.partition) for tp in partitions], timeout=30):
+            if tp.error is None and tp.offset >= 0:
                 committed[(tp.topic, tp.partition)] = tp.offset
     except KafkaException as exc:
         log.warning("pipeline=%s group=%s committed offsets unavailable: %s", spec.name, spec.consumer_group, exc)
+    finally:
+        consumer.close()
     return [
         PartitionSnapshot(tp.topic, tp.partition, starts[(tp.topic, tp.partition)], ends[(tp.topic, tp.partition)],
                           committed.get((tp.topic, tp.partition)), ids.get(tp.topic))
