@@ -53,6 +53,20 @@ def ledger(engine: Engine, spec: PipelineSpec) -> dict[int, int]:
         )
 
 
+def group_offsets(kafka: dict[str, Any], group: str, topic: str, partitions: int) -> dict[int, int]:
+    """The consumer group's committed offsets, asked of the broker by a plain consumer of the group
+    (it never joins it). Not the admin API's ListConsumerGroupOffsets: librdkafka 2.16 crashes the
+    process when that answer carries an error, as after a broker restart (reprocess.operations.plan)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": kafka["bootstrap.servers"], "group.id": group})
+    try:
+        committed = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=30)
+        return {tp.partition: tp.offset for tp in committed}
+    finally:
+        consumer.close()
+
+
 def dead_letter_count(engine: Engine, spec: PipelineSpec) -> int:
     with engine.connect() as conn:
         return conn.execute(

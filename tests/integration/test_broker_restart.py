@@ -28,6 +28,7 @@ from reprocess.operations.plan import plan_run
 from reprocess.postgres.commit import commit_run
 from tests.integration.helpers import (
     assert_matches_oracle,
+    group_offsets,
     ledger,
     log_ends,
     orders_spec,
@@ -108,26 +109,6 @@ def test_broker_killed_and_restarted_during_the_read_then_retried_matches_the_or
     assert [r.state for r in runs(engine, spec)] == ["committed"]
 
 
-def _group_offsets(kafka: dict[str, Any], group: str, topic: str, partitions: int) -> dict[int, int]:
-    """The consumer group's committed offsets, asked of the broker directly, in a process of its
-    own: after the broker's SIGKILL and restart, no Kafka client of this test runs in the test
-    process (a test worker died here without a Python error, with its admin client in-process)."""
-    code = (
-        "import json, sys\n"
-        "from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition\n"
-        "from confluent_kafka.admin import AdminClient\n"
-        "kafka, group, topic, partitions = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])\n"
-        "admin = AdminClient(kafka)\n"
-        "request = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in range(partitions)])\n"
-        "result = admin.list_consumer_group_offsets([request], request_timeout=30)[group].result()\n"
-        "print(json.dumps({tp.partition: tp.offset for tp in result.topic_partitions}))\n"
-    )
-    args = [sys.executable, "-c", code, json.dumps(kafka), group, topic, str(partitions)]
-    done = subprocess.run(args, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stdout + done.stderr
-    return {int(p): offset for p, offset in json.loads(done.stdout.splitlines()[-1]).items()}
-
-
 def _mirror_task(engine: Any, kafka: dict[str, Any], spec: Any) -> subprocess.Popen[str]:
     """The mirror step in a process of its own, as Airflow runs a task: what the broker's death does
     to its Kafka client stays with that attempt (a failed attempt is retried, like the task)."""
@@ -180,7 +161,7 @@ def test_broker_killed_during_the_mirror_step_leaves_the_commit_and_the_next_run
         retry = _mirror_task(engine, kafka, spec)  # the task's retry, a process of its own too
         output, _ = retry.communicate(timeout=120)
         assert retry.returncode == 0, output[-2000:]
-    assert _group_offsets(kafka, spec.consumer_group, unique_name, 2) == log_ends(first) == ledger(engine, spec)
+    assert group_offsets(kafka, spec.consumer_group, unique_name, 2) == log_ends(first) == ledger(engine, spec)
 
     later = [
         (k.replace("o-", "l-"), {**ev, "order_id": ev["order_id"].replace("o-", "l-")})

@@ -20,7 +20,7 @@ from reprocess.postgres import queries
 from reprocess.postgres.commit import commit_run
 from reprocess.postgres.db import libpq_url
 from reprocess.postgres.stage import create_stage
-from tests.integration.helpers import ledger, log_ends, orders_spec, run_dag
+from tests.integration.helpers import group_offsets, ledger, log_ends, orders_spec, run_dag
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("postgres")]
 BASE = datetime(2026, 11, 1, tzinfo=UTC)
@@ -29,17 +29,6 @@ BASE = datetime(2026, 11, 1, tzinfo=UTC)
 def _first_at_or_after(produced: demo_data.Produced, partition: int, ts: datetime, end: int) -> int:
     ms = int(ts.timestamp() * 1000)
     return min((o for (p, o), t in produced.timestamps.items() if p == partition and t >= ms), default=end)
-
-
-def _group_offsets(kafka_config, spec) -> dict[int, int]:
-    from confluent_kafka import ConsumerGroupTopicPartitions
-    from confluent_kafka import TopicPartition as KTP
-    from confluent_kafka.admin import AdminClient
-
-    admin = AdminClient({"bootstrap.servers": kafka_config["bootstrap.servers"]})
-    request = ConsumerGroupTopicPartitions(spec.consumer_group, [KTP(spec.topics[0], p) for p in (0, 1)])
-    result = admin.list_consumer_group_offsets([request])[spec.consumer_group].result()
-    return {tp.partition: tp.offset for tp in result.topic_partitions}
 
 
 def _stage_empty(engine, db_url, spec, run_id: str) -> None:
@@ -84,7 +73,7 @@ def test_reset_to_datetime_dry_run_then_execute_audits_mirrors_and_fences(
                  "--by", "alice"]) == 0  # fmt: skip
     assert capsys.readouterr().out.startswith("EXECUTED")
     assert ledger(engine, spec) == expected
-    assert _group_offsets(kafka_config, spec) == expected
+    assert group_offsets(kafka_config, spec.consumer_group, spec.topics[0], 2) == expected
     with engine.connect() as conn:
         audit = conn.execute(
             text("SELECT partition, old_offset, new_offset, mode, reason, requested_by FROM reprocess.ledger_resets "
