@@ -203,6 +203,9 @@ CORPUS: list[Case] = [
         value=_raw("zero-fraction-in-text", ',"t":9333303126185904.0}'),
     ),
     _row("integer-in-text", "json type", {"t": "-12"}, t=-12),
+    # strings that read like the kinds above stay text (the decoder asks their kind only then)
+    _row("object-text-in-a-string", "json type", {"t": '{"x": 1}'}, t='{"x": 1}'),
+    _row("fraction-text-in-a-string", "json type", {"t": "-12.50"}, t="-12.50"),
     _row(
         "big-integer-in-text",
         "json type",

@@ -71,8 +71,10 @@ def hex_sql(binary: str) -> str:
 
 
 def storable_sql(text: str) -> str:
-    """Spark SQL: ``text`` is NULL or text PostgreSQL can store: valid UTF-8 without a NUL character."""
-    return f"({text} IS NULL OR (is_valid_utf8({text}) AND instr({text}, char(0)) = 0))"
+    """Spark SQL: ``text`` is NULL or text PostgreSQL can store: valid UTF-8 without a NUL character.
+    ``contains``, not ``instr``: ``instr`` compares the needle at every character (8.6% of a 1 M
+    record job's CPU in a profile of the JSON decoder), ``contains`` scans for its first byte."""
+    return f"({text} IS NULL OR (is_valid_utf8({text}) AND NOT contains({text}, char(0))))"
 
 
 def unstorable_text_error_sql(column: str, text: str) -> str:
