@@ -1,5 +1,5 @@
 """The warm Spark Connect server of the embedded default (DESIGN §5): the venv's pyspark,
-``local[2,4]`` (two cores, a failed task retried up to four times: ``LOCAL_MASTER``), gRPC on
+``local[8,4]`` (eight task threads, a failed task retried up to four times: ``LOCAL_MASTER``), gRPC on
 127.0.0.1:``$REPROCESS_CONNECT_PORT``.
 
 The pyspark wheel ships the Connect server class but no start script, so it is started with

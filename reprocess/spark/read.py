@@ -2,8 +2,12 @@
 failure turned back into the product's :class:`~reprocess.core.errors.DataLossError`.
 
 Spark's source makes one task per topic partition. Many small ranges (a redrive, a
-reconciliation window of a wide topic) would cost a task each, so they are grouped into a few
-tasks (``coalesce``: a narrow dependency, still one scan); wide ranges keep one task each.
+reconciliation window of a wide topic, the hourly increment of a topic of many partitions)
+would cost a task each, so they are grouped into a few tasks (``coalesce``: a narrow dependency,
+still one scan); wide ranges keep one task each. A task reads its partitions one after the
+other, and each costs round trips to the broker (a new consumer's connection and metadata, then
+a fetch and two offset lookups: ~20 ms here, mostly waiting), so a task takes at most
+``PARTITIONS_PER_TASK`` of them and the tasks wait side by side.
 """
 
 from __future__ import annotations
@@ -27,24 +31,28 @@ DATA_LOSS_CONDITION: Final = "KAFKA_DATA_LOSS.COULD_NOT_READ_OFFSET_RANGE"
 # How Spark words it (the condition's text, in both launchers' exceptions).
 _DATA_LOSS_TEXT: Final = re.compile(r"Could not read records in offset \[(\d+), (\d+)\) for topic partition (\S+)")
 RECORDS_PER_TASK: Final = 200_000
+PARTITIONS_PER_TASK: Final = 125
 MIN_TASKS: Final = 2
 
 
 def read_tasks(ranges: Sequence[OffsetRange]) -> int:
-    """How many tasks read ``ranges``: one per ``RECORDS_PER_TASK`` offsets, at least ``MIN_TASKS``,
-    at most one per range (what the source makes).
+    """How many tasks read ``ranges``: one per ``RECORDS_PER_TASK`` offsets or ``PARTITIONS_PER_TASK``
+    ranges, whichever makes more, at least ``MIN_TASKS``, at most one per range (what the source makes).
 
     Examples
     --------
     >>> read_tasks([OffsetRange("t", p, 0, 20) for p in range(200)])
     2
+    >>> read_tasks([OffsetRange("t", p, 0, 21) for p in range(1000)])
+    8
     >>> read_tasks([OffsetRange("t", p, 0, 250_000) for p in range(4)])
     4
     >>> read_tasks([OffsetRange("t", 0, 0, 5)])
     1
     """
-    wanted = max(MIN_TASKS, math.ceil(sum(r.width for r in ranges) / RECORDS_PER_TASK))
-    return min(len(ranges), wanted)
+    by_records = math.ceil(sum(r.width for r in ranges) / RECORDS_PER_TASK)
+    by_partitions = math.ceil(len(ranges) / PARTITIONS_PER_TASK)
+    return min(len(ranges), max(MIN_TASKS, by_records, by_partitions))
 
 
 def read_ranges(spark: SparkSession, kafka: Mapping[str, Any], ranges: Sequence[OffsetRange]) -> DataFrame:

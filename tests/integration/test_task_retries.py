@@ -221,7 +221,7 @@ def test_task_killed_after_its_copy_commits_is_retried_on_local_without_doubling
 def test_task_killed_after_its_copy_commits_is_retried_over_connect_without_doubling(
     kafka_config, engine, unique_name, monkeypatch, caplog
 ):
-    """The default launcher: the Connect server (local[2,4]) retries the killed write task; the
+    """The default launcher: the Connect server (local[8,4]) retries the killed write task; the
     job (in this process, as the DAG's Connect launcher runs it) logs which attempt's rows it kept."""
     spec = orders_spec(unique_name, unique_name)
     produced = _orders(kafka_config, unique_name, seed=32)
