@@ -29,6 +29,7 @@ from bench.formats import FORMATS, format_dataset, format_product
 from bench.jdbc_sink import jdbc_sink
 from bench.oracle import Table, count_wrong
 from bench.product import Launcher, SparkConnect, SparkSubmit, product
+from bench.reconcile import reconcile_window
 from bench.spark_peer import spark_availablenow_job
 
 log = logging.getLogger("bench")
@@ -47,7 +48,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--records", type=int, default=1_000_000, help="N, records per main case (default 1,000,000)")
     parser.add_argument("--scale", action="store_true", help="also run the product at N/10 and 3N")
     parser.add_argument("--airflow", action="store_true", help="also time a 1,000-record backfill through Airflow")
-    parser.add_argument("--big", action="store_true", help=f"also run the product at {BIG:,} records (peak RSS)")
+    parser.add_argument(
+        "--big", action="store_true", help=f"also run the product at {BIG:,} records (peak RSS) and reconcile them"
+    )
     parser.add_argument("--formats", action="store_true", help="also run the product on N events as avro and debezium")
     parser.add_argument(
         "--no-peers",
@@ -191,12 +194,20 @@ def main(argv: list[str] | None = None) -> int:
 
             optional += [(f"concurrent_{k}", lambda k=k: conc_case(k)) for k in LEVELS]
         if args.big:
+            big_data: list[Dataset] = []
 
             def big_case() -> Result:
-                scaled["big"] = run(product, dataset(BIG), default, label="big_10m")
+                big_data.append(dataset(BIG))
+                scaled["big"] = run(product, big_data[0], default, label="big_10m")
                 return scaled["big"]
 
-            optional.append(("big_10m", big_case))
+            def big_reconcile_case() -> Result:
+                if not big_data:
+                    raise RuntimeError("the 10 M product case did not run")
+                scaled["big_reconcile"] = run(reconcile_window, big_data[0], label="big_10m")
+                return scaled["big_reconcile"]
+
+            optional += [("big_10m", big_case), ("big_10m_reconcile", big_reconcile_case)]
         if args.partitions:
 
             def partitions_case() -> Result:
@@ -276,6 +287,8 @@ def main(argv: list[str] | None = None) -> int:
             at_n, at_big = prod.detail["peak_rss_mb"].get(group), big.detail["peak_rss_mb"].get(group, 0)
             if at_n:
                 ratios[f"peak RSS {group} at {BIG:,} ÷ at N (flat ≈ 1)"] = at_big / at_n
+    if "big_reconcile" in scaled:
+        ratios[f"reconciliation of a {BIG / 1e6:g} M-record window (s)"] = scaled["big_reconcile"].seconds
     if 1 in conc and 4 in conc:
         ratios["k = 4 concurrent runs, total records/s ÷ one run's"] = conc[4].rate / conc[1].rate
     if "jdbc" in peers:
