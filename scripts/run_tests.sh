@@ -12,7 +12,8 @@ trap 'rm -f "$lane_log"' EXIT
 python -m pytest -m lane --durations=5 "$@" >"$lane_log" 2>&1 &
 lane_pid=$!
 # A crashed worker stops the run (no replacement: a replaced worker can leave the run waiting).
-python -m pytest -n "${REPROCESS_TEST_WORKERS:-2}" --dist loadfile --max-worker-restart=0 \
+# Files are handed out in collection order, the long ones first (tests/conftest.py LONG_FILES).
+python -m pytest -n "${REPROCESS_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder --max-worker-restart=0 \
   -m "not serial and not lane" --durations=15 "$@"
 parallel=$?
 wait "$lane_pid"
