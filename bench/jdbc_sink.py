@@ -98,16 +98,12 @@ def connector_config(bench: Bench, topic: str, table: Table, partitions: int) ->
 def _wait_applied(bench: Bench, group: str, ds: Dataset, probe: Callable[[], None] | None = None) -> float:
     """Seconds until the group's committed offsets reach every partition's log end; ``probe``
     runs every :data:`PROBE_S` seconds meanwhile."""
-    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+    from reprocess.kafka.clients import committed_offsets
 
-    from reprocess.kafka.clients import make_admin
-
-    admin = make_admin(bench.kafka)
-    request = [ConsumerGroupTopicPartitions(group, [TopicPartition(ds.topic, p) for p in ds.ends])]
     started = probed = time.monotonic()
     while time.monotonic() - started < TIMEOUT_S:
-        answer = admin.list_consumer_group_offsets(request)[group].result()
-        if all(tp.offset >= ds.ends[tp.partition] for tp in answer.topic_partitions):
+        answer = committed_offsets(bench.kafka, group, [(ds.topic, p) for p in ds.ends])
+        if all(answer.get((ds.topic, p), -1) >= end for p, end in ds.ends.items()):
             return time.monotonic() - started
         if probe is not None and time.monotonic() - probed >= PROBE_S:
             probe()

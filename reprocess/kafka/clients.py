@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from reprocess.core.errors import SpecError
@@ -65,6 +65,24 @@ def consumer_config(config: KafkaConfig) -> dict[str, Any]:
     }
     conf.setdefault("group.id", "reprocess-reader")  # required by librdkafka, never joined
     return conf
+
+
+def committed_offsets(
+    config: KafkaConfig, group: str, partitions: Iterable[tuple[str, int]]
+) -> dict[tuple[str, int], int]:
+    """``group``'s committed offset per ``(topic, partition)`` that has one, asked by a consumer of
+    the group (it never joins it). Not the admin API: librdkafka 2.16's AdminClient crashes the
+    process (SIGSEGV in rd_kafka_cgrp_op) when a ListConsumerGroupOffsets answer carries an error,
+    as while the coordinator reloads after a broker restart (a core dump of test_broker_restart
+    showed it). Raises ``KafkaException`` when the broker does not answer."""
+    from confluent_kafka import TopicPartition
+
+    consumer = make_consumer({**config, "group.id": group})
+    try:
+        answer = consumer.committed([TopicPartition(t, p) for t, p in partitions], timeout=30)
+    finally:
+        consumer.close()
+    return {(tp.topic, tp.partition): tp.offset for tp in answer if tp.error is None and tp.offset >= 0}
 
 
 def make_admin(config: KafkaConfig) -> AdminClient:

@@ -29,7 +29,7 @@ def take_snapshot(kafka: Mapping[str, Any], spec: PipelineSpec, topics: Iterable
     from confluent_kafka import TopicPartition as KTP
     from confluent_kafka.admin import OffsetSpec
 
-    from reprocess.kafka.clients import make_admin, make_consumer
+    from reprocess.kafka.clients import committed_offsets, make_admin
 
     admin = make_admin(kafka)
     partitions: list[KTP] = []
@@ -60,20 +60,11 @@ def take_snapshot(kafka: Mapping[str, Any], spec: PipelineSpec, topics: Iterable
     # A topic deleted and re-created under its name gets a new id: its offsets start over.
     described = admin.describe_topics(TopicCollection(list(dict.fromkeys(tp.topic for tp in partitions))))
     ids = {topic: str(fut.result().topic_id) for topic, fut in described.items()}
-    # The group's offsets through a consumer of the group (it never joins it), not the admin API:
-    # librdkafka 2.16's AdminClient crashes the process (SIGSEGV in rd_kafka_cgrp_op) when a
-    # ListConsumerGroupOffsets answer carries an error, as while the coordinator reloads after
-    # a broker restart (a core dump of test_broker_restart showed it).
     committed: dict[tuple[str, int], int] = {}
-    consumer = make_consumer({**kafka, "group.id": spec.consumer_group})
     try:
-        for tp in consumer.committed([KTP(tp.topic, tp.partition) for tp in partitions], timeout=30):
-            if tp.error is None and tp.offset >= 0:
-                committed[(tp.topic, tp.partition)] = tp.offset
+        committed = committed_offsets(kafka, spec.consumer_group, [(tp.topic, tp.partition) for tp in partitions])
     except KafkaException as exc:
         log.warning("pipeline=%s group=%s committed offsets unavailable: %s", spec.name, spec.consumer_group, exc)
-    finally:
-        consumer.close()
     return [
         PartitionSnapshot(tp.topic, tp.partition, starts[(tp.topic, tp.partition)], ends[(tp.topic, tp.partition)],
                           committed.get((tp.topic, tp.partition)), ids.get(tp.topic))
