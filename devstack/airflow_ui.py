@@ -169,12 +169,15 @@ class UI:
         env = self.env(schedule)
         if prepare:
             os.environ.update(env)
+            from sqlalchemy.exc import OperationalError
+
             from reprocess.cli import prepare_airflow
 
             try:
                 prepare_airflow()
-            except subprocess.CalledProcessError as exc:
-                raise UIError(f"`{' '.join(exc.cmd)}` failed (exit {exc.returncode}); is `make services` up?") from exc
+            except OperationalError as exc:
+                first = str(exc).strip().splitlines()[0]
+                raise UIError(f"the Airflow metadata DB did not answer ({first}); is `make services` up?") from exc
         self.run_dir.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
         with self.log.open("ab") as out:

@@ -78,20 +78,20 @@ def app_engine() -> Engine:
     return engine
 
 
-def airflow(*args: str) -> None:
-    subprocess.run(["airflow", *args], check=True, stdout=subprocess.DEVNULL)
-
-
 # The demo's CDC pipeline (pipelines/customers.yaml) reads what devstack/cdc_demo.py streams.
 CDC_TOPIC: Final = "demo.public.customers"
 
 
-def prepare_airflow() -> None:
-    """Metadata DB and the Spark pool (both idempotent). Two slots: on the one Connect server two
-    runs at once gave 1.3× one run's records/s, four no more than two while each run took 2.7×
-    as long (``make bench``, docs/performance.md)."""
-    airflow("db", "migrate")
-    airflow("pools", "set", "spark", str(SPARK_POOL_SLOTS), "Spark jobs of the reprocessing pipelines")
+def prepare_airflow(slots: int = SPARK_POOL_SLOTS) -> None:
+    """Metadata DB and the Spark pool (both idempotent), what ``airflow db migrate`` and ``airflow
+    pools set`` do, in this process: each command would import Airflow again (~3 s of CPU).
+    Two slots: on the one Connect server two runs at once gave 1.3× one run's records/s, four no
+    more than two while each run took 2.7× as long (``make bench``, docs/performance.md)."""
+    from airflow.models.pool import Pool
+    from airflow.utils.db import upgradedb
+
+    upgradedb()
+    Pool.create_or_update_pool("spark", slots, "Spark jobs of the reprocessing pipelines", include_deferred=False)
 
 
 def ensure_demo_topics(orders: int, partitions: int = 4) -> dict[str, int]:

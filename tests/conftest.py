@@ -92,13 +92,9 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     os.environ["REPROCESS_PIPELINES_DIR"] = str(pipelines)
     _create_database(os.environ["REPROCESS_APP_DB"], fresh=True)
     _create_database(os.environ["REPROCESS_AIRFLOW_DB"], fresh=False)
-    _prepare_airflow()
+    from reprocess.cli import prepare_airflow
 
-
-def _prepare_airflow() -> None:
-    """Migrate the test metadata DB and create the Spark pool, as `make demo` does."""
-    subprocess.run(["airflow", "db", "migrate"], check=True, stdout=subprocess.DEVNULL)
-    subprocess.run(["airflow", "pools", "set", "spark", "1", "Spark jobs"], check=True, stdout=subprocess.DEVNULL)
+    prepare_airflow(slots=1)  # as `make demo` does, on this session's metadata DB
 
 
 def _create_database(name: str, fresh: bool) -> None:
