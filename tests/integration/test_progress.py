@@ -91,7 +91,7 @@ def test_long_backfill_reports_progress_in_the_log_and_on_the_page_and_ends_exac
     ensure_chromium()
     spec = orders_spec(unique_name, unique_name, batch_size=2_500)
     demo_data.create_topic(kafka_config, unique_name, 2)
-    produced = demo_data.produce(kafka_config, unique_name, 2, demo_data.order_events(30_000, 3))
+    produced = demo_data.produce(kafka_config, unique_name, 2, demo_data.order_events(20_000, 3))
     expected_records = len(produced.messages)  # no transactions: every produced record is read
     monkeypatch.setenv("REPROCESS_PROGRESS_INTERVAL_S", str(INTERVAL_S))
     lines = Lines()
