@@ -209,23 +209,40 @@ def _kafka_config() -> dict[str, object]:
     return config_from_env()
 
 
+# A broker that has just started answers for a few seconds that it leads no partition yet (it is
+# still loading its logs): the warm-up waits that out instead of leaving the first run cold.
+LEADERSHIP_WAIT_S: Final = 30.0
+
+
 def _warm_up_topic() -> dict[int, tuple[int, int]]:
     """The warm-up topic's (log start, log end) per partition, produced on first use."""
-    from confluent_kafka import TopicPartition
+    from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
     from reprocess.kafka.clients import make_consumer
     from reprocess.kafka.demo_data import create_topic, order_events, produce
 
+    not_led_yet = {
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+    }
     kafka = _kafka_config()
     create_topic(kafka, WARM_UP_TOPIC, 2)
     consumer = make_consumer(kafka)
     try:
 
         def ends() -> dict[int, tuple[int, int]]:
-            return {
-                p: consumer.get_watermark_offsets(TopicPartition(WARM_UP_TOPIC, p), timeout=10, cached=False)
-                for p in (0, 1)
-            }
+            deadline = time.monotonic() + LEADERSHIP_WAIT_S
+            while True:
+                try:
+                    return {
+                        p: consumer.get_watermark_offsets(TopicPartition(WARM_UP_TOPIC, p), timeout=10, cached=False)
+                        for p in (0, 1)
+                    }
+                except KafkaException as exc:
+                    if exc.args[0].code() not in not_led_yet or time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.5)
 
         found = ends()
         if all(high == 0 for _, high in found.values()):
