@@ -23,10 +23,20 @@ def field_ref(struct: str, path: str) -> str:
     return struct + "." + ".".join(f"`{p}`" for p in path.split("."))
 
 
+def _paths_read(spec: PipelineSpec) -> list[str]:
+    """Every path the columns and the expressions (``expr``, ``where``) read."""
+    return [c.path for c in spec.columns] + list(spec.value_fields)
+
+
 def key_paths(spec: PipelineSpec) -> list[str]:
     """The paths into a JSON key the columns and expressions read (``$key.a.b`` → ``a.b``)."""
-    paths = [c.path for c in spec.columns] + list(spec.value_fields)
-    return [p.removeprefix("$key.") for p in paths if p.startswith("$key.")]
+    return [p.removeprefix("$key.") for p in _paths_read(spec) if p.startswith("$key.")]
+
+
+def reads_headers(spec: PipelineSpec) -> bool:
+    """Whether a column or an expression reads a record header (``$headers.<name>``): the read
+    asks Spark's source for the headers only then (:func:`reprocess.spark.read.read_ranges`)."""
+    return any(p.startswith("$headers.") for p in _paths_read(spec))
 
 
 def native(path: str) -> str | None:

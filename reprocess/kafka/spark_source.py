@@ -139,12 +139,15 @@ def java_client_config(config: Mapping[str, Any]) -> dict[str, str]:
     return {**out, **java_only}
 
 
-def read_options(config: Mapping[str, Any], ranges: Iterable[OffsetRange]) -> dict[str, str]:
+def read_options(config: Mapping[str, Any], ranges: Iterable[OffsetRange], *, headers: bool = True) -> dict[str, str]:
     """The option map of ``spark.read.format("kafka")`` that reads exactly ``ranges``.
 
     ``assign`` names the partitions and the per-partition JSON offsets bound the read; ends must
     not lie above the last stable offset (planning snapshots them with read_committed), else
-    the source waits ``POLL_TIMEOUT_MS`` and fails as data loss.
+    the source waits ``POLL_TIMEOUT_MS`` and fails as data loss. ``headers``: whether the records
+    carry their headers. The source generates each partition's row converter anew, and the
+    headers' part of it (an array of structs) is most of that code: a pipeline that reads no
+    header should not pay it per partition.
 
     Examples
     --------
@@ -153,6 +156,8 @@ def read_options(config: Mapping[str, Any], ranges: Iterable[OffsetRange]) -> di
     ('{"t": [0, 1]}', '{"t": {"0": 0, "1": 3}}', '{"t": {"0": 4, "1": 9}}')
     >>> opts["kafka.isolation.level"], opts["failOnDataLoss"], opts["includeHeaders"]
     ('read_committed', 'true', 'true')
+    >>> read_options({"bootstrap.servers": "b:1"}, [OffsetRange("t", 0, 0, 4)], headers=False)["includeHeaders"]
+    'false'
     >>> opts["kafka.enable.metrics.push"], read_options({"bootstrap.servers": "b:1",
     ...     "java.enable.metrics.push": "true"}, [OffsetRange("t", 0, 0, 4)])["kafka.enable.metrics.push"]
     ('false', 'true')
@@ -174,7 +179,7 @@ def read_options(config: Mapping[str, Any], ranges: Iterable[OffsetRange]) -> di
             "endingOffsets": offsets_json(ranges, "end"),
             "kafka.isolation.level": "read_committed",
             "failOnDataLoss": "true",
-            "includeHeaders": "true",
+            "includeHeaders": str(headers).lower(),
             "kafkaConsumer.pollTimeoutMs": POLL_TIMEOUT_MS,
         }
     )

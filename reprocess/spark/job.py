@@ -22,6 +22,7 @@ from reprocess.core.ranges import OffsetRange, window_ranges
 from reprocess.core.runs import RunPlan, RunState
 from reprocess.core.spec import Format, PipelineSpec
 from reprocess.core.stage_rows import stage_columns
+from reprocess.formats import record_parts
 from reprocess.formats.avro_schema import value_subjects
 from reprocess.formats.contract import WriterSchemas
 from reprocess.formats.debezium import key_subjects
@@ -250,7 +251,7 @@ def _stage(
     ranges = [r for r in ranges if r.width > 0]
     if not ranges:
         return 0
-    records = read_ranges(spark, kafka, ranges)
+    records = read_ranges(spark, kafka, ranges, headers=record_parts.reads_headers(spec))
     table = f"{STAGE_SCHEMA}.{spec.stage_table(stage_id)}"
     writer = StageTask(table, oid, tuple(stage_columns(spec)), libpq_url(db_url), TaskFault.from_env())
     try:

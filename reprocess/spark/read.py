@@ -55,10 +55,12 @@ def read_tasks(ranges: Sequence[OffsetRange]) -> int:
     return min(len(ranges), max(MIN_TASKS, by_records, by_partitions))
 
 
-def read_ranges(spark: SparkSession, kafka: Mapping[str, Any], ranges: Sequence[OffsetRange]) -> DataFrame:
+def read_ranges(
+    spark: SparkSession, kafka: Mapping[str, Any], ranges: Sequence[OffsetRange], *, headers: bool = True
+) -> DataFrame:
     """Exactly the committed records of ``ranges`` (at least one): ``key, value, topic, partition,
-    offset, timestamp, timestampType, headers``."""
-    records = spark.read.format("kafka").options(**read_options(kafka, ranges)).load()
+    offset, timestamp, timestampType`` and, with ``headers``, ``headers``."""
+    records = spark.read.format("kafka").options(**read_options(kafka, ranges, headers=headers)).load()
     tasks = read_tasks(ranges)
     return records.coalesce(tasks) if tasks < len(ranges) else records
 

@@ -11,6 +11,7 @@ import pytest
 from reprocess.core.errors import SpecError
 from reprocess.core.spec import Encoding, Format, PipelineSpec, TombstoneMode, load_specs
 from reprocess.core.stage_rows import UNCHANGED, stage_columns
+from reprocess.formats import record_parts
 from reprocess.kafka.registry import client_config, registry_from_env
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "pipelines" / "examples"
@@ -79,6 +80,14 @@ def test_columns_from_the_key_headers_and_metadata():
         "at": {"type": "timestamptz", "path": "$timestamp"}, "p": {"type": "integer", "path": "$partition"},
         "k": {"path": "$key"}, "v": "text"}})  # fmt: skip
     assert [c.from_value for c in spec.columns] == [False, False, False, False, False, True]
+    assert record_parts.reads_headers(spec)  # the read asks Spark's source for the headers
+
+
+def test_only_a_spec_that_reads_a_header_asks_the_read_for_headers():
+    plain = PipelineSpec.from_mapping({"name": "p", "topics": ["t"], "key": ["id"], "columns": {"id": "text"}})
+    in_expr = PipelineSpec.from_mapping({"name": "p", "topics": ["t"], "key": ["id"], "columns": {
+        "id": "text", "tag": {"expr": "concat(id, `$headers.kind`)"}}})  # fmt: skip
+    assert not record_parts.reads_headers(plain) and record_parts.reads_headers(in_expr)
 
 
 def test_expressions_read_record_and_envelope_parts_by_their_dollar_path():
