@@ -90,8 +90,17 @@ def prepare_airflow(slots: int = SPARK_POOL_SLOTS) -> None:
     from airflow.models.pool import Pool
     from airflow.utils.db import upgradedb
 
-    upgradedb()
-    Pool.create_or_update_pool("spark", slots, "Spark jobs of the reprocessing pipelines", include_deferred=False)
+    # Airflow's migration logs each of its steps at INFO; the CLI's output went to /dev/null.
+    quiet = [logging.getLogger(name) for name in ("alembic", "airflow.utils.db")]
+    levels = [logger.level for logger in quiet]
+    for logger in quiet:
+        logger.setLevel(logging.WARNING)
+    try:
+        upgradedb()
+        Pool.create_or_update_pool("spark", slots, "Spark jobs of the reprocessing pipelines", include_deferred=False)
+    finally:
+        for logger, level in zip(quiet, levels, strict=True):
+            logger.setLevel(level)
 
 
 def ensure_demo_topics(orders: int, partitions: int = 4) -> dict[str, int]:
