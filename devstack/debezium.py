@@ -94,6 +94,12 @@ def start(name: str, config: Mapping[str, str]) -> None:
     """Create the source database if needed, then the connector; returns once its task runs."""
     ensure_source()
     drop_orphan_slots(keep=_checked(name))
+    if _slot_lost(name):
+        # PostgreSQL's cap on the WAL an idle slot may hold (max_slot_wal_keep_size) invalidated it
+        # while its connector was away: Debezium would wait forever for it to become valid.
+        print(f"debezium: {name}'s replication slot fell behind PostgreSQL's WAL cap and was invalidated; "
+              "starting it over with a snapshot")  # fmt: skip
+        remove(name)
     try:
         kafka_connect.put_connector(name, config)
     except ServiceError as exc:
@@ -104,6 +110,18 @@ def start(name: str, config: Mapping[str, str]) -> None:
         print(f"debezium: {name}'s replication slot was dropped since its last run; starting it over with a snapshot")
         remove(name)
         kafka_connect.put_connector(name, config)
+
+
+def _slot_lost(name: str) -> bool:
+    """Whether ``name``'s replication slot is invalidated (its WAL removed): unusable, never valid again."""
+    conn = _connect(SOURCE_DB)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT wal_status = 'lost' FROM pg_replication_slots WHERE slot_name = %s", (name,))
+            row = cur.fetchone()
+    finally:
+        conn.close()
+    return bool(row and row[0])
 
 
 def drop_orphan_slots(keep: str) -> list[str]:
