@@ -20,7 +20,7 @@ def reconcile_window(bench: Bench, ds: Dataset, label: str) -> Result:
     pipeline the product case ``label`` committed; every partition must come out ok."""
     from devstack import connect as server
     from reprocess.operations.reconcile import plan_window, record_verdicts
-    from reprocess.postgres.db import libpq_url, make_engine
+    from reprocess.postgres.db import make_engine
     from reprocess.spark.connect import client_env, shared_session
     from reprocess.spark.job import stage_window
 
@@ -33,7 +33,7 @@ def reconcile_window(bench: Bench, ds: Dataset, label: str) -> Result:
         ranges = plan_window(bench.kafka, spec, start, end)
         t1 = time.monotonic()
         with client_env(), shared_session(server.url()) as spark:
-            staged = stage_window(spark, spec, check_id, ranges, libpq_url(bench.db_url), bench.kafka)
+            staged = stage_window(spark, spec, check_id, ranges, bench.db_url, bench.kafka)
         t2 = time.monotonic()
         verdicts = record_verdicts(engine, spec, ranges, start, end, check_id)
         t3 = time.monotonic()
