@@ -147,22 +147,24 @@ def _read_and_stage(
     schemas = writer_schemas(spec, plan.ranges, registry_config)
     # A rebuild always runs in batches: they fill its shadow table, and its own commit is the swap.
     if rebuild or any(r.width > size for r in plan.ranges):
+        started_at: dict[int, float] = {}
 
-        def stage_and_commit(batch: RunPlan, k: int, n: int) -> None:
-            t0 = time.monotonic()
-            offsets = sum(r.width for r in batch.ranges)
-            with progress.action(offsets):
-                rows = _stage(spark, spec, batch.run_id, batch.ranges, db_url, kafka, schemas)
+        def stage_batch(batch: RunPlan, k: int, n: int) -> int:
+            started_at[k] = time.monotonic()
+            with progress.action(sum(r.width for r in batch.ranges)):
+                return _stage(spark, spec, batch.run_id, batch.ranges, db_url, kafka, schemas)
+
+        def commit_batch(batch: RunPlan, k: int, n: int, rows: int) -> None:
             result = commit_staged_batch(engine, spec, batch.run_id, rows)
-            progress.finished(result.records_read, offsets)
-            seconds = time.monotonic() - t0
+            progress.finished(result.records_read, sum(r.width for r in batch.ranges))
+            seconds = time.monotonic() - started_at[k]
             log.info(
                 "batch run_id=%s pipeline=%s %d of %d records=%d upserted=%d dead_letters=%d rows_per_s=%.0f",
                 run_id, spec.name, k + 1, n, result.records_read, result.rows_upserted, result.dead_letters,
                 result.records_read / seconds if seconds else 0,
             )  # fmt: skip
 
-        run_in_batches(engine, plan, size, stage_and_commit)
+        run_in_batches(engine, plan, size, stage_batch, commit_batch)
         rows = None  # the batches hold the data; the run itself has no stage
     else:
         offsets = sum(r.width for r in plan.ranges)

@@ -41,25 +41,34 @@ class RunProgress:
         self.meter = ProgressMeter(run_id, pipeline, planned, interval_from_env(), time.monotonic())
         self.done_records = 0  # exact records of the finished actions
         self.done_offsets = 0  # their planned offsets
+        self.waiting_offsets = 0  # planned offsets of finished actions whose counts have not come yet
         self.lock = threading.Lock()
         self._publish(self.meter.line(time.monotonic()))  # the page shows the run from its start
 
     @contextmanager
     def action(self, offsets: int) -> Iterator[None]:
-        """One Spark action over ``offsets`` planned offsets; call :meth:`finished` with its exact count."""
-        per_offset = self.done_records / self.done_offsets if self.done_offsets else 1.0
+        """One Spark action over ``offsets`` planned offsets; call :meth:`finished` with its exact
+        count, which may come while the next action runs (a batch's commit)."""
 
         def on_share(share: float) -> None:
-            self._observe(self.done_records + int(share * offsets * per_offset), exact=False)
+            with self.lock:
+                per_offset = self.done_records / self.done_offsets if self.done_offsets else 1.0
+                estimate = self.done_records + int((self.waiting_offsets + share * offsets) * per_offset)
+            self._observe(estimate, exact=False)
 
         with task_share(self.spark, on_share):
             yield
+        with self.lock:
+            self.waiting_offsets += offsets
 
     def finished(self, records: int, offsets: int) -> None:
-        """An action ended: its exact records and its planned offsets."""
-        self.done_records += records
-        self.done_offsets += offsets
-        self._observe(self.done_records, exact=True)
+        """An action's exact records and its planned offsets."""
+        with self.lock:  # a batch's commit thread reports while the next batch's action runs
+            self.done_records += records
+            self.done_offsets += offsets
+            self.waiting_offsets -= offsets
+            done = self.done_records
+        self._observe(done, exact=True)
 
     def close(self) -> ProgressLine:
         """The last line: the exact records of the whole job."""
