@@ -7,6 +7,7 @@ Usage: ``python -m bench [--records N] [--scale] [--airflow] [--big] [--formats]
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import json
 import logging
@@ -193,6 +194,23 @@ def main(argv: list[str] | None = None) -> int:
                 return conc[k]
 
             optional += [(f"concurrent_{k}", lambda k=k: conc_case(k)) for k in LEVELS]
+        if args.partitions:
+
+            def partitions_case() -> Result:
+                records = args.partitions * PER_PARTITION
+                ds = produce_dataset(bench.kafka, f"{tag}_p{args.partitions}", records, partitions=args.partitions,
+                                     orders=args.partitions)  # fmt: skip
+                topics.append(ds.topic)
+                label = f"partitions_{args.partitions}"
+                scaled["partitions"] = run(product, ds, default, label=label)
+                # The same range again: a wide topic's next hourly run finds the server's code for
+                # this shape of read compiled (the first run pays it, and is the figure reported).
+                again = run(product, ds, default, label=label, run_name="again")
+                scaled["partitions_again"] = dataclasses.replace(again, case=f"{again.case}, the same range again")
+                results.append(scaled["partitions"])
+                return scaled["partitions_again"]
+
+            optional.append(("partitions", partitions_case))
         if args.big:
             big_data: list[Dataset] = []
 
@@ -208,17 +226,6 @@ def main(argv: list[str] | None = None) -> int:
                 return scaled["big_reconcile"]
 
             optional += [("big_10m", big_case), ("big_10m_reconcile", big_reconcile_case)]
-        if args.partitions:
-
-            def partitions_case() -> Result:
-                records = args.partitions * PER_PARTITION
-                ds = produce_dataset(bench.kafka, f"{tag}_p{args.partitions}", records, partitions=args.partitions,
-                                     orders=args.partitions)  # fmt: skip
-                topics.append(ds.topic)
-                scaled["partitions"] = run(product, ds, default, label=f"partitions_{args.partitions}")
-                return scaled["partitions"]
-
-            optional.append(("partitions", partitions_case))
         for label, thunk in optional:
             try:
                 results.append(thunk())
@@ -301,6 +308,8 @@ def main(argv: list[str] | None = None) -> int:
     if "partitions" in scaled:
         wide = scaled["partitions"]
         ratios[f"{args.partitions:,} partitions × {PER_PARTITION} records, product run (s)"] = wide.seconds
+        if "partitions_again" in scaled:
+            ratios[f"  the same {args.partitions:,}-partition run again (s)"] = scaled["partitions_again"].seconds
         checks[f"product over {args.partitions:,} partitions: records_read and rows"] = (
             wide.detail["records_read"] == wide.records and wide.detail["rows"] == args.partitions
         )
