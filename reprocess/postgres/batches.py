@@ -80,9 +80,9 @@ def run_in_batches(
                 pending = committer.submit(commit, child_plan, k, n, rows)
             if pending is not None:
                 pending.result()
-        except BaseException:
+        except BaseException as exc:
             failed = pending.exception() if pending is not None and not pending.cancelled() else None
-            if failed is not None:  # waits for the commit in flight; a stage's error is raised, say this one too
+            if failed is not None and failed is not exc:  # waits for the commit in flight; say it failed too
                 log.error("batch run_id=%s: a batch's commit failed as well: %s", plan.run_id, failed)
             raise
     return n

@@ -101,3 +101,23 @@ def test_committed_batches_are_skipped_on_resume(fake_store: dict[str, RunState]
 
     batches.run_in_batches(_Engine(), _plan(3), 10, stage, lambda plan, k, n, rows: None)  # type: ignore[arg-type]
     assert staged == [2]
+
+
+def test_a_failed_stage_and_a_failed_commit_are_both_told(
+    fake_store: dict[str, RunState], caplog: pytest.LogCaptureFixture
+) -> None:
+    release = threading.Event()
+
+    def stage(plan: RunPlan, k: int, n: int) -> int:
+        if k == 1:
+            release.set()
+            raise RuntimeError("Spark failed")
+        return 0
+
+    def commit(plan: RunPlan, k: int, n: int, rows: int) -> None:
+        assert release.wait(WAIT_S)
+        raise RuntimeError("merge refused")
+
+    with pytest.raises(RuntimeError, match="Spark failed"):
+        batches.run_in_batches(_Engine(), _plan(3), 10, stage, commit)  # type: ignore[arg-type]
+    assert "a batch's commit failed as well: merge refused" in caplog.text
