@@ -7,6 +7,7 @@ chunked runs against PostgreSQL, Kafka and Spark).
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from contextlib import nullcontext
 from typing import Any
 
@@ -72,9 +73,8 @@ def test_no_batch_commits_after_a_failed_commit(fake_store: dict[str, RunState])
     assert committed == [0]
 
 
-def test_a_failed_stage_waits_for_the_commit_in_flight(fake_store: dict[str, RunState]) -> None:
-    release = threading.Event()
-    finished: list[int] = []
+def _stage_failing_in_batch_1(release: threading.Event) -> Callable[[RunPlan, int, int], int]:
+    """A stage that fails on batch 1, once it let batch 0's commit go on (``release``)."""
 
     def stage(plan: RunPlan, k: int, n: int) -> int:
         if k == 1:
@@ -82,13 +82,34 @@ def test_a_failed_stage_waits_for_the_commit_in_flight(fake_store: dict[str, Run
             raise RuntimeError("Spark failed")
         return 0
 
+    return stage
+
+
+def test_a_failed_stage_waits_for_the_commit_in_flight(fake_store: dict[str, RunState]) -> None:
+    release = threading.Event()
+    finished: list[int] = []
+
     def commit(plan: RunPlan, k: int, n: int, rows: int) -> None:
         assert release.wait(WAIT_S)
         finished.append(k)
 
     with pytest.raises(RuntimeError, match="Spark failed"):
-        batches.run_in_batches(_Engine(), _plan(3), 10, stage, commit)  # type: ignore[arg-type]
+        batches.run_in_batches(_Engine(), _plan(3), 10, _stage_failing_in_batch_1(release), commit)  # type: ignore[arg-type]
     assert finished == [0]  # batch 0's commit ended before the error left run_in_batches
+
+
+def test_a_failed_stage_and_a_failed_commit_are_both_told(
+    fake_store: dict[str, RunState], caplog: pytest.LogCaptureFixture
+) -> None:
+    release = threading.Event()
+
+    def commit(plan: RunPlan, k: int, n: int, rows: int) -> None:
+        assert release.wait(WAIT_S)
+        raise RuntimeError("merge refused")
+
+    with pytest.raises(RuntimeError, match="Spark failed"):
+        batches.run_in_batches(_Engine(), _plan(3), 10, _stage_failing_in_batch_1(release), commit)  # type: ignore[arg-type]
+    assert "a batch's commit failed as well: merge refused" in caplog.text
 
 
 def test_committed_batches_are_skipped_on_resume(fake_store: dict[str, RunState]) -> None:
@@ -101,23 +122,3 @@ def test_committed_batches_are_skipped_on_resume(fake_store: dict[str, RunState]
 
     batches.run_in_batches(_Engine(), _plan(3), 10, stage, lambda plan, k, n, rows: None)  # type: ignore[arg-type]
     assert staged == [2]
-
-
-def test_a_failed_stage_and_a_failed_commit_are_both_told(
-    fake_store: dict[str, RunState], caplog: pytest.LogCaptureFixture
-) -> None:
-    release = threading.Event()
-
-    def stage(plan: RunPlan, k: int, n: int) -> int:
-        if k == 1:
-            release.set()
-            raise RuntimeError("Spark failed")
-        return 0
-
-    def commit(plan: RunPlan, k: int, n: int, rows: int) -> None:
-        assert release.wait(WAIT_S)
-        raise RuntimeError("merge refused")
-
-    with pytest.raises(RuntimeError, match="Spark failed"):
-        batches.run_in_batches(_Engine(), _plan(3), 10, stage, commit)  # type: ignore[arg-type]
-    assert "a batch's commit failed as well: merge refused" in caplog.text
