@@ -81,7 +81,7 @@ def run_in_batches(
             if pending is not None:
                 pending.result()
         except BaseException as exc:
-            failed = pending.exception() if pending is not None and not pending.cancelled() else None
+            failed = pending.exception() if pending is not None else None  # nothing cancels a commit
             if failed is not None and failed is not exc:  # waits for the commit in flight; say it failed too
                 log.error("batch run_id=%s: a batch's commit failed as well: %s", plan.run_id, failed)
             raise
