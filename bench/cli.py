@@ -219,13 +219,22 @@ def main(argv: list[str] | None = None) -> int:
                 scaled["big"] = run(product, big_data[0], default, label="big_10m")
                 return scaled["big"]
 
+            def big_one_batch_case() -> Result:
+                # The same records as one batch: what the default batch_size (several merges of the
+                # same keys, docs/scale.md) costs on a topic whose keys are updated all through it.
+                if not big_data:
+                    raise RuntimeError("the 10 M product case did not run")
+                scaled["big_one_batch"] = run(product, big_data[0], default, label="big_10m_one_batch", batch_size=BIG)
+                return scaled["big_one_batch"]
+
             def big_reconcile_case() -> Result:
                 if not big_data:
                     raise RuntimeError("the 10 M product case did not run")
                 scaled["big_reconcile"] = run(reconcile_window, big_data[0], label="big_10m")
                 return scaled["big_reconcile"]
 
-            optional += [("big_10m", big_case), ("big_10m_reconcile", big_reconcile_case)]
+            optional += [("big_10m", big_case), ("big_10m_one_batch", big_one_batch_case),
+                         ("big_10m_reconcile", big_reconcile_case)]  # fmt: skip
         for label, thunk in optional:
             try:
                 results.append(thunk())
@@ -294,6 +303,14 @@ def main(argv: list[str] | None = None) -> int:
             at_n, at_big = prod.detail["peak_rss_mb"].get(group), big.detail["peak_rss_mb"].get(group, 0)
             if at_n:
                 ratios[f"peak RSS {group} at {BIG:,} ÷ at N (flat ≈ 1)"] = at_big / at_n
+    if "big_one_batch" in scaled:
+        one = scaled["big_one_batch"]
+        in_one = f"  the same {BIG / 1e6:g} M records in one batch, records/s ÷ {n / 1e6:g} M records/s"
+        ratios[in_one] = one.rate / prod.rate
+        if "big" in scaled:
+            checks[f"{BIG / 1e6:g} M records: one batch and the default batches leave the same target"] = {
+                k: one.detail[k] for k in ("rows", "checksum")
+            } == {k: scaled["big"].detail[k] for k in ("rows", "checksum")}
     if 1 in conc and 4 in conc:
         ratios["k = 4 concurrent runs, total records/s ÷ one run's"] = conc[4].rate / conc[1].rate
     if "jdbc" in peers:
