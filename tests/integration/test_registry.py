@@ -60,7 +60,8 @@ def test_schemas_register_and_records_round_trip_through_kafka(schema_registry, 
     producer = Producer(kafka_config)
     for schema, record in [(ORDER_V1, {"id": 1, "customer": "alice"}), (ORDER_V2, {"id": 2, "customer": "bob",
                                                                                     "status": "new"})]:  # fmt: skip
-        serialize = AvroSerializer(client, schema, conf={"auto.register.schemas": False, "use.latest.version": False})
+        conf = {"auto.register.schemas": False, "use.latest.version": False, "subject.name.strategy.type": "TOPIC"}
+        serialize = AvroSerializer(client, schema, conf=conf)  # test_avro_format says why TOPIC
         producer.produce(topic, serialize(record, SerializationContext(topic, MessageField.VALUE)))
     producer.flush(30)
 
