@@ -24,6 +24,15 @@ _CLIENT_EXTRA: Final = (
 )  # fmt: skip
 
 
+# Seconds per request unless the connection's extra sets ``timeout``: confluent-kafka's client
+# waits forever by default, and a registry that accepts a request and never answers (seen: a 404
+# of Apicurio's that never arrived) would hang the task instead of failing it for a retry.
+DEFAULT_TIMEOUT_S: Final = 30
+# Subjects are named by topic (<topic>-value), the pipeline's contract. confluent-kafka's serdes
+# otherwise first ask the registry for /associations, which only Confluent's registry serves.
+SUBJECTS_BY_TOPIC: Final[Mapping[str, str]] = {"subject.name.strategy.type": "TOPIC"}
+
+
 class RegistryError(ReprocessError):
     """The Schema Registry could not be reached or failed to answer; a retry may succeed."""
 
@@ -36,7 +45,9 @@ def client_config(raw: str | Mapping[str, Any]) -> dict[str, Any]:
     Examples
     --------
     >>> client_config('{"url": "https://r:8081", "login": "u", "password": "p", "extra": {"timeout": 5}}')
-    {'url': 'https://r:8081', 'basic.auth.user.info': 'u:p', 'timeout': 5}
+    {'url': 'https://r:8081', 'timeout': 5, 'basic.auth.user.info': 'u:p'}
+    >>> client_config('{"url": "http://r:8081"}')
+    {'url': 'http://r:8081', 'timeout': 30}
     """
     conn = json.loads(raw) if isinstance(raw, str) else dict(raw)
     url = conn.get("url")
@@ -46,7 +57,7 @@ def client_config(raw: str | Mapping[str, Any]) -> dict[str, Any]:
             f'{url!r}; e.g. AIRFLOW_CONN_SCHEMA_REGISTRY_DEFAULT=\'{{"conn_type": "http", "host": '
             '"https://registry:8081"}\''
         )
-    config: dict[str, Any] = {"url": str(url)}
+    config: dict[str, Any] = {"url": str(url), "timeout": DEFAULT_TIMEOUT_S}
     if conn.get("login"):
         config["basic.auth.user.info"] = f"{conn['login']}:{conn.get('password') or ''}"
     extra = conn.get("extra") or {}

@@ -16,6 +16,7 @@ from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any, Final
 
 from reprocess.core.spec import ColumnSpec, ColumnType, Encoding, Format, PipelineSpec, TombstoneMode
+from reprocess.kafka.registry import SUBJECTS_BY_TOPIC
 
 if TYPE_CHECKING:
     from confluent_kafka import Message
@@ -44,7 +45,7 @@ def avro_decoder(registry: Mapping[str, Any], topic: str) -> Decode:
     from confluent_kafka.schema_registry.avro import AvroDeserializer
     from confluent_kafka.serialization import MessageField, SerializationContext
 
-    deserialize = AvroDeserializer(SchemaRegistryClient(dict(registry)))
+    deserialize = AvroDeserializer(SchemaRegistryClient(dict(registry)), conf=dict(SUBJECTS_BY_TOPIC))
     contexts = {
         False: SerializationContext(topic, MessageField.VALUE),
         True: SerializationContext(topic, MessageField.KEY),

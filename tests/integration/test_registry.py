@@ -68,7 +68,8 @@ def test_schemas_register_and_records_round_trip_through_kafka(schema_registry, 
     records = _read(kafka_config, topic, 2)
     # Confluent wire format: magic byte 0, the schema id (big-endian int32), then Avro binary.
     assert [(m.value()[0], struct.unpack(">I", m.value()[1:5])[0]) for m in records] == [(0, v1), (0, v2)]
-    deserialize = AvroDeserializer(client)  # the writer schema comes from the registry by id
+    # The writer schema comes from the registry by id; subjects by topic (test_avro_format says why).
+    deserialize = AvroDeserializer(client, conf={"subject.name.strategy.type": "TOPIC"})
     decoded = [deserialize(m.value(), SerializationContext(topic, MessageField.VALUE)) for m in records]
     assert decoded == [{"id": 1, "customer": "alice"}, {"id": 2, "customer": "bob", "status": "new"}]
 
@@ -101,7 +102,7 @@ def test_debezium_change_events_as_avro_through_the_registry(
     topic = f"{prefix}.public.{table}"
     records = _read(kafka_config, topic, 4)
     client = SchemaRegistryClient({"url": schema_registry})
-    deserialize = AvroDeserializer(client)
+    deserialize = AvroDeserializer(client, conf={"subject.name.strategy.type": "TOPIC"})
 
     def decode(raw: bytes | None, field: MessageField) -> Any:
         return None if raw is None else deserialize(raw, SerializationContext(topic, field))

@@ -111,7 +111,8 @@ def test_only_a_debezium_rows_values_may_be_left_out_and_the_stage_lists_them():
 
 def test_the_registry_connection_becomes_the_client_config():
     assert client_config({"url": "https://r/apis/ccompat/v7", "login": None, "extra": {"ssl.ca.location": "/ca",
-                          "bogus": 1}}) == {"url": "https://r/apis/ccompat/v7", "ssl.ca.location": "/ca"}  # fmt: skip
+                          "bogus": 1}}) == {"url": "https://r/apis/ccompat/v7", "ssl.ca.location": "/ca",
+                                            "timeout": 30}  # fmt: skip
     with pytest.raises(SpecError, match="host to the registry's URL"):
         client_config({"url": "registry:8081"})
 
@@ -126,5 +127,6 @@ def test_validate_reads_the_registry_connection_from_the_environment(monkeypatch
     assert registry_from_env(spec) is None
     monkeypatch.setenv("AIRFLOW_CONN_MY_REGISTRY", '{"conn_type": "http", "host": "http://r:1/apis/ccompat/v7", '
                        '"login": "u", "password": "p"}')  # fmt: skip
-    assert registry_from_env(spec) == {"url": "http://r:1/apis/ccompat/v7", "basic.auth.user.info": "u:p"}
+    expected = {"url": "http://r:1/apis/ccompat/v7", "basic.auth.user.info": "u:p", "timeout": 30}
+    assert registry_from_env(spec) == expected
     assert registry_from_env(PipelineSpec.from_mapping(_cdc())) is None  # JSON-encoded: no registry
