@@ -29,7 +29,7 @@ _CLIENT_EXTRA: Final = (
 # of Apicurio's that never arrived) would hang the task instead of failing it for a retry.
 DEFAULT_TIMEOUT_S: Final = 30
 # Subjects are named by topic (<topic>-value), the pipeline's contract. confluent-kafka's serdes
-# otherwise first ask the registry for /associations, which only Confluent's registry serves.
+# otherwise first ask the registry for /associations, which Apicurio does not serve.
 SUBJECTS_BY_TOPIC: Final[Mapping[str, str]] = {"subject.name.strategy.type": "TOPIC"}
 
 
