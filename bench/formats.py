@@ -38,11 +38,11 @@ def _avro_encoder(topic: str) -> Encoder:
     from confluent_kafka.serialization import MessageField, SerializationContext
 
     from devstack import registry
+    from reprocess.kafka.registry import SUBJECTS_BY_TOPIC
 
     registry.start()
-    # TOPIC ("<topic>-value"): the default strategy asks the registry for /associations, which Apicurio does not serve.
-    serializer = AvroSerializer(SchemaRegistryClient({"url": registry.ccompat_url()}), json.dumps(AVRO_SCHEMA),
-                                conf={"subject.name.strategy.type": "TOPIC"})  # fmt: skip
+    client = SchemaRegistryClient({"url": registry.ccompat_url()})
+    serializer = AvroSerializer(client, json.dumps(AVRO_SCHEMA), conf=dict(SUBJECTS_BY_TOPIC))
     ctx = SerializationContext(topic, MessageField.VALUE)
 
     def encode(_i: int, _key: str, body: dict[str, Any] | None) -> bytes | None:
