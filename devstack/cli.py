@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
-from devstack import connect, java, kafka_connect, postgres, registry
+from devstack import connect, java, kafka_connect, postgres, registry, standalone
 from devstack.broker import Broker
 from devstack.process import ServiceError
 
@@ -24,6 +25,18 @@ def services() -> dict[str, tuple[Callable[[], None], Callable[[], None], Callab
         "spark-connect": (connect.start, connect.stop, connect.running),
         "kafka-connect": (kafka_connect.start, kafka_connect.stop, kafka_connect.running),
         "registry": (registry.start, registry.stop, registry.running),
+    }
+
+
+def service_logs() -> dict[str, list[Path]]:
+    """service → its log files: what a failed test's report shows beside its error (scripts/test_report.py)."""
+    return {
+        "postgres": [postgres.log()],
+        "kafka": [Broker.default().log],
+        "spark-connect": [connect.log(), connect.home() / "warm-up.log"],
+        "kafka-connect": [kafka_connect.log()],
+        "registry": [registry.log()],
+        "spark-cluster": standalone.logs(),
     }
 
 

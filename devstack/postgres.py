@@ -94,8 +94,12 @@ def _own_state() -> None:
             os.lchown(name, uid, gid)
 
 
+def log() -> Path:
+    return pg_dir() / "postgres.log"
+
+
 def start() -> None:
-    data, log, run = data_dir(), pg_dir() / "postgres.log", pg_dir() / "run"
+    data, log_file, run = data_dir(), log(), pg_dir() / "run"
     if running():
         print(f"postgres: already running on 127.0.0.1:{port()}")
         return
@@ -125,9 +129,9 @@ def start() -> None:
     # test) is invalidated past 1 GB instead of filling the disk. On the command line, so a data
     # dir made before these settings gets them too.
     opts = f"-h 127.0.0.1 -p {port()} -k {run} -c wal_level=logical -c max_slot_wal_keep_size=1GB"
-    result = run_pg("pg_ctl", "-D", str(data), "-l", str(log), "-o", opts, "-w", "-t", "60", "start")
+    result = run_pg("pg_ctl", "-D", str(data), "-l", str(log_file), "-o", opts, "-w", "-t", "60", "start")
     if result.returncode != 0:
-        raise ServiceError(f"postgres: pg_ctl start failed:\n{result.stdout}{result.stderr}\n{log_tail(log)}")
+        raise ServiceError(f"postgres: pg_ctl start failed:\n{result.stdout}{result.stderr}\n{log_tail(log_file)}")
     create_databases(secret)
     print(f"postgres: started on 127.0.0.1:{port()} (data {data})")
 

@@ -81,6 +81,11 @@ def _log(name: str) -> Path:
     return home() / "logs" / f"{name}.log"
 
 
+def logs() -> list[Path]:
+    """The master's and the workers' logs (none before the first start)."""
+    return sorted((home() / "logs").glob("*.log"))
+
+
 def worker_host(i: int) -> str:
     """Worker ``i``'s host: its own loopback address, so the two workers are two hosts to Spark."""
     return f"127.0.0.{i + 1}"

@@ -5,23 +5,29 @@
 #   standalone cluster: services only they use, some of which they stop), one at a time; its
 #   output is printed when it ends;
 # - then the `serial` tests alone (they restart or kill a service every test uses).
+# Each part writes JUnit XML and its output into $REPROCESS_STATE_DIR/test-reports/ (emptied first).
+# When a part fails, scripts/test_report.py prints each failed test's id, the end of its error and
+# its services' log lines of the same seconds, and keeps those logs there too.
 # Arguments go to every pytest run. REPROCESS_TEST_WORKERS=0 runs the first part in one process.
 set -u
-lane_log="$(mktemp "${TMPDIR:-/tmp}/reprocess-lane.XXXXXX")"
-trap 'rm -f "$lane_log"' EXIT
-python -m pytest -m lane --durations=5 "$@" >"$lane_log" 2>&1 &
+reports="${REPROCESS_STATE_DIR:-.state}/test-reports"
+rm -rf "$reports" && mkdir -p "$reports"
+# xunit1: the XML keeps each test's properties (its id, start time and services).
+junit=(-o junit_family=xunit1 --junitxml)
+python -m pytest -m lane --durations=5 "${junit[@]}" "$reports/lane.xml" "$@" >"$reports/lane.out" 2>&1 &
 lane_pid=$!
 # A crashed worker stops the run (no replacement: a replaced worker can leave the run waiting).
 # Files are handed out in collection order, the long ones first (tests/conftest.py LONG_FILES).
 python -m pytest -n "${REPROCESS_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder --max-worker-restart=0 \
-  -m "not serial and not lane" --durations=15 "$@"
-parallel=$?
+  -m "not serial and not lane" --durations=15 "${junit[@]}" "$reports/parallel.xml" "$@" 2>&1 | tee "$reports/parallel.out"
+parallel=${PIPESTATUS[0]}
 wait "$lane_pid"
 lane=$?
 echo "---- the lane tests (run beside the parallel part) ----"
-cat "$lane_log"
-python -m pytest -m serial --durations=5 "$@"
-serial=$?
+cat "$reports/lane.out"
+python -m pytest -m serial --durations=5 "${junit[@]}" "$reports/serial.xml" "$@" 2>&1 | tee "$reports/serial.out"
+serial=${PIPESTATUS[0]}
+python scripts/test_report.py "$reports" parallel=$parallel lane=$lane serial=$serial
 # 5: no test collected (e.g. PYTEST_ARGS named only tests of another part).
 [[ $parallel -eq 5 ]] && parallel=0
 [[ $lane -eq 5 ]] && lane=0

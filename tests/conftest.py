@@ -20,6 +20,7 @@ import shutil
 import subprocess
 import uuid
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +69,26 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.lane)
     rank = {name: i for i, name in enumerate(LONG_FILES)}
     items.sort(key=lambda item: rank.get(item.path.name, len(LONG_FILES)))  # stable: the rest keep their order
+
+
+# The services a failed test's report shows the logs of (scripts/test_report.py): every test reads
+# through the first three; the others only when the test asks for their fixture.
+SHARED_SERVICES = ("postgres", "kafka", "spark-connect")
+SERVICE_FIXTURES = {
+    "kafka_connect": "kafka-connect", "debezium_connector": "kafka-connect", "schema_registry": "registry",
+    "cluster": "spark-cluster",
+}  # fmt: skip
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Record in the JUnit XML the test's id, when it started and which services it used, so the
+    report of a failure can show those services' log lines of the same seconds."""
+    fixtures = set(getattr(item, "fixturenames", ()))
+    extra = sorted({service for name, service in SERVICE_FIXTURES.items() if name in fixtures})
+    item.user_properties.append(("nodeid", item.nodeid))
+    item.user_properties.append(("started", datetime.now().isoformat(timespec="seconds")))
+    item.user_properties.append(("services", " ".join((*SHARED_SERVICES, *extra))))
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
