@@ -46,6 +46,16 @@ from reprocess.core.errors import OrderingError, SpecError
 
 LINEAGE_ORDER: Final = ("_kafka_topic", "_kafka_partition", "_kafka_offset")
 
+# Debezium envelope positions that are not commit-ordered, and what ordering by one loses. Kafka
+# order within the key's partition is what Debezium's own sinks follow: the default, ``offset``.
+UNORDERED_POSITIONS: Final = {
+    "$source.lsn": "it is the WAL position of the change, not of its commit: a transaction open while the connector "
+    "snapshots commits its update at a position below the snapshot's read of the same row, and the older read "
+    "then wins for good",
+    "$source.pos": "it is the byte offset inside the current MySQL binlog file and starts small again in every new "
+    "file, so the changes after a rotation lose to older ones",
+}
+
 
 class OrderingMode(enum.StrEnum):
     """How "newer" is decided when two records carry the same key."""

@@ -412,8 +412,9 @@ class _SpecParser:
         if fmt is Format.DEBEZIUM and ordering.column is not None and not self.paths[ordering.column].startswith("$"):
             raise self.fail(
                 "ordering.column",
-                f"a debezium pipeline orders by the source position, which its deletes carry too: map "
-                f"{ordering.column!r} to an envelope path such as $source.lsn (PostgreSQL) or $source.pos (MySQL)",
+                f"a debezium pipeline's deletes carry no row to read {ordering.column!r} from: order it by offset "
+                "(the default, as Debezium's own sinks do; a key's changes stay in order on its partition), or map "
+                f"{ordering.column!r} to a commit-ordered envelope path ($...)",
             )
         if mode is TombstoneMode.DELETE and ordering.column is not None and fmt is not Format.DEBEZIUM:
             raise self.fail(

@@ -3,12 +3,16 @@ or without ``schemas.enable``: both are read, the envelope sits under ``payload`
 or, with ``encoding: avro``, an Avro converter in the Confluent wire format.
 
 - ``op`` ``r`` (snapshot read), ``c``, ``u``: the row is ``after``; value columns' paths are paths
-  into it. ``$op``, ``$ts_ms`` and ``$source.<field>`` read the envelope (e.g. ``$source.lsn``, the
-  PostgreSQL position the pipeline orders by), ``$key…``/``$headers…``/metadata the record.
-- ``op: d`` deletes its key through the replay-safe deletion markers, ordered by the same
-  position as the rows: an older slice replayed later, or an event the connector resends after
-  a restart, never wins. Its key columns come from ``before`` (the key under any replica
-  identity), else from the Kafka key (``{"id": 5}``, its ``schema``/``payload`` form, or Avro).
+  into it. ``$op``, ``$ts_ms`` and ``$source.<field>`` read the envelope (e.g. ``$source.lsn``),
+  ``$key…``/``$headers…``/metadata the record.
+- Order: Kafka offset by default, the order Debezium's own sinks apply (a key's changes stay on
+  its partition, in commit order; a re-snapshot or a re-sent event comes later in the log with
+  the row as it is then). A WAL position is not commit-ordered
+  (:data:`reprocess.core.ordering.UNORDERED_POSITIONS`).
+- ``op: d`` deletes its key through the replay-safe deletion markers, ordered as the rows are:
+  an older slice replayed later never wins. Its key columns come from ``before`` (the key under
+  any replica identity), else from the Kafka key (``{"id": 5}``, its ``schema``/``payload`` form,
+  or Avro).
 - The Kafka tombstone after a delete is for log compaction only; under column ordering it has
   no position, so it is a deletion marker at the lowest possible one: it deletes nothing a
   positioned event wrote (the ``d`` before it did the delete) and resurrects nothing.

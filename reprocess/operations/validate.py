@@ -21,6 +21,7 @@ import yaml
 from sqlalchemy import Engine
 
 from reprocess.core.errors import SpecError
+from reprocess.core.ordering import UNORDERED_POSITIONS
 from reprocess.core.sample import SampleRecord, SampleResult
 from reprocess.core.spec import PipelineSpec, spec_schema
 from reprocess.postgres.evolve import table_diff
@@ -117,7 +118,26 @@ def validate_offline(paths: Iterable[Path]) -> Report:
                 )
             )
         seen.setdefault(spec.name, spec.source_file)
+        report.findings += _ordering(spec)
     return report
+
+
+def _ordering(spec: PipelineSpec) -> list[Finding]:
+    """A warning for a pipeline ordered by an envelope position that is not commit-ordered."""
+    column = next((c for c in spec.columns if c.name == spec.ordering.column), None)
+    why = UNORDERED_POSITIONS.get(column.path) if column is not None else None
+    if column is None or why is None:
+        return []
+    return [
+        Finding(
+            spec.source_file,
+            "ordering",
+            Severity.WARNING,
+            f"ordering by {column.name!r} ({column.path}) can keep an older row: {why}",
+            "use `ordering: offset` (the default, the Kafka order Debezium's own sinks follow); changing a "
+            "pipeline's ordering takes a run with mode=rebuild",
+        )
+    ]
 
 
 def _spec_files(paths: Iterable[Path], report: Report) -> list[Path]:
@@ -335,7 +355,8 @@ def _table(spec: PipelineSpec, engine: Engine) -> list[Finding]:
 
 def format_findings(report: Report) -> str:
     lines = [f.render() for f in report.findings]
-    errors = len(report.errors)
+    errors, warnings = len(report.errors), len(report.findings) - len(report.errors)
     verdict = "no problems" if not errors else f"{errors} problem(s)"
+    verdict += f", {warnings} warning(s)" if warnings else ""
     lines.append(f"{len(report.specs)} valid spec(s); {verdict}")
     return "\n".join(lines)

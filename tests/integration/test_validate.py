@@ -63,6 +63,23 @@ def test_broken_spec_prints_every_problem_with_its_fix_and_exits_1(tmp_path):
     assert "'v'" in ruled["findings"][0]["problem"]
 
 
+def test_a_debezium_spec_ordered_by_the_wal_position_is_warned_with_the_fix(tmp_path):
+    path = tmp_path / "cdc.yaml"
+    path.write_text(yaml.safe_dump({
+        "name": "cdc", "format": "debezium", "topics": ["t"], "key": ["id"],
+        "ordering": {"mode": "column", "column": "lsn"},
+        "columns": {"id": "integer", "lsn": {"type": "bigint", "path": "$source.lsn", "required": True}},
+    }))  # fmt: skip
+
+    out = _validate("--offline", "--json", str(path))
+
+    assert out.returncode == 0, out.stdout + out.stderr  # a warning fails nothing
+    findings = json.loads(out.stdout)["findings"]
+    assert [(f["check"], f["severity"]) for f in findings] == [("ordering", "warning")]
+    assert "not of its commit" in findings[0]["problem"] and "`ordering: offset`" in findings[0]["fix"]
+    assert "1 warning(s)" in _validate("--offline", str(path)).stdout
+
+
 def test_online_findings_topic_sample_and_table_and_the_dry_run_shows_them(kafka_config, engine, unique_name):
     topic = unique_name
     spec = orders_spec(unique_name, topic)
