@@ -22,6 +22,7 @@ from pathlib import Path
 
 from devstack.cli import service_logs
 
+MESSAGE_LINES = 3  # the error's first lines (what was expected), then its last (where it was raised)
 ERROR_LINES = 30
 LOG_LINES = 25
 SERVICE_LOG_TAIL_BYTES = 4_000_000
@@ -38,6 +39,7 @@ class Failure:
     part: str
     test_id: str
     kind: str  # failure | error
+    message: str
     text: str
     seconds: float
     started: datetime | None
@@ -67,6 +69,7 @@ def failures(xml_file: Path, part: str) -> list[Failure]:
                 part=part,
                 test_id=test_id,
                 kind=bad.tag,
+                message=(bad.get("message") or "").strip(),
                 text=(bad.text or bad.get("message") or "").strip(),
                 seconds=float(case.get("time") or 0),
                 started=datetime.fromisoformat(started) if started else None,
@@ -112,7 +115,13 @@ def slug(test_id: str) -> str:
 def report_failure(failure: Failure, reports: Path) -> None:
     where = f", started {failure.started:%H:%M:%S}" if failure.started else ""
     print(f"\n{failure.kind.upper()} {failure.test_id}  ({failure.part} part, {failure.seconds:.1f} s{where})")
-    for line in failure.text.splitlines()[-ERROR_LINES:]:
+    head = failure.message.splitlines()[:MESSAGE_LINES]
+    for line in head:
+        print(f"  > {line[:300]}")
+    tail = failure.text.splitlines()[-ERROR_LINES:]
+    if head and tail:
+        print("  | ...")
+    for line in tail:
         print(f"  | {line}")
     window = failure.window
     if window is None:

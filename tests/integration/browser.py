@@ -152,11 +152,23 @@ class Browser:
             f".find(e => !e.disabled && e.getClientRects().length"
             f" && ({json.dumps(text)} === null || e.innerText.trim() === {json.dumps(text)}))"
         )
-        self.wait_for(find, f"{selector} {text or ''}".strip())
-        x, y = self.eval(
-            f"(() => {{ const e = {find}; e.scrollIntoView({{block: 'center'}});"
-            " const r = e.getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; })()"
+        what = f"{selector} {text or ''}".strip()
+        self.wait_for(find, what)
+        # Its centre, when nothing covers it there. A page still rendering moves its elements: a
+        # click at where the element was lands on what took its place (seen under load: the DAG's
+        # tabs moved down as its header filled in, and the click hit the chart below them).
+        centre = (
+            f"(() => {{ const e = {find}; if (!e) return null; e.scrollIntoView({{block: 'center'}});"
+            " const r = e.getBoundingClientRect(), x = r.x + r.width / 2, y = r.y + r.height / 2;"
+            " const hit = document.elementFromPoint(x, y); return hit && e.contains(hit) ? [x, y] : null; })()"
         )
+        deadline, last = time.monotonic() + 45, None
+        while (point := self.eval(centre)) is None or point != last:  # the same place twice, 0.2 s apart
+            if time.monotonic() > deadline:
+                raise BrowserError(f"{what} never held still where it can be clicked on {self.url()}")
+            last = point
+            time.sleep(0.2)
+        x, y = point
         for kind in ("mouseMoved", "mousePressed", "mouseReleased"):
             self.send("Input.dispatchMouseEvent", type=kind, x=x, y=y, button="left", clickCount=1)
 
