@@ -43,15 +43,21 @@ def library_fingerprint() -> str:
     >>> len(library_fingerprint()) == 16 and library_fingerprint() == library_fingerprint()
     True
     """
-    digest = hashlib.sha256()
+    # Each file is named by the package that imports it, never by where it lies: a checkout maps
+    # the top-level spark_apps/ and sql/ into the package, a wheel holds them inside reprocess/,
+    # and the two installs of one commit must give one fingerprint. The mapped packages go first,
+    # so a wheel's reprocess/spark_apps/… is named as the checkout's spark_apps/… is.
+    named: dict[str, Path] = {}
     seen: set[Path] = set()
-    for package in ("reprocess", "reprocess.spark_apps", "reprocess.sql"):
+    for package in ("reprocess.spark_apps", "reprocess.sql", "reprocess"):
         root = Path(str(files(package)))
-        for path in sorted(root.rglob("*")):
+        for path in root.rglob("*"):
             if path.is_file() and "__pycache__" not in path.parts and path.resolve() not in seen:
                 seen.add(path.resolve())
-                name = f"{package}/{path.relative_to(root).as_posix()}"
-                digest.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
+                named[f"{package}/{path.relative_to(root).as_posix()}"] = path
+    digest = hashlib.sha256()
+    for name in sorted(named):
+        digest.update(name.encode() + b"\0" + named[name].read_bytes() + b"\0")
     return digest.hexdigest()[:16]
 
 

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 import devstack.wheel
+from reprocess.spark.connect import library_fingerprint
 from tests.integration import airflow_http
 from tests.integration.helpers import REPO_ROOT
 
@@ -58,6 +59,9 @@ globals().update(dags_from_specs({specs!r}))
 
 # plugins/reprocess_plugin.py as the repository had it before the entry point registered the plugin.
 OLD_SHIM = "from reprocess.airflow.plugin import ReprocessPlugin\n\n__all__ = ['ReprocessPlugin']\n"
+
+
+FINGERPRINT = "from reprocess.spark.connect import library_fingerprint; print(library_fingerprint())"
 
 
 def _fresh_database(name: str) -> str:
@@ -103,6 +107,10 @@ def test_wheel_carries_migrations_and_entry_point_and_the_dag_file_runs_from_it(
     assert found["applied"] == shipped and found["applied_again"] == []
     assert found["import_errors"] == {}
     assert Path(found["app"]).is_relative_to(installed) and Path(found["job"]).is_relative_to(installed)
+    # The Spark Connect server's library check: the wheel's code is the checkout's, so its
+    # fingerprint is too (the checkout maps spark_apps/ and sql/ into the package; the wheel holds them).
+    fingerprint = subprocess.run([python, "-c", FINGERPRINT], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert fingerprint.stdout.strip() == library_fingerprint(), fingerprint.stderr[-2000:]
     # The entry point runs as spark-submit runs it: as a script, from the installed folder.
     usage = subprocess.run([str(python), found["app"]], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert "usage: run_job.py module:function" in usage.stderr, usage.stderr
