@@ -27,8 +27,11 @@ from reprocess.core.ordering import Ordering
 SPEC_FIELDS: Final = frozenset({
     "name", "description", "topics", "consumer_group", "key", "columns", "target_table", "ordering", "tombstones",
     "batch_size", "max_record_bytes", "max_dead_letter_ratio", "schedule", "reconcile", "owner", "tags", "format",
-    "where", "transform", "transform_version", "encoding", "schema_registry",
+    "where", "transform", "transform_version", "encoding", "schema_registry", "unavailable_value_placeholder",
 })  # fmt: skip
+# What Debezium writes for a value it did not read (an unchanged TOASTed value), unless the
+# connector's `unavailable.value.placeholder` says otherwise; the spec's setting of that name follows it.
+DEBEZIUM_PLACEHOLDER: Final = "__debezium_unavailable_value"
 SCHEMA_FILE: Final = "spec.schema.json"
 # The bookkeeping schemas (runs and ledger, stages, deletion markers): never a pipeline's target.
 RESERVED_SCHEMAS: Final = frozenset({"reprocess", "reprocess_stage", "reprocess_deleted"})
@@ -132,6 +135,7 @@ class PipelineSpec:
     format: Format = Format.JSON
     encoding: Encoding = Encoding.JSON  # the value's serialization (``avro`` for the avro format)
     schema_registry: str = DEFAULT_REGISTRY_CONN  # the Airflow connection of the Schema Registry
+    unavailable_value_placeholder: str = DEBEZIUM_PLACEHOLDER  # debezium: the connector's placeholder text
     tombstones: TombstoneMode = TombstoneMode.DEAD_LETTER
     batch_size: int = 1_000_000
     max_record_bytes: int = 1_048_576
@@ -220,6 +224,8 @@ class PipelineSpec:
             derives["transform"] = [self.transform.function, self.transform.version]
         if self.format is not Format.JSON:  # json specs keep the fingerprint they always had
             derives["format"] = [self.format.value, self.encoding.value]
+        if self.unavailable_value_placeholder != DEBEZIUM_PLACEHOLDER:  # likewise debezium specs without one
+            derives["placeholder"] = self.unavailable_value_placeholder
         return hashlib.sha256(json.dumps(derives, sort_keys=True).encode()).hexdigest()[:16]
 
     def as_dict(self) -> dict[str, Any]:
@@ -242,6 +248,7 @@ class PipelineSpec:
             "format": self.format.value,
             "encoding": self.encoding.value,
             "schema_registry": self.schema_registry,
+            **({"unavailable_value_placeholder": self.unavailable_value_placeholder} if self.unchanged_columns else {}),
             "tombstones": self.tombstones.value,
             "batch_size": self.batch_size,
             "max_record_bytes": self.max_record_bytes,
@@ -332,6 +339,7 @@ class _SpecParser:
             format=fmt,
             encoding=encoding,
             schema_registry=self.registry(raw),
+            unavailable_value_placeholder=self.placeholder(raw, fmt),
             tombstones=tombstones,
             batch_size=self.positive_int(raw, "batch_size", 1_000_000),
             max_record_bytes=self.positive_int(raw, "max_record_bytes", 1_048_576),
@@ -388,6 +396,20 @@ class _SpecParser:
         except ValueError:
             raise self.fail("encoding", f"{raw.get('encoding')!r} is not 'json' or 'avro'") from None
         return fmt, encoding
+
+    def placeholder(self, raw: Mapping[str, Any], fmt: Format) -> str:
+        """The text that marks a value the connector left out (its ``unavailable.value.placeholder``)."""
+        if "unavailable_value_placeholder" not in raw:
+            return DEBEZIUM_PLACEHOLDER
+        value = raw["unavailable_value_placeholder"]
+        if fmt is not Format.DEBEZIUM:
+            raise self.fail("unavailable_value_placeholder", f"only a debezium pipeline has one; format {fmt.value}")
+        if not isinstance(value, str) or not value:
+            raise self.fail(
+                "unavailable_value_placeholder",
+                f"must be the connector's unavailable.value.placeholder text, got {value!r}",
+            )
+        return value
 
     def registry(self, raw: Mapping[str, Any]) -> str:
         conn_id = raw.get("schema_registry", DEFAULT_REGISTRY_CONN)

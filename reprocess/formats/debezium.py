@@ -21,8 +21,9 @@ or, with ``encoding: avro``, an Avro converter in the Confluent wire format.
 - ``op: t`` (truncate) fails the run with a clear error: it names no keys, so the per-key markers
   cannot order it against a replay, and skipping it would keep rows the source no longer has
   (reconciliation compares with Kafka, so it could not notice). The error says what to do.
-- A column holding ``__debezium_unavailable_value`` (an unchanged TOASTed value under REPLICA
-  IDENTITY DEFAULT: PostgreSQL does not send it) is left out, never written: it is listed in
+- A column holding the connector's placeholder (``__debezium_unavailable_value``, or the spec's
+  ``unavailable_value_placeholder`` for a connector that sets another; an unchanged TOASTed value
+  under REPLICA IDENTITY DEFAULT: PostgreSQL does not send it) is left out, never written: it is listed in
   ``_unchanged`` (:data:`~reprocess.core.stage_rows.UNCHANGED`), the stage keeps the value of
   the key's newest record in the range that sent one (:func:`reprocess.spark.transform.to_stage`),
   else the merge keeps the target row's current value (:func:`reprocess.postgres.target.merge_sql`).
@@ -51,7 +52,6 @@ from reprocess.formats.record_parts import KEY_JSON
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-UNAVAILABLE: Final = "__debezium_unavailable_value"
 _VALUE, _KEY = "_dv", "_dk"  # Avro version prefixes of the value and the key
 _OPS: Final = "('c', 'r', 'u', 'd')"
 # The lowest value of each Spark type: a tombstone's position under column ordering.
@@ -197,7 +197,8 @@ def _left_out(spec: PipelineSpec) -> dict[int, str]:
     """Per column that an event may leave out, the Spark SQL saying it did (its raw text is the
     placeholder): its type is not checked then, and its value is NULL."""
     indices = [i for i, c in enumerate(spec.columns) if c.name in spec.unchanged_columns]
-    return {i: f"({json.raw_name(i)} <=> {sql_string(UNAVAILABLE)})" for i in indices}
+    placeholder = sql_string(spec.unavailable_value_placeholder)
+    return {i: f"({json.raw_name(i)} <=> {placeholder})" for i in indices}
 
 
 def _without_left_out(parsed: DataFrame, spec: PipelineSpec) -> DataFrame:

@@ -81,8 +81,9 @@ def _wait_for(kafka_config: dict[str, Any], topic: str, marker: bytes, seconds: 
     raise AssertionError(f"no change event holding {marker!r} reached {topic} in {seconds:.0f}s")
 
 
-def _spec(name: str, topic: str, encoding: str, by_lsn: bool = False) -> PipelineSpec:
-    """The pipeline of the table, in the default (Kafka offset) order, or ``by_lsn``."""
+def _spec(name: str, topic: str, encoding: str, by_lsn: bool = False, **settings: Any) -> PipelineSpec:
+    """The pipeline of the table, in the default (Kafka offset) order, or ``by_lsn``; ``settings``
+    are further spec fields."""
     raw = {
         "name": name, "topics": [topic], "format": "debezium", "encoding": encoding, "key": ["id"],
         "target_table": f"{name}.orders",
@@ -92,6 +93,7 @@ def _spec(name: str, topic: str, encoding: str, by_lsn: bool = False) -> Pipelin
     }  # fmt: skip
     if by_lsn:
         raw["ordering"] = {"mode": "column", "column": "lsn"}
+    raw.update(settings)
     path = Path(os.environ["REPROCESS_PIPELINES_DIR"]) / f"{name}.yaml"
     path.write_text(yaml.safe_dump(raw))
     return PipelineSpec.from_file(path)
@@ -312,3 +314,32 @@ def test_a_transaction_open_across_a_re_snapshot_keeps_its_update_under_the_defa
     again = commit_run(engine, default, f"{default.name}-2")
     assert (again.rows_upserted, again.rows_deleted) == (0, 0)
     assert _target_rows(engine, default) == expected
+
+
+def test_a_connector_s_own_placeholder_named_in_the_spec_keeps_the_large_value(
+    debezium_connector, kafka_config, engine, unique_name
+):
+    """A connector whose ``unavailable.value.placeholder`` is not Debezium's default: the spec names
+    it, and an update that leaves the large value unchanged keeps the value the insert sent."""
+    table, prefix, placeholder = unique_name, f"dbz_{unique_name}", "<unchanged-toast>"
+    topic = f"{prefix}.public.{table}"
+    _source(
+        f"CREATE TABLE public.{table} (id int PRIMARY KEY, customer text NOT NULL, amount numeric(10, 2), "
+        "status text, notes text)",
+        f"ALTER TABLE public.{table} ALTER COLUMN notes SET STORAGE EXTERNAL",
+    )
+    config = debezium.connector_config(unique_name, [f"public.{table}"], prefix, **{
+        "decimal.handling.mode": "string", "unavailable.value.placeholder": placeholder})  # fmt: skip
+    debezium_connector(unique_name, config)
+    _source(f"INSERT INTO public.{table} SELECT i, 'c' || i, i, 'new', {LARGE_I} FROM generate_series(1, 3) i")
+    _source(f"UPDATE public.{table} SET status = 'paid' WHERE id IN (1, 2)")  # notes unchanged: the placeholder
+    _source(f"INSERT INTO public.{table} VALUES ({SENTINEL}, 'sentinel', 0, 'end', NULL)")
+    _wait_for(kafka_config, topic, b"sentinel")
+    updates = [e for _, e in _events(kafka_config, topic) if e and e["op"] == "u"]
+    assert [e["after"]["notes"] for e in updates] == [placeholder, placeholder]  # what the connector sent
+
+    spec = _spec(unique_name, topic, "json", unavailable_value_placeholder=placeholder)
+    plan_run(engine, kafka_config, spec, RunRequest.incremental(), f"{unique_name}-1")
+    run_spark_stage(spec, f"{unique_name}-1")
+    assert commit_run(engine, spec, f"{unique_name}-1").dead_letters == 0
+    assert _target_rows(engine, spec) == _source_rows(table)

@@ -37,6 +37,10 @@ def test_the_fingerprint_changes_with_the_format_but_not_for_json_specs():
     assert PipelineSpec.from_mapping(json_spec).fingerprint == PipelineSpec.from_mapping(
         {**json_spec, "format": "json"}).fingerprint  # fmt: skip
     assert PipelineSpec.from_mapping(_cdc()).fingerprint != PipelineSpec.from_mapping(_cdc(encoding="avro")).fingerprint
+    # Debezium's own placeholder, written out or not, keeps the fingerprint; another one changes it.
+    default = PipelineSpec.from_mapping(_cdc(unavailable_value_placeholder="__debezium_unavailable_value"))
+    assert default.fingerprint == PipelineSpec.from_mapping(_cdc()).fingerprint
+    assert PipelineSpec.from_mapping(_cdc(unavailable_value_placeholder="<t>")).fingerprint != default.fingerprint
 
 
 @pytest.mark.parametrize(
@@ -45,7 +49,19 @@ def test_the_fingerprint_changes_with_the_format_but_not_for_json_specs():
         (_cdc(tombstones="dead_letter"), "field 'tombstones': a debezium pipeline deletes"),
         (
             _cdc(columns={"id": "bigint", "lsn": {"type": "bigint", "required": True}}),
-            "field 'ordering.column': a debezium pipeline orders by the source position",
+            "field 'ordering.column': a debezium pipeline's deletes carry no row to read 'lsn' from: order it by "
+            "offset",
+        ),
+        (_cdc(unavailable_value_placeholder=""), "field 'unavailable_value_placeholder': must be the connector's"),
+        (
+            {
+                "name": "p",
+                "topics": ["t"],
+                "key": ["id"],
+                "columns": {"id": "text"},
+                "unavailable_value_placeholder": "x",
+            },
+            "field 'unavailable_value_placeholder': only a debezium pipeline has one",
         ),
         (_cdc(format="protobuf"), "field 'format': 'protobuf' is not one of: json, avro, debezium"),
         (
