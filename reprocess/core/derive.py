@@ -107,6 +107,17 @@ def _references(tree: Any) -> list[Any]:
     return [c for c in tree.find_all(exp.Column) if not (len(c.parts) == 1 and c.name in bound)]
 
 
+def references(text: str) -> tuple[tuple[str, ...], ...]:
+    """The names an expression reads, each as its dotted parts (lambda parameters left out).
+
+    Examples
+    --------
+    >>> references("length(notes) + size(filter(tags, t -> t = meta.kind))")
+    (('notes',), ('tags',), ('meta', 'kind'))
+    """
+    return tuple(tuple(p.name for p in ref.parts) for ref in _references(_parse(text, SpecError)))
+
+
 def value_fields(
     text: object,
     columns: Collection[str],

@@ -164,10 +164,12 @@ class PipelineSpec:
         """The columns a change event may leave out: Debezium sends a placeholder for an unchanged
         TOASTed value (a large text stored out of line, under REPLICA IDENTITY DEFAULT), and the
         row keeps its current value there (:mod:`reprocess.formats.debezium`). Any non-key column
-        of the row; none for the other formats, whose records carry whole values."""
+        of the row, and any non-key ``expr`` column (it is left out when it reads a value the event
+        left out: what it derives from did not change); none for the other formats, whose records
+        carry whole values."""
         if self.format is not Format.DEBEZIUM:
             return ()
-        return tuple(c.name for c in self.columns if c.from_value and c.name not in self.key)
+        return tuple(c.name for c in self.columns if (c.from_value or c.expr) and c.name not in self.key)
 
     @property
     def needs_registry(self) -> bool:

@@ -27,7 +27,10 @@ or, with ``encoding: avro``, an Avro converter in the Confluent wire format.
   ``_unchanged`` (:data:`~reprocess.core.stage_rows.UNCHANGED`), the stage keeps the value of
   the key's newest record in the range that sent one (:func:`reprocess.spark.transform.to_stage`),
   else the merge keeps the target row's current value (:func:`reprocess.postgres.target.merge_sql`).
-  The event's other columns are applied as usual.
+  The event's other columns are applied as usual. An ``expr`` all of whose inputs the event left
+  out is left out too (its inputs did not change); one that reads a left-out value beside a sent
+  one, or a ``where`` that reads a left-out value, cannot be derived from the event: the event is
+  a dead letter naming the value (:func:`_underivable`).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Final
 
+from reprocess.core.derive import RECORD_FIELDS, references
 from reprocess.core.spec import ColumnSpec, ColumnType, Encoding, PipelineSpec
 from reprocess.core.stage_rows import UNCHANGED
 from reprocess.formats import avro_schema, derive, json, record_parts
@@ -190,22 +194,83 @@ def _error(spec: PipelineSpec, env: _Envelope) -> str:
     if spec.ordering.column:
         cases.append(f"WHEN _op = 'd' AND {ORDER_OF_DELETE} IS NULL THEN 'delete event without its ordering column'")
     cases.append("WHEN _op = 'd' THEN NULL")
-    return "CASE " + " ".join(cases + json.column_cases(spec, left_out=_left_out(spec))) + " END"
+    cases += _underivable(spec, env)
+    return "CASE " + " ".join(cases + json.column_cases(spec, left_out=_left_out(spec, env))) + " END"
 
 
-def _left_out(spec: PipelineSpec) -> dict[int, str]:
-    """Per column that an event may leave out, the Spark SQL saying it did (its raw text is the
-    placeholder): its type is not checked then, and its value is NULL."""
-    indices = [i for i, c in enumerate(spec.columns) if c.name in spec.unchanged_columns]
+def _left_out(spec: PipelineSpec, env: _Envelope) -> dict[int, str]:
+    """Per column that an event may leave out, the Spark SQL saying it did: a row field whose raw
+    text is the placeholder, or an ``expr`` all of whose inputs the event left out (what it derives
+    from did not change, so neither did it; one that reads a sent value too cannot be derived from
+    the event: :func:`_underivable`). Its type is not checked then, and its value is NULL
+    (:func:`_without_left_out`)."""
     placeholder = sql_string(spec.unavailable_value_placeholder)
-    return {i: f"({json.raw_name(i)} <=> {placeholder})" for i in indices}
+    out = {}
+    for i, c in enumerate(spec.columns):
+        if c.name not in spec.unchanged_columns:
+            continue
+        if c.expr is None:
+            out[i] = f"({json.raw_name(i)} <=> {placeholder})"
+            continue
+        inputs = _inputs(spec, c.expr, env)
+        if inputs and None not in inputs.values():
+            out[i] = " AND ".join(str(sent) for sent in inputs.values())
+    return out
 
 
-def _without_left_out(parsed: DataFrame, spec: PipelineSpec) -> DataFrame:
+def _inputs(spec: PipelineSpec, text: str, env: _Envelope) -> dict[str, str | None]:
+    """Per name an expression reads: the Spark SQL true when the event left it out (a row column or
+    a field of ``after`` holding the placeholder), or None for one every event carries (the key,
+    the envelope, the record's parts)."""
+    placeholder = sql_string(spec.unavailable_value_placeholder)
+    columns = {c.name: i for i, c in enumerate(spec.columns)}
+    out: dict[str, str | None] = {}
+    for parts in references(text):
+        name = ".".join(parts)
+        if parts[0] in columns:
+            c = spec.columns[columns[parts[0]]]
+            leavable = c.from_value and c.name not in spec.key
+            out[name] = f"({json.raw_name(columns[c.name])} <=> {placeholder})" if leavable else None
+        elif parts[0] in RECORD_FIELDS or name.startswith("$"):
+            out[name] = None
+        else:
+            out[name] = f"({env.text(f'after.{name}')} <=> {placeholder})"
+    return out
+
+
+def _underivable(spec: PipelineSpec, env: _Envelope) -> list[str]:
+    """``_error`` cases: a row event whose ``where`` reads a value the event left out, or whose
+    ``expr`` reads one beside a value the event sent, cannot be derived from the event (the left-out
+    value is not in it, and the sent one may have changed). It is a dead letter naming the value
+    and the fix: never a guessed keep, a stale derived value or one computed from the placeholder."""
+    derived = [("the where predicate", spec.where, False)] if spec.where is not None else []
+    derived += [
+        (f"the expr of column {c.name}", c.expr, True) for c in spec.columns if c.expr and c.name not in spec.key
+    ]
+    cases = []
+    for what, text, may_be_left_out in derived:
+        inputs = _inputs(spec, text, env)
+        leavable = {name: sent for name, sent in inputs.items() if sent is not None}
+        # An expr all of whose inputs the event left out is left out itself (_left_out), not a dead letter.
+        whole = " AND ".join(leavable.values()) if may_be_left_out and len(leavable) == len(inputs) else None
+        for name, sent in leavable.items():
+            unless = f" AND NOT ({whole})" if whole else ""
+            cases.append(
+                f"WHEN _op IN ('c', 'r', 'u') AND {sent}{unless} THEN "
+                + sql_string(
+                    f"{what} reads {name}, which this change event left out (an unchanged TOASTed value: the "
+                    "connector's placeholder), so it cannot be derived from the event; set REPLICA IDENTITY FULL on "
+                    "the source table, or derive from values the connector always sends"
+                )
+            )
+    return cases
+
+
+def _without_left_out(parsed: DataFrame, spec: PipelineSpec, env: _Envelope) -> DataFrame:
     """The typed values of the columns the event left out set to NULL, their names in ``_unchanged``."""
     from pyspark.sql import functions as F
 
-    left_out = _left_out(spec)
+    left_out = _left_out(spec, env)
     names = ", ".join(f"CASE WHEN {sent} THEN {sql_string(spec.columns[i].name)} END" for i, sent in left_out.items())
     return parsed.withColumns(
         {
@@ -228,9 +293,9 @@ def decode(records: DataFrame, spec: PipelineSpec, schemas: WriterSchemas) -> Da
     env = _Envelope(spec, schemas)
     parsed = _parse(records, spec, env)
     parsed = parsed.selectExpr("*", f"{env.text('op')} AS _op").selectExpr("*", *_fields(spec, env))
-    parsed = _without_left_out(parsed, spec)
     value_ref = functools.partial(_value_ref, env)
     parsed = derive.with_derived(parsed, spec, value_ref, json.raw_name, json.numeric_text)
+    parsed = _without_left_out(parsed, spec, env)  # after the exprs: those reading a left-out value are left out
     parsed = parsed.withColumn(DELETES, F.expr("value IS NULL OR _op = 'd'"))
     if spec.ordering.column:
         parsed = parsed.withColumn(ORDER_OF_DELETE, F.expr(_order_of_delete(spec)))

@@ -273,9 +273,10 @@ def column_cases(
     for i, c in enumerate(spec.columns):
         r, t = raw_name(i), typed_name(i)
         what = f"field {c.path}" if c.expr is None else f"expr of column {c.name}"
+        sent = f" AND NOT {left_out[i]}" if i in left_out else ""
         if c.required:
             missing = f"missing required field {c.path}" if c.expr is None else f"{what} is null"
-            cases.append(f"WHEN {r} IS NULL THEN {sql_string(missing)}")
+            cases.append(f"WHEN {r} IS NULL{sent} THEN {sql_string(missing)}")
         if exact_numeric and c.from_value and c.type is ColumnType.NUMERIC:
             cases.append(
                 f"WHEN {t} IS NULL AND {_kind(i)} IN ('DOUBLE', 'FLOAT') THEN "
@@ -285,7 +286,6 @@ def column_cases(
                 )
                 + f" || {escaped_sql(r)}"
             )
-        sent = f" AND NOT {left_out[i]}" if i in left_out else ""
         cases.append(
             f"WHEN {r} IS NOT NULL AND {t} IS NULL{sent} THEN "
             f"concat({sql_string(f'type error: {what} is not {_type_text(c)}: ')}, "

@@ -316,30 +316,66 @@ def test_a_transaction_open_across_a_re_snapshot_keeps_its_update_under_the_defa
     assert _target_rows(engine, default) == expected
 
 
-def test_a_connector_s_own_placeholder_named_in_the_spec_keeps_the_large_value(
+def test_exprs_over_left_out_values_keep_their_values_and_what_cannot_be_derived_is_a_dead_letter(
     debezium_connector, kafka_config, engine, unique_name
 ):
-    """A connector whose ``unavailable.value.placeholder`` is not Debezium's default: the spec names
-    it, and an update that leaves the large value unchanged keeps the value the insert sent."""
+    """A connector with its own ``unavailable.value.placeholder`` (the spec names it) streams updates
+    that leave two large values unchanged: a mapped text column and an unmapped jsonb one that an
+    ``expr`` reads. Every column, the exprs over left-out values included, equals the source table's
+    (the oracle: the source table, read with psycopg2). An ``expr`` reading a left-out value beside a
+    sent one, or a ``where`` reading a left-out value, cannot be derived from the event: those
+    updates are dead letters naming the value, never a stale value or a dropped update."""
     table, prefix, placeholder = unique_name, f"dbz_{unique_name}", "<unchanged-toast>"
     topic = f"{prefix}.public.{table}"
     _source(
-        f"CREATE TABLE public.{table} (id int PRIMARY KEY, customer text NOT NULL, amount numeric(10, 2), "
-        "status text, notes text)",
+        f"CREATE TABLE public.{table} (id int PRIMARY KEY, status text, notes text, attrs jsonb)",
         f"ALTER TABLE public.{table} ALTER COLUMN notes SET STORAGE EXTERNAL",
+        f"ALTER TABLE public.{table} ALTER COLUMN attrs SET STORAGE EXTERNAL",
     )
     config = debezium.connector_config(unique_name, [f"public.{table}"], prefix, **{
-        "decimal.handling.mode": "string", "unavailable.value.placeholder": placeholder})  # fmt: skip
+        "unavailable.value.placeholder": placeholder})  # fmt: skip
     debezium_connector(unique_name, config)
-    _source(f"INSERT INTO public.{table} SELECT i, 'c' || i, i, 'new', {LARGE_I} FROM generate_series(1, 3) i")
-    _source(f"UPDATE public.{table} SET status = 'paid' WHERE id IN (1, 2)")  # notes unchanged: the placeholder
-    _source(f"INSERT INTO public.{table} VALUES ({SENTINEL}, 'sentinel', 0, 'end', NULL)")
+    _source(
+        f"INSERT INTO public.{table} SELECT i, 'new', {LARGE_I}, "
+        "jsonb_build_object('color', 'red' || i, 'pad', repeat(md5(i::text), 200)) FROM generate_series(1, 3) i"
+    )
+    _source(f"UPDATE public.{table} SET status = 'paid' WHERE id IN (1, 2)")  # notes and attrs unchanged
+    _source(f"UPDATE public.{table} SET status = 'shipped' WHERE id = 1")
+    _source(f"INSERT INTO public.{table} VALUES ({SENTINEL}, 'sentinel', NULL, NULL)")
     _wait_for(kafka_config, topic, b"sentinel")
-    updates = [e for _, e in _events(kafka_config, topic) if e and e["op"] == "u"]
-    assert [e["after"]["notes"] for e in updates] == [placeholder, placeholder]  # what the connector sent
+    updates = [e["after"] for _, e in _events(kafka_config, topic) if e and e["op"] == "u"]
+    assert [(u["notes"], u["attrs"]) for u in updates] == [(placeholder, placeholder)] * 3  # what the connector sent
 
-    spec = _spec(unique_name, topic, "json", unavailable_value_placeholder=placeholder)
-    plan_run(engine, kafka_config, spec, RunRequest.incremental(), f"{unique_name}-1")
-    run_spark_stage(spec, f"{unique_name}-1")
-    assert commit_run(engine, spec, f"{unique_name}-1").dead_letters == 0
-    assert _target_rows(engine, spec) == _source_rows(table)
+    def run(name: str, **settings: Any) -> tuple[PipelineSpec, Any]:
+        spec = _spec(name, topic, "json", unavailable_value_placeholder=placeholder, **settings)
+        plan_run(engine, kafka_config, spec, RunRequest.incremental(), f"{name}-1")
+        run_spark_stage(spec, f"{name}-1")
+        return spec, commit_run(engine, spec, f"{name}-1")
+
+    spec, result = run(unique_name, columns={
+        "id": "integer", "status": "text", "notes": "text", "notes_len": {"type": "integer", "expr": "length(notes)"},
+        "color": {"type": "text", "expr": "get_json_object(attrs, '$.color')"}})  # fmt: skip
+    assert result.dead_letters == 0
+    with psycopg2.connect(debezium.source_dsn()) as conn, conn.cursor() as cur:
+        cur.execute(f"SELECT id, status, md5(notes), length(notes), attrs->>'color' FROM public.{table} ORDER BY id")
+        expected = cur.fetchall()
+    with engine.connect() as conn:
+        got = conn.execute(text(f"SELECT id, status, md5(notes), notes_len, color FROM {spec.qualified_target} "
+                                "ORDER BY id")).all()  # fmt: skip
+    assert [tuple(r) for r in got] == expected
+
+    label = {"type": "text", "expr": "upper(status) || '-' || get_json_object(attrs, '$.color')"}
+    for name, settings, reads in (
+        (f"{unique_name}_x", {"columns": {"id": "integer", "label": label}}, "the expr of column label reads attrs"),
+        (f"{unique_name}_w", {"columns": {"id": "integer", "status": "text"}, "where": "length(notes) > 0"},
+         "the where predicate reads notes"),
+    ):  # fmt: skip
+        spec, result = run(name, max_dead_letter_ratio=1, **settings)
+        assert result.dead_letters == 3, name  # the three updates; the inserts derive as usual
+        with engine.connect() as conn:
+            errors = (
+                conn.execute(text("SELECT error FROM reprocess.dead_letters WHERE pipeline = :p"), {"p": spec.name})
+                .scalars()
+                .all()
+            )
+        assert len(errors) == 3 and all(f"{reads}, which this change event left out" in e for e in errors), errors
