@@ -220,17 +220,19 @@ def _left_out(spec: PipelineSpec, env: _Envelope) -> dict[int, str]:
 
 def _inputs(spec: PipelineSpec, text: str, env: _Envelope) -> dict[str, str | None]:
     """Per name an expression reads: the Spark SQL true when the event left it out (a row column or
-    a field of ``after`` holding the placeholder), or None for one every event carries (the key,
-    the envelope, the record's parts)."""
+    a field of ``after`` holding the placeholder), or None for one every event carries and that may
+    change (the envelope, the record's parts). The key is left out of it: it is the same in every
+    event of the row."""
     placeholder = sql_string(spec.unavailable_value_placeholder)
     columns = {c.name: i for i, c in enumerate(spec.columns)}
     out: dict[str, str | None] = {}
     for parts in references(text):
         name = ".".join(parts)
+        if parts[0] in spec.key:
+            continue
         if parts[0] in columns:
             c = spec.columns[columns[parts[0]]]
-            leavable = c.from_value and c.name not in spec.key
-            out[name] = f"({json.raw_name(columns[c.name])} <=> {placeholder})" if leavable else None
+            out[name] = f"({json.raw_name(columns[c.name])} <=> {placeholder})" if c.from_value else None
         elif parts[0] in RECORD_FIELDS or name.startswith("$"):
             out[name] = None
         else:

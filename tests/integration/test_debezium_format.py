@@ -354,13 +354,15 @@ def test_exprs_over_left_out_values_keep_their_values_and_what_cannot_be_derived
 
     spec, result = run(unique_name, columns={
         "id": "integer", "status": "text", "notes": "text", "notes_len": {"type": "integer", "expr": "length(notes)"},
-        "color": {"type": "text", "expr": "get_json_object(attrs, '$.color')"}})  # fmt: skip
+        "color": {"type": "text", "expr": "get_json_object(attrs, '$.color')"},
+        "tag": {"type": "text", "expr": "id || ':' || length(notes)"}})  # fmt: skip
     assert result.dead_letters == 0
     with psycopg2.connect(debezium.source_dsn()) as conn, conn.cursor() as cur:
-        cur.execute(f"SELECT id, status, md5(notes), length(notes), attrs->>'color' FROM public.{table} ORDER BY id")
+        cur.execute(f"SELECT id, status, md5(notes), length(notes), attrs->>'color', id || ':' || length(notes) "
+                    f"FROM public.{table} ORDER BY id")  # fmt: skip
         expected = cur.fetchall()
     with engine.connect() as conn:
-        got = conn.execute(text(f"SELECT id, status, md5(notes), notes_len, color FROM {spec.qualified_target} "
+        got = conn.execute(text(f"SELECT id, status, md5(notes), notes_len, color, tag FROM {spec.qualified_target} "
                                 "ORDER BY id")).all()  # fmt: skip
     assert [tuple(r) for r in got] == expected
 
