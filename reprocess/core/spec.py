@@ -250,7 +250,11 @@ class PipelineSpec:
             "format": self.format.value,
             "encoding": self.encoding.value,
             "schema_registry": self.schema_registry,
-            **({"unavailable_value_placeholder": self.unavailable_value_placeholder} if self.unchanged_columns else {}),
+            **(
+                {"unavailable_value_placeholder": self.unavailable_value_placeholder}
+                if self.format is Format.DEBEZIUM
+                else {}
+            ),
             "tombstones": self.tombstones.value,
             "batch_size": self.batch_size,
             "max_record_bytes": self.max_record_bytes,

@@ -122,14 +122,18 @@ class Browser:
     def url(self) -> str:
         return self.eval("location.href")
 
+    def _try_eval(self, expression: str) -> Any:
+        """:meth:`eval`, or None while the page is navigating (its context is gone for a moment)."""
+        try:
+            return self.eval(expression)
+        except RuntimeError:
+            return None
+
     def wait_for(self, expression: str, what: str, timeout: float = 45) -> None:
         """Poll a JS expression until it is truthy; fail with the page's text otherwise."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            try:
-                ok = self.eval(f"!!({expression})")
-            except RuntimeError:
-                ok = False  # the page is navigating
+            ok = self._try_eval(f"!!({expression})")
             if ok:
                 return
             time.sleep(0.25)
@@ -163,7 +167,7 @@ class Browser:
             " const hit = document.elementFromPoint(x, y); return hit && e.contains(hit) ? [x, y] : null; })()"
         )
         deadline, last = time.monotonic() + 45, None
-        while (point := self.eval(centre)) is None or point != last:  # the same place twice, 0.2 s apart
+        while (point := self._try_eval(centre)) is None or point != last:  # the same place twice, 0.2 s apart
             if time.monotonic() > deadline:
                 raise BrowserError(f"{what} never held still where it can be clicked on {self.url()}")
             last = point
