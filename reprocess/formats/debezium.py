@@ -245,16 +245,16 @@ def _underivable(spec: PipelineSpec, env: _Envelope) -> list[str]:
     ``expr`` reads one beside a value the event sent, cannot be derived from the event (the left-out
     value is not in it, and the sent one may have changed). It is a dead letter naming the value
     and the fix: never a guessed keep, a stale derived value or one computed from the placeholder."""
-    derived = [("the where predicate", spec.where, False)] if spec.where is not None else []
+    left_out = _left_out(spec, env)  # an expr all of whose inputs the event left out: left out, not a dead letter
+    derived: list[tuple[str, str, str | None]] = [("the where predicate", spec.where, None)] if spec.where else []
     derived += [
-        (f"the expr of column {c.name}", c.expr, True) for c in spec.columns if c.expr and c.name not in spec.key
+        (f"the expr of column {c.name}", c.expr, left_out.get(i))
+        for i, c in enumerate(spec.columns)
+        if c.expr and c.name not in spec.key
     ]
     cases = []
-    for what, text, may_be_left_out in derived:
-        inputs = _inputs(spec, text, env)
-        leavable = {name: sent for name, sent in inputs.items() if sent is not None}
-        # An expr all of whose inputs the event left out is left out itself (_left_out), not a dead letter.
-        whole = " AND ".join(leavable.values()) if may_be_left_out and len(leavable) == len(inputs) else None
+    for what, text, whole in derived:
+        leavable = {name: sent for name, sent in _inputs(spec, text, env).items() if sent is not None}
         for name, sent in leavable.items():
             unless = f" AND NOT ({whole})" if whole else ""
             cases.append(
