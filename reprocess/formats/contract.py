@@ -11,7 +11,11 @@ tombstone's Kafka key gives it in :func:`key_name` ``(i)``; :data:`DELETES`, tru
 deletes its key (a tombstone; a Debezium ``op: d``); with column ordering and deletes (Debezium),
 the ordering column's value of a deleting record in :data:`ORDER_OF_DELETE`; when the spec has
 ``unchanged_columns`` (Debezium), :data:`~reprocess.core.stage_rows.UNCHANGED`: an array of the
-names of the columns the record left out (their typed values NULL, never written); ``KEEP``
+names of the columns the record left out (their typed values NULL, never written), and the links
+a left-out value follows: :data:`CREATES` (true for a create: a value left out after it cannot
+come from the key's earlier life), :data:`~reprocess.core.stage_rows.OLD_KEY` (a create's old key
+when a primary-key change made it) and :data:`~reprocess.core.stage_rows.NEW_KEY` (a delete's new
+key, likewise), both as :func:`key_json`; ``KEEP``
 (:data:`KEEP`, the spec's ``where``, through :mod:`reprocess.formats.derive`); and ``_error``: NULL
 for a good record or a delete, else the first problem, which makes the record a dead letter.
 
@@ -26,7 +30,7 @@ Nothing raw reaches a text column of the stage unescaped:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Final, TypeAlias
 
 QUOTED_CHARS: Final = 80  # characters of record text an error quotes
@@ -38,6 +42,20 @@ WriterSchemas: TypeAlias = Mapping[str, Mapping[int, str]]
 
 DELETES: Final = "_deletes"
 ORDER_OF_DELETE: Final = "_o_delete"
+CREATES: Final = "_creates"
+
+
+def key_json(names: Sequence[str], values: Sequence[str]) -> str:
+    """Spark SQL: the JSON text of a key, ``values`` (Spark SQL, typed as the spec's key columns)
+    under the key columns' ``names``. A key from a header and a row's own key make the same text
+    when they are equal, so the commit can join them as text.
+
+    Examples
+    --------
+    >>> key_json(["id"], ["_k_0"])
+    "to_json(named_struct('id', _k_0))"
+    """
+    return f"to_json(named_struct({', '.join(f'{sql_string(n)}, {v}' for n, v in zip(names, values, strict=True))}))"
 
 
 def typed_name(i: int) -> str:

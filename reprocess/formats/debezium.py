@@ -40,13 +40,15 @@ from typing import TYPE_CHECKING, Final
 
 from reprocess.core.derive import RECORD_FIELDS, references
 from reprocess.core.spec import ColumnSpec, ColumnType, Encoding, PipelineSpec
-from reprocess.core.stage_rows import UNCHANGED
+from reprocess.core.stage_rows import NEW_KEY, OLD_KEY, UNCHANGED
 from reprocess.formats import avro_schema, derive, json, record_parts
 from reprocess.formats.contract import (
+    CREATES,
     DELETES,
     ORDER_OF_DELETE,
     WriterSchemas,
     escaped_sql,
+    key_json,
     key_name,
     sql_string,
     typed_name,
@@ -287,6 +289,35 @@ def _without_left_out(parsed: DataFrame, spec: PipelineSpec, env: _Envelope) -> 
     )
 
 
+def _header_key(spec: PipelineSpec, header: str) -> str:
+    """Spark SQL: the key a primary-key change's header names (``{"id":3}``, the source's column
+    names; the Kafka Connect header converter writes it as JSON), as :func:`key_json` of the
+    spec's key columns, or NULL without the header."""
+    text = record_parts.native(f"$headers.{header}")
+    values = []
+    for c in spec.key_columns:
+        field = c.path if c.from_value else c.path.rsplit(".", 1)[-1]
+        raw = f"get_json_object({text}, {sql_string('$.' + field)})"
+        values.append(raw if c.type.spark_type == "string" else f"try_cast({raw} AS {c.type.spark_type})")
+    return f"CASE WHEN {text} IS NOT NULL THEN {key_json([c.name for c in spec.key_columns], values)} END"
+
+
+def _with_links(parsed: DataFrame, spec: PipelineSpec) -> DataFrame:
+    """The links a left-out value follows (the contract's :data:`CREATES`, ``OLD_KEY``,
+    ``NEW_KEY``): a primary-key change is a delete of the old key naming the new one in header
+    ``__debezium.newkey`` and a create of the new key naming the old one in ``__debezium.oldkey``;
+    the create leaves out the unchanged TOASTed values, which the old key held."""
+    from pyspark.sql import functions as F
+
+    return parsed.withColumns(
+        {
+            CREATES: F.expr("coalesce(_op = 'c', false)"),
+            OLD_KEY: F.expr(f"CASE WHEN _op = 'c' THEN {_header_key(spec, '__debezium.oldkey')} END"),
+            NEW_KEY: F.expr(f"CASE WHEN _op = 'd' THEN {_header_key(spec, '__debezium.newkey')} END"),
+        }
+    )
+
+
 def decode(records: DataFrame, spec: PipelineSpec, schemas: WriterSchemas) -> DataFrame:
     """Kafka records plus the contract's columns: typed values, a delete's key and position,
     ``_deletes`` and ``_error``."""
@@ -298,6 +329,8 @@ def decode(records: DataFrame, spec: PipelineSpec, schemas: WriterSchemas) -> Da
     value_ref = functools.partial(_value_ref, env)
     parsed = derive.with_derived(parsed, spec, value_ref, json.raw_name, json.numeric_text)
     parsed = _without_left_out(parsed, spec, env)  # after the exprs: those reading a left-out value are left out
+    if spec.unchanged_columns:
+        parsed = _with_links(parsed, spec)
     parsed = parsed.withColumn(DELETES, F.expr("value IS NULL OR _op = 'd'"))
     if spec.ordering.column:
         parsed = parsed.withColumn(ORDER_OF_DELETE, F.expr(_order_of_delete(spec)))

@@ -34,9 +34,11 @@ def key_paths(spec: PipelineSpec) -> list[str]:
 
 
 def reads_headers(spec: PipelineSpec) -> bool:
-    """Whether a column or an expression reads a record header (``$headers.<name>``): the read
-    asks Spark's source for the headers only then (:func:`reprocess.spark.read.read_ranges`)."""
-    return any(p.startswith("$headers.") for p in _paths_read(spec))
+    """Whether a column or an expression reads a record header (``$headers.<name>``), or the
+    decoder follows primary-key changes through theirs (a spec with ``unchanged_columns``:
+    :mod:`reprocess.formats.debezium`): the read asks Spark's source for the headers only then
+    (:func:`reprocess.spark.read.read_ranges`)."""
+    return bool(spec.unchanged_columns) or any(p.startswith("$headers.") for p in _paths_read(spec))
 
 
 def native(path: str) -> str | None:

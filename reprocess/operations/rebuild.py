@@ -93,6 +93,12 @@ _MOVE_SHADOW_DEAD_LETTERS: Final = text(
     "WHERE reprocess.dead_letters.resolved_run_id IS NOT NULL"
 )
 _FORGET_SHADOW_DEAD_LETTERS: Final = text("DELETE FROM reprocess.dead_letters WHERE pipeline = :owner")
+# Its incomplete values (Debezium, postgres.left_out) replace the live ones, as its table does.
+_FORGET_SHADOW_INCOMPLETE: Final = text("DELETE FROM reprocess.incomplete_values WHERE pipeline = :owner")
+_SWAP_INCOMPLETE: Final = text(
+    "DELETE FROM reprocess.incomplete_values WHERE pipeline = :pipeline; "
+    "UPDATE reprocess.incomplete_values SET pipeline = :pipeline WHERE pipeline = :owner"
+)
 
 
 def prepare_shadow(conn: Connection, spec: PipelineSpec, run_id: str) -> None:
@@ -101,6 +107,7 @@ def prepare_shadow(conn: Connection, spec: PipelineSpec, run_id: str) -> None:
     shadow = shadow_spec(spec)
     store.mark_rebuild(conn, run_id)
     conn.execute(_FORGET_SHADOW_DEAD_LETTERS, {"owner": dead_letters_owner(spec, rebuild=True)})
+    conn.execute(_FORGET_SHADOW_INCOMPLETE, {"owner": dead_letters_owner(spec, rebuild=True)})
     with pg_cursor(conn) as cur:
         cur.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(target_identifier(shadow)))
         cur.execute(create_target_sql(shadow))
@@ -170,6 +177,7 @@ def swap_in(
         conn.execute(_RESOLVE_LIVE_DEAD_LETTERS, dead)
         conn.execute(_MOVE_SHADOW_DEAD_LETTERS, dead)
         conn.execute(_FORGET_SHADOW_DEAD_LETTERS, dead)
+        conn.execute(_SWAP_INCOMPLETE, dead)
         conn.execute(_FORGET_COMMITTED, {"pipeline": spec.name})
         for r in plan.ranges:
             params = {"pipeline": spec.name, "run_id": run_id, "topic": r.topic, "partition": r.partition,

@@ -52,6 +52,7 @@ def run_summary(
             "rows_deleted": run.rows_deleted or 0,
             "records_filtered": run.records_filtered or 0,
             "rows_restamped": run.rows_restamped or 0,
+            "values_incomplete": run.values_incomplete or 0,
             # Found in this run's records vs stored now: a replay finds dead letters an earlier run stored.
             "dead_letters": run.dead_letters or 0,
             "dead_letters_new": run.dead_letters_new or 0,
@@ -77,6 +78,14 @@ def format_summary(summary: dict[str, Any]) -> str:
         f"{summary.get('rows_restamped', 0)}",
         f"- dead letters: {summary['dead_letters']} found in this run, {summary.get('dead_letters_new', 0)} "
         "newly stored",
+        *(
+            [
+                f"- incomplete values (left out by the connector, known nowhere; reprocess.incomplete_values): "
+                f"{summary['values_incomplete']}"
+            ]
+            if summary.get("values_incomplete")
+            else []
+        ),
         f"- lost ranges: {summary['lost_ranges'] or 'none'}",
         *(
             [f"- spec v{summary['spec_version']}: {summary.get('stale_message') or 'every row derived by it'}"]

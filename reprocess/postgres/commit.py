@@ -29,7 +29,7 @@ from reprocess.core.errors import (
 from reprocess.core.ranges import OffsetRange, TopicPartition
 from reprocess.core.runs import RunKind, RunState
 from reprocess.core.spec import PipelineSpec, TombstoneMode
-from reprocess.postgres import queries, store
+from reprocess.postgres import left_out, queries, store
 from reprocess.postgres.db import one_row, pg_cursor
 from reprocess.postgres.stage import drop_stage, stage_identifier
 from reprocess.postgres.target import (
@@ -62,6 +62,9 @@ class CommitResult:
     rows_rederived: int = 0  # of rows_upserted: the same record, derived differently (a spec change)
     records_filtered: int = 0  # of records_read: good records the spec's ``where`` did not keep
     rows_restamped: int = 0  # not in rows_upserted: the same record derived to the same values by a new spec version
+    values_incomplete: int = (
+        0  # Debezium: left-out values nobody could give (postgres.left_out), NULL in the rows written
+    )
 
 
 def commit_run(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResult:
@@ -148,13 +151,14 @@ def _commit_once(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResul
         if not has_stage and not plan.is_empty:
             raise ReprocessError(f"{spec.name}: run {run_id} is staged but its stage table is gone; re-run the stage")
         records, staged, dead, upserted, dead_new, deleted, inserted, rederived = 0, 0, 0, 0, 0, 0, 0, 0
-        filtered, filtered_rows, restamped = 0, 0, 0
+        filtered, filtered_rows, restamped, incomplete = 0, 0, 0, 0
         if has_stage:
             cur.execute(stage_counts_sql(stage))
-            records, staged, dead, filtered, filtered_rows = (int(x) for x in one_row(cur))
-            if run.stage_rows is not None and staged + dead + filtered_rows != run.stage_rows:
+            records, staged, dead, filtered, filtered_rows, moved = (int(x) for x in one_row(cur))
+            held = staged + dead + filtered_rows + moved
+            if run.stage_rows is not None and held != run.stage_rows:
                 raise StageRefusedError(
-                    f"{spec.name}: run {run_id}'s stage holds {staged + dead + filtered_rows} rows but the Spark "
+                    f"{spec.name}: run {run_id}'s stage holds {held} rows but the Spark "
                     f"job staged {run.stage_rows}; the stage was lost or altered (a Postgres crash-restart empties "
                     "UNLOGGED tables). Nothing was committed: re-run spark_read_stage."
                 )
@@ -163,13 +167,19 @@ def _commit_once(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResul
                 _refuse_split_keys(cur, target, run_id, stage)
             # 3. Merge: a newer record replaces the row (or its deletion marker); the same record
             #    re-derives it when it derives differently; tombstones newer than the row delete it
-            #    and leave a marker, so replays never resurrect.
+            #    and leave a marker, so replays never resurrect. Debezium's left-out values are
+            #    found first, and those nobody holds are recorded after.
+            if spec.unchanged_columns:
+                left_out.resolve(cur, target, stage, live=spec if rebuild else None)
             cur.execute(merge_sql(target, stage), {"run_id": run_id, "spec_version": spec_version})
             upserted, inserted, rederived, restamped = (int(x) for x in one_row(cur))
             if spec.tombstones is TombstoneMode.DELETE:
                 cur.execute(apply_tombstones_sql(target, stage), {"run_id": run_id})
                 deleted = int(one_row(cur)[0])
                 cur.execute(drop_superseded_markers_sql(target, stage))
+            if spec.unchanged_columns:
+                left_out.keep_moved_values(cur, target, stage, run_id)
+                incomplete = left_out.record_incomplete(cur, target, stage, owner, run_id)
             # 4. Dead letters, in the same transaction as the good rows; earlier ones whose record
             #    now parses (a redrive after a fix) are marked resolved by this run. A rebuild's
             #    batches keep theirs apart and resolve nothing: its swap does both (rebuild.swap_in).
@@ -186,7 +196,8 @@ def _commit_once(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResul
             conn.execute(queries.INSERT_COMMITTED_RANGE, params)
         counts = {"records_read": records, "rows_staged": staged, "rows_upserted": upserted, "dead_letters": dead,
                   "dead_letters_new": dead_new, "rows_deleted": deleted, "rows_inserted": inserted,
-                  "rows_rederived": rederived, "records_filtered": filtered, "rows_restamped": restamped}  # fmt: skip
+                  "rows_rederived": rederived, "records_filtered": filtered, "rows_restamped": restamped,
+                  "values_incomplete": incomplete}  # fmt: skip
         store.mark_committed(conn, run_id, counts)
 
         # 6. The stage has served its purpose.

@@ -129,14 +129,14 @@ MARK_COMMITTED: Final = text(
     "rows_staged = :rows_staged, rows_upserted = :rows_upserted, dead_letters = :dead_letters, "
     "dead_letters_new = :dead_letters_new, rows_deleted = :rows_deleted, rows_inserted = :rows_inserted, "
     "rows_rederived = :rows_rederived, records_filtered = :records_filtered, rows_restamped = :rows_restamped, "
-    "error = NULL WHERE run_id = :run_id"
+    "values_incomplete = :values_incomplete, error = NULL WHERE run_id = :run_id"
 )
 
 SET_SUMMARY: Final = text("UPDATE reprocess.runs SET summary = CAST(:summary AS jsonb) WHERE run_id = :run_id")
 
 RUN_COUNTS: Final = text(
     "SELECT state, records_read, rows_staged, rows_upserted, dead_letters, dead_letters_new, rows_deleted, "
-    "rows_inserted, rows_rederived, records_filtered, rows_restamped, lost_ranges, error, "
+    "rows_inserted, rows_rederived, records_filtered, rows_restamped, values_incomplete, lost_ranges, error, "
     "extract(epoch FROM (coalesce(committed_at, now()) - created_at)) AS seconds "
     "FROM reprocess.runs WHERE run_id = :run_id"
 )

@@ -18,7 +18,7 @@ from psycopg2 import sql
 from sqlalchemy import Engine, text
 
 from reprocess.core.spec import PipelineSpec
-from reprocess.core.stage_rows import UNCHANGED, stage_columns
+from reprocess.core.stage_rows import LINKS, UNCHANGED, stage_columns
 from reprocess.postgres.stage_write import forget_writes, stage_oid
 
 if TYPE_CHECKING:
@@ -57,6 +57,7 @@ def create_stage(conn: PgConnection, spec: PipelineSpec, run_id: str, *, check: 
             "_raw_key": "text",
             "_raw_value": "text",
             UNCHANGED: "text",
+            **dict.fromkeys(LINKS, "text"),
         }
     )
     table = stage_identifier(spec, run_id)

@@ -43,7 +43,7 @@ FINAL_PLAN_STATES: Final = frozenset({RunState.STAGED, RunState.COMMITTED})
 # A committed run's counts (columns of reprocess.runs, fields of commit.CommitResult).
 RUN_COUNTS: Final = (
     "records_read", "rows_staged", "rows_upserted", "dead_letters", "dead_letters_new", "rows_deleted",
-    "rows_inserted", "rows_rederived", "records_filtered", "rows_restamped",
+    "rows_inserted", "rows_rederived", "records_filtered", "rows_restamped", "values_incomplete",
 )  # fmt: skip
 
 _CREATE_CHILD: Final = text(
@@ -53,7 +53,8 @@ _CREATE_CHILD: Final = text(
 )
 _CHILDREN: Final = text(
     "SELECT run_id, state, batch_index, records_read, rows_staged, rows_upserted, dead_letters, dead_letters_new, "
-    "rows_deleted, rows_inserted, rows_rederived, records_filtered, rows_restamped FROM reprocess.runs "
+    "rows_deleted, rows_inserted, rows_rederived, records_filtered, rows_restamped, values_incomplete "
+    "FROM reprocess.runs "
     "WHERE parent_run_id = :parent ORDER BY batch_index"
 )
 _MARK_PARENT_COMMITTED: Final = text(
@@ -61,7 +62,7 @@ _MARK_PARENT_COMMITTED: Final = text(
     "rows_staged = :rows_staged, rows_upserted = :rows_upserted, dead_letters = :dead_letters, "
     "dead_letters_new = :dead_letters_new, rows_deleted = :rows_deleted, rows_inserted = :rows_inserted, "
     "rows_rederived = :rows_rederived, records_filtered = :records_filtered, rows_restamped = :rows_restamped, "
-    "error = NULL, batch_count = :n "
+    "values_incomplete = :values_incomplete, error = NULL, batch_count = :n "
     "WHERE run_id = :run_id"
 )
 

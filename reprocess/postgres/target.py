@@ -24,7 +24,7 @@ from psycopg2 import sql
 
 from reprocess.core.ordering import LINEAGE_ORDER
 from reprocess.core.spec import PipelineSpec, TombstoneMode
-from reprocess.core.stage_rows import DEAD, FILTERED, LINEAGE, ROW, TOMBSTONE, UNCHANGED
+from reprocess.core.stage_rows import DEAD, FILTERED, LINEAGE, MOVED, ROW, TOMBSTONE
 
 _LINEAGE_DDL = (
     "_kafka_topic text NOT NULL, _kafka_partition int NOT NULL, _kafka_offset bigint NOT NULL, "
@@ -79,9 +79,16 @@ def create_markers_sql(spec: PipelineSpec) -> sql.Composed:
     """Idempotent DDL of the deletion markers: the key's columns (and the ordering column, when
     deletes are ordered by one) and the lineage columns."""
     by_name = {c.name: c for c in spec.columns}
+    # Debezium: what the delete of a primary-key change moved to the new key (postgres.left_out).
+    moved = (
+        "; ALTER TABLE {markers} ADD COLUMN IF NOT EXISTS _moved_to text, ADD COLUMN IF NOT EXISTS _moved_values "
+        "jsonb, ADD COLUMN IF NOT EXISTS _moved_unchanged text"
+        if spec.unchanged_columns
+        else ""
+    )
     return sql.SQL(
         "CREATE SCHEMA IF NOT EXISTS {schema}; CREATE TABLE IF NOT EXISTS {markers} ({key_columns}, {lineage}, "
-        "PRIMARY KEY ({key}))"
+        "PRIMARY KEY ({key}))" + moved
     ).format(
         schema=sql.Identifier(MARKERS_SCHEMA),
         markers=markers_identifier(spec),
@@ -156,7 +163,7 @@ def merge_sql(spec: PipelineSpec, stage: sql.Composable) -> sql.Composed:
             "SELECT {incoming}, %(run_id)s, %(spec_version)s FROM ({newest}) AS _w WHERE _w._kind = {row} "
             "AND NOT EXISTS (SELECT 1 FROM {markers} AS _m WHERE {same_key} AND NOT {newer_than_marker})"
         ).format(
-            incoming=_incoming(spec, all_cols),
+            incoming=sql.SQL(", ").join(sql.SQL("_w.{}").format(ident(c)) for c in all_cols),
             newest=newest_per_key(spec, stage),
             row=sql.Literal(ROW),
             markers=markers_identifier(spec),
@@ -208,31 +215,6 @@ def merge_sql(spec: PipelineSpec, stage: sql.Composable) -> sql.Composed:
         old_lineage=row_of(sql.SQL("old"), list(LINEAGE_ORDER)),
         new_lineage=row_of(sql.SQL("new"), list(LINEAGE_ORDER)),
     )
-
-
-def _incoming(spec: PipelineSpec, columns: list[str]) -> sql.Composed:
-    """The staged row's ``columns`` (stage alias ``_w``); a column the records left out
-    (:data:`~reprocess.core.stage_rows.UNCHANGED`, Debezium's unchanged TOASTed values) takes the
-    target row's current value, so it is never overwritten (NULL when the key has no row yet)."""
-    ident, w = sql.Identifier, sql.Identifier("_w")
-    out = []
-    for c in columns:
-        if c not in spec.unchanged_columns:
-            out.append(sql.SQL("{}.{}").format(w, ident(c)))
-            continue
-        out.append(
-            sql.SQL(
-                "CASE WHEN {name} = ANY(string_to_array(_w.{unchanged}, ',')) "
-                "THEN (SELECT _cur.{c} FROM {target} AS _cur WHERE {same_key}) ELSE _w.{c} END"
-            ).format(
-                name=sql.Literal(c),
-                unchanged=ident(UNCHANGED),
-                c=ident(c),
-                target=target_identifier(spec),
-                same_key=_same_key(spec, ident("_cur"), w),
-            )
-        )
-    return sql.SQL(", ").join(out)
 
 
 def newest_per_key(spec: PipelineSpec, stage: sql.Composable) -> sql.Composed:
@@ -397,13 +379,15 @@ def resolve_dead_letters_sql(stage: sql.Composable) -> sql.Composed:
 
 def stage_counts_sql(stage: sql.Composable) -> sql.Composed:
     """(records read, good rows and tombstones staged, dead letters, records filtered out by the
-    spec's ``where``, stage rows holding that count) from the stage."""
+    spec's ``where``, stage rows holding that count, moved rows: the deletes of primary-key
+    changes staged again with their values) from the stage."""
     return sql.SQL(
         "SELECT coalesce(sum(_records), 0), count(*) FILTER (WHERE _kind IN ({row}, {tombstone})), "
         "count(*) FILTER (WHERE _kind = {dead}), coalesce(sum(_records) FILTER (WHERE _kind = {filtered}), 0), "
-        "count(*) FILTER (WHERE _kind = {filtered}) FROM {stage}"
+        "count(*) FILTER (WHERE _kind = {filtered}), count(*) FILTER (WHERE _kind = {moved}) FROM {stage}"
     ).format(
         stage=stage,
+        moved=sql.Literal(MOVED),
         row=sql.Literal(ROW),
         tombstone=sql.Literal(TOMBSTONE),
         dead=sql.Literal(DEAD),

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from reprocess.core.errors import SpecError
 from reprocess.core.spec import ColumnSpec, ColumnType, PipelineSpec, TombstoneMode
-from reprocess.core.stage_rows import DEAD, FILTERED, ROW, TOMBSTONE, UNCHANGED, stage_columns
+from reprocess.core.stage_rows import DEAD, FILTERED, MOVED, ROW, TOMBSTONE, UNCHANGED, stage_columns
 from reprocess.formats import decoder
 from reprocess.formats.contract import (
     DELETES,
@@ -22,7 +22,7 @@ from reprocess.formats.contract import (
     typed_name,
     unstorable_text_error_sql,
 )
-from reprocess.spark import user_transform
+from reprocess.spark import left_out, user_transform
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -117,53 +117,33 @@ def to_stage(records: DataFrame, spec: PipelineSpec, schemas: WriterSchemas | No
         # lower() would load ICU's case tables (2-3 s of every job's first dead letter).
         when_dead(F.hex("key")).alias("_raw_key"),
         when_dead(F.hex("value")).alias("_raw_value"),
-        when_dead(F.col("partition")).alias("_dead_partition"),
-        when_dead(F.col("offset")).alias("_dead_offset"),
-        when_dead(F.col("topic")).alias("_dead_topic"),
+        when_dead(F.col("topic")).alias("_record_topic"),  # left_out.ALONE: a dead letter is a stage row of its own
+        when_dead(F.col("partition")).alias("_record_partition"),
+        when_dead(F.col("offset")).alias("_record_offset"),
         *(user_transform.RAW if spec.transform else ()),
-        *([F.when(row, F.col(UNCHANGED)).alias(UNCHANGED)] if spec.unchanged_columns else []),
+        *(F.when(ok, F.col(c)).alias(c) for c in (left_out.DECODED if spec.unchanged_columns else ())),
     )
+    if spec.unchanged_columns:  # Debezium's left-out values, from the key's own records in the range
+        rows = left_out.resolve_in_range(rows, spec)
     if spec.transform is not None:
         rows = user_transform.apply(rows, spec)
-    own = {"_kind", "_records", UNCHANGED, *spec.unchanged_columns}
-    carried = [c for c in stage_columns(spec) if c not in spec.key and c not in own]
-    newest = rows.groupBy("_kind", *spec.key, "_key_partition", "_dead_topic", "_dead_partition", "_dead_offset").agg(
+    carried = [c for c in stage_columns(spec) if c not in spec.key and c not in ("_kind", "_records")]
+    newest = rows.groupBy("_kind", *spec.key, "_key_partition", *left_out.ALONE).agg(
         F.max_by(F.struct(*carried), F.struct(*spec.ordering.fields)).alias("_newest"),
-        F.count(F.lit(1)).alias("_records"),
-        *_newest_sent(spec),
+        F.count(F.when(F.col("_kind") != MOVED, 1)).alias("_records"),  # a moved row's record is its tombstone
     )
     return newest.select(*(_stage_column(spec, c) for c in stage_columns(spec)))
 
 
-def _newest_sent(spec: PipelineSpec) -> list[Column]:
-    """Per column a record may leave out (``spec.unchanged_columns``, Debezium's unchanged TOASTed
-    values): the value of the key's newest row that sent one (``max_by`` skips a NULL ordering),
-    and whether any did. Between that row and the newest the value did not change, and a delete in
-    between would have been followed by an insert, which sends every value."""
-    from pyspark.sql import functions as F
-
-    out = []
-    for j, name in enumerate(spec.unchanged_columns):
-        sent = (F.col("_kind") == ROW) & ~F.coalesce(F.array_contains(F.col(UNCHANGED), name), F.lit(False))
-        out += [
-            F.max_by(F.col(name), F.when(sent, F.struct(*spec.ordering.fields))).alias(f"_sent_{j}"),
-            F.max(sent).alias(f"_has_{j}"),
-        ]
-    return out
-
-
 def _stage_column(spec: PipelineSpec, column: str) -> Column:
-    """A stage column from the aggregated row: the group's own, the newest record's, or (a column
-    the records may leave out) the newest sent value, and the names of those none sent."""
+    """A stage column from the aggregated row: the group's own or the newest record's (the names
+    of its left-out values the range could not give joined by commas)."""
     from pyspark.sql import functions as F
 
     if column in spec.key or column in ("_kind", "_records"):
         return F.col(column)
-    if column in spec.unchanged_columns:
-        return F.col(f"_sent_{spec.unchanged_columns.index(column)}").alias(column)
     if column == UNCHANGED:
-        names = [F.when(~F.col(f"_has_{j}"), F.lit(n)) for j, n in enumerate(spec.unchanged_columns)]
-        return F.when(F.col("_kind") == ROW, F.nullif(F.concat_ws(",", *names), F.lit(""))).alias(column)
+        return F.nullif(F.array_join(F.col(f"_newest.{column}"), ","), F.lit("")).alias(column)
     return F.col(f"_newest.{column}").alias(column)
 
 

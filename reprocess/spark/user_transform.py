@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, cast
 
 from reprocess.core.errors import SpecError
 from reprocess.core.spec import ColumnSpec, ColumnType, PipelineSpec
-from reprocess.core.stage_rows import DEAD, LINEAGE, ROW, UNCHANGED
+from reprocess.core.stage_rows import DEAD, LINEAGE, LINKS, ROW, UNCHANGED
 from reprocess.formats.json import numeric_text
 
 if TYPE_CHECKING:
@@ -53,8 +53,8 @@ def apply(rows: DataFrame, spec: PipelineSpec) -> DataFrame:
     if spec.transform is None:
         return rows
     names = [c.name for c in spec.columns]
-    # The columns a Debezium event left out stay listed, whatever the function returns for them.
-    kept = [UNCHANGED] if spec.unchanged_columns else []
+    # The columns a Debezium event left out stay listed, with their links, whatever the function returns.
+    kept = [UNCHANGED, *LINKS] if spec.unchanged_columns else []
     good = rows.where(F.col("_kind") == ROW).select(*names, *LINEAGE, "_error", *RAW, *kept)
     out = load(spec)(good)
     missing = [c for c in (*names, *LINEAGE) if c not in out.columns]
@@ -76,13 +76,20 @@ def apply(rows: DataFrame, spec: PipelineSpec) -> DataFrame:
         (F.when(ok, F.col("_kafka_partition")) if spec.ordering.column is None else F.lit(None))
         .cast("int")
         .alias("_key_partition"),
-        F.when(~ok, F.col("_kafka_partition")).alias("_dead_partition"),
-        F.when(~ok, F.col("_kafka_offset")).alias("_dead_offset"),
-        F.when(~ok, F.col("_kafka_topic")).alias("_dead_topic"),
-        *(F.when(ok, F.col(c) if c in out.columns else F.array().cast("array<string>")).alias(c) for c in kept),
+        F.when(~ok, F.col("_kafka_topic")).alias("_record_topic"),
+        F.when(~ok, F.col("_kafka_partition")).alias("_record_partition"),
+        F.when(~ok, F.col("_kafka_offset")).alias("_record_offset"),
+        *(F.when(ok, F.col(c) if c in out.columns else _absent(c)).alias(c) for c in kept),
     ]
     rest = rows.where(F.col("_kind") != ROW).drop(*RAW)
     return rest.unionByName(out.select(*carried))
+
+
+def _absent(column: str) -> Column:
+    """A kept column the function dropped: no value listed as left out, no link."""
+    from pyspark.sql import functions as F
+
+    return F.array().cast("array<string>") if column == UNCHANGED else F.lit(None).cast("string")
 
 
 def _error(spec: PipelineSpec, out: DataFrame) -> Column:

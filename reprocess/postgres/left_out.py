@@ -1,0 +1,295 @@
+"""The commit's part of Debezium's left-out values (:mod:`reprocess.spark.left_out` did what the
+run's records could): the values the range could not give, found in what Postgres holds, before
+the merge reads the stage; and the values nobody could give, recorded as incomplete after it.
+
+Where a listed value is looked up, in order (each step only fills what is still listed):
+
+1. a row whose segment began before the range (no old key): the target's stored row of its key
+   (a rebuild's shadow table, then the live table);
+2. a row moved from an old key: the stage's ``moved`` row of that change (the old key's delete
+   with its values), else the target's stored row of the old key (the same commit deletes it
+   after the merge), else the old key's deletion marker, which keeps what a moved row carried
+   when an earlier commit applied the delete; repeated, so a chain of changes inside the range
+   (1 → 2 → 3) resolves link by link;
+3. a replayed row whose stored row is the same record: the stored value (a replay after the
+   records with the full value left the topic writes nothing);
+4. a rebuild: the live table's row of the key.
+
+What is still listed is written NULL and recorded in ``reprocess.incomplete_values`` (key,
+column, the record that left it out), counted in the run; a later record of the key that sends
+the value clears it. The fix is the source's: ``REPLICA IDENTITY FULL`` and a new snapshot.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from psycopg2 import sql
+
+from reprocess.core.spec import PipelineSpec
+from reprocess.core.stage_rows import MOVED, NEW_KEY, OLD_KEY, ROW, ROW_KEY, TOMBSTONE, UNCHANGED
+from reprocess.postgres.target import markers_identifier, target_identifier
+
+INCOMPLETE: Final = sql.SQL("reprocess.incomplete_values")
+FIX: Final = (
+    "the connector left the value out (an unchanged TOASTed value under REPLICA IDENTITY DEFAULT) and no record "
+    "in the run's range, no stored row and no moved key held it: set REPLICA IDENTITY FULL on the source table "
+    "and have the connector re-snapshot it (or replay a range that holds the row's full value)"
+)
+_ident = sql.Identifier
+
+
+def resolve(cur: Any, spec: PipelineSpec, stage: sql.Composable, *, live: PipelineSpec | None) -> None:
+    """Fill the stage's listed values from Postgres (the module's steps). ``spec`` is the table the
+    run writes (a rebuild's shadow spec), ``live`` the live pipeline's spec of a rebuild."""
+    listed = sql.SQL("_s.{} IS NOT NULL").format(_ident(UNCHANGED))
+    valued = sql.SQL("_s._kind IN ({}, {})").format(sql.Literal(ROW), sql.Literal(MOVED))
+    own = sql.SQL("{} AND {} AND _s.{} IS NULL").format(valued, listed, _ident(OLD_KEY))
+    stored = [spec, live] if live is not None else [spec]
+    for table in stored:  # 1. the segment began before the range
+        cur.execute(_fill(spec, stage, _stored_row(table, stage, own, _same_key(spec, "_s")), own))
+    moved = sql.SQL("{} AND {} AND _s.{} IS NOT NULL").format(valued, listed, _ident(OLD_KEY))
+    unmatched = sql.SQL("{} AND NOT EXISTS (SELECT 1 FROM {} AS _m WHERE {})").format(moved, stage, _links("_m"))
+    for _ in range(_count(cur, stage, moved) + 1):  # 2. one link of a chain per round
+        filled = 0
+        for source, where in (
+            (_moved_row(stage, moved), moved),
+            (_stored_row(spec, stage, unmatched, _old_key(spec)), unmatched),
+            (_marker_values(spec, stage, unmatched), unmatched),
+        ):
+            cur.execute(_fill(spec, stage, source, where))
+            filled += cur.rowcount
+        if filled == 0:
+            break
+    same = sql.SQL("{} AND {}").format(valued, listed)
+    cur.execute(_fill(spec, stage, _stored_row(spec, stage, same, _same_key(spec, "_s"), same_record=True), same))  # 3.
+    if live is not None:  # 4.
+        cur.execute(_fill(spec, stage, _stored_row(live, stage, same, _same_key(spec, "_s")), same))
+
+
+def _count(cur: Any, stage: sql.Composable, where: sql.Composable) -> int:
+    cur.execute(sql.SQL("SELECT count(*) FROM {} AS _s WHERE {}").format(stage, where))
+    return int(cur.fetchone()[0])
+
+
+def _listed(column: str, alias: str) -> sql.Composed:
+    return sql.SQL("coalesce({} = ANY(string_to_array({}.{}, ',')), false)").format(
+        sql.Literal(column), _ident(alias), _ident(UNCHANGED)
+    )
+
+
+def _fill(spec: PipelineSpec, stage: sql.Composable, source: sql.Composable, where: sql.Composable) -> sql.Composed:
+    """UPDATE the stage rows ``where`` holds: each listed value that ``source`` (a query of
+    ``_row`` = a stage row's ctid, plus the value columns and their own ``_unchanged``) holds is
+    taken from it; only rows where it fills at least one."""
+    columns = spec.unchanged_columns
+    fills = [sql.SQL("{} AND NOT {}").format(_listed(c, "_s"), _listed(c, "_f")) for c in columns]
+    still = [
+        sql.SQL("CASE WHEN {} AND {} THEN {} END").format(_listed(c, "_s"), _listed(c, "_f"), sql.Literal(c))
+        for c in columns
+    ]
+    return sql.SQL(
+        "UPDATE {stage} AS _s SET {sets}, {unchanged} = nullif(concat_ws(',', {still}), '') "
+        "FROM ({source}) AS _f WHERE _s.ctid = _f._row AND {where} AND ({any})"
+    ).format(
+        stage=stage,
+        sets=sql.SQL(", ").join(
+            sql.SQL("{c} = CASE WHEN {fill} THEN _f.{c} ELSE _s.{c} END").format(c=_ident(c), fill=fill)
+            for c, fill in zip(columns, fills, strict=True)
+        ),
+        unchanged=_ident(UNCHANGED),
+        still=sql.SQL(", ").join(still),
+        source=source,
+        where=where,
+        any=sql.SQL(" OR ").join(fills),
+    )
+
+
+def _same_key(spec: PipelineSpec, alias: str) -> sql.Composed:
+    """The stored row's key equals the stage row ``alias``'s own key."""
+    return sql.SQL(" AND ").join(sql.SQL("_t.{k} = {a}.{k}").format(k=_ident(k), a=_ident(alias)) for k in spec.key)
+
+
+def _old_key(spec: PipelineSpec) -> sql.Composed:
+    """The stored row's key equals the stage row's old key (its JSON text, :mod:`reprocess.spark.left_out`)."""
+    return sql.SQL(" AND ").join(
+        sql.SQL("_t.{k} = (jsonb_populate_record(NULL::{t}, _s.{old}::jsonb)).{k}").format(
+            k=_ident(k), t=target_identifier(spec), old=_ident(OLD_KEY)
+        )
+        for k in spec.key
+    )
+
+
+def _stored_row(
+    table: PipelineSpec,
+    stage: sql.Composable,
+    where: sql.Composable,
+    match: sql.Composable,
+    *,
+    same_record: bool = False,
+) -> sql.Composed:
+    """The stage rows ``where`` holds with the stored row of ``table`` that ``match`` finds (nothing listed in it)."""
+    lineage = (
+        sql.SQL(" AND (_t._kafka_topic, _t._kafka_partition, _t._kafka_offset) = "
+                "(_s._kafka_topic, _s._kafka_partition, _s._kafka_offset)")
+        if same_record
+        else sql.SQL("")
+    )  # fmt: skip
+    return sql.SQL(
+        "SELECT _s.ctid AS _row, {values}, NULL::text AS {unchanged} FROM {stage} AS _s "
+        "JOIN {table} AS _t ON {match}{lineage} WHERE {where}"
+    ).format(
+        stage=stage,
+        where=where,
+        values=sql.SQL(", ").join(sql.SQL("_t.{}").format(_ident(c)) for c in table.unchanged_columns),
+        unchanged=_ident(UNCHANGED),
+        table=target_identifier(table),
+        match=match,
+        lineage=lineage,
+    )
+
+
+def _links(moved: str) -> sql.Composed:
+    """The stage row ``moved`` is the delete of the primary-key change that made stage row ``_s``."""
+    return sql.SQL("{m}._kind = {kind} AND {m}.{row_key} = _s.{old} AND {m}.{new} = _s.{row_key}").format(
+        m=_ident(moved),
+        kind=sql.Literal(MOVED),
+        row_key=_ident(ROW_KEY),
+        old=_ident(OLD_KEY),
+        new=_ident(NEW_KEY),
+    )
+
+
+def _moved_row(stage: sql.Composable, where: sql.Composable) -> sql.Composed:
+    """Per stage row moved from an old key, the stage's delete of that change: on the same
+    partition the newest before the row, else the newest (a key's changes keep their order
+    within its partition; two partitions hold no order between them)."""
+    return sql.SQL(
+        "SELECT DISTINCT ON (_s.ctid) _s.ctid AS _row, _m.* FROM {stage} AS _s JOIN {stage} AS _m ON {links} "
+        "WHERE {where} ORDER BY _s.ctid, "
+        "(_m._kafka_partition = _s._kafka_partition AND _m._kafka_offset < _s._kafka_offset) DESC, "
+        "_m._kafka_offset DESC"
+    ).format(stage=stage, links=_links("_m"), where=where)
+
+
+def _marker_values(spec: PipelineSpec, stage: sql.Composable, where: sql.Composable) -> sql.Composed:
+    """The stage rows with the values the old key's deletion marker kept from its move onto the
+    row's key (:func:`keep_moved_values_sql`)."""
+    return sql.SQL(
+        "SELECT _s.ctid AS _row, (jsonb_populate_record(NULL::{t}, _mk._moved_values)).*, "
+        "_mk._moved_unchanged AS {unchanged} FROM {stage} AS _s JOIN {markers} AS _mk ON {key} "
+        "AND _mk._moved_to = _s.{row_key} WHERE {where}"
+    ).format(
+        stage=stage,
+        where=where,
+        t=target_identifier(spec),
+        unchanged=_ident(UNCHANGED),
+        markers=markers_identifier(spec),
+        key=sql.SQL(" AND ").join(
+            sql.SQL("_mk.{k} = (jsonb_populate_record(NULL::{t}, _s.{old}::jsonb)).{k}").format(
+                k=_ident(k), t=target_identifier(spec), old=_ident(OLD_KEY)
+            )
+            for k in spec.key
+        ),
+        row_key=_ident(ROW_KEY),
+    )
+
+
+MARKER_COLUMNS: Final = "_moved_to text, _moved_values jsonb, _moved_unchanged text"
+
+
+def keep_moved_values(cur: Any, spec: PipelineSpec, stage: sql.Composable, run_id: str) -> None:
+    """After the commit applied its deletes: the markers this run wrote for a key whose newest
+    staged delete is one of a primary-key change keep the values it moved to the new key (and what
+    it could not resolve), so a create of the new key in a later run — a batch cut between the two
+    events — still finds them (step 2). A later plain delete of the key leaves them: only the
+    create the move made names that key and its new key together."""
+    key = sql.SQL(", ").join(map(_ident, spec.key))
+    values = sql.SQL(", ").join(sql.SQL("{}, _m.{}").format(sql.Literal(c), _ident(c)) for c in spec.unchanged_columns)
+    cur.execute(
+        sql.SQL(
+            "UPDATE {markers} AS _mk SET _moved_to = _m.{new}, _moved_values = jsonb_build_object({values}), "
+            "_moved_unchanged = _m.{unchanged} FROM (SELECT DISTINCT ON ({key}) * FROM {stage} AS _s "
+            "WHERE _s._kind = {moved} ORDER BY {key}, {order}) AS _m WHERE {mk_m} AND _mk._run_id = %(run_id)s "
+            "AND NOT EXISTS (SELECT 1 FROM {stage} AS _r WHERE _r._kind = {row} AND {r_m} AND {r_newer})"
+        ).format(
+            markers=markers_identifier(spec),
+            new=_ident(NEW_KEY),
+            values=values,
+            unchanged=_ident(UNCHANGED),
+            key=key,
+            stage=stage,
+            moved=sql.Literal(MOVED),
+            order=spec.ordering.newest_first_sql(),
+            mk_m=_keys_equal(spec, "_mk", "_m"),
+            row=sql.Literal(ROW),
+            r_m=_keys_equal(spec, "_r", "_m"),
+            r_newer=spec.ordering.newer_sql(_ident("_r"), _ident("_m")),
+        ),
+        {"run_id": run_id},
+    )
+
+
+def _keys_equal(spec: PipelineSpec, a: str, b: str) -> sql.Composed:
+    return sql.SQL(" AND ").join(
+        sql.SQL("{}.{} = {}.{}").format(_ident(a), _ident(k), _ident(b), _ident(k)) for k in spec.key
+    )
+
+
+def _key_object(spec: PipelineSpec, alias: str) -> sql.Composed:
+    """A row's key as jsonb, ``{"column": value}``: how an incomplete value names its row."""
+    return sql.SQL("jsonb_build_object({})").format(
+        sql.SQL(", ").join(sql.SQL("{}, {}.{}").format(sql.Literal(k), _ident(alias), _ident(k)) for k in spec.key)
+    )
+
+
+def record_incomplete(cur: Any, spec: PipelineSpec, stage: sql.Composable, owner: str, run_id: str) -> int:
+    """After the merge and the deletes: the incomplete values of the keys whose stored row is now
+    this stage's row are exactly the ones it lists; a deleted key has none. Returns how many values
+    of the stored rows this stage made are incomplete."""
+    current = sql.SQL(
+        "(SELECT _s.* FROM {stage} AS _s JOIN {target} AS _t ON {same_key} AND (_t._kafka_topic, "
+        "_t._kafka_partition, _t._kafka_offset) = (_s._kafka_topic, _s._kafka_partition, _s._kafka_offset) "
+        "WHERE _s._kind = {row}) AS _s"
+    ).format(stage=stage, target=target_identifier(spec), same_key=_same_key(spec, "_s"), row=sql.Literal(ROW))
+    key = _key_object(spec, "_s")
+    params = {"owner": owner, "run_id": run_id}
+    cur.execute(
+        sql.SQL(
+            "DELETE FROM {incomplete} AS _i USING {current} WHERE _i.pipeline = %(owner)s AND _i.key = {key} "
+            "AND NOT coalesce(_i.\"column\" = ANY(string_to_array(_s.{unchanged}, ',')), false)"
+        ).format(incomplete=INCOMPLETE, current=current, key=key, unchanged=_ident(UNCHANGED)),
+        params,
+    )
+    cur.execute(
+        sql.SQL(
+            'INSERT INTO {incomplete} AS _i (pipeline, key, "column", topic, partition, "offset", run_id) '
+            "SELECT %(owner)s, {key}, _c, _s._kafka_topic, _s._kafka_partition, _s._kafka_offset, %(run_id)s "
+            "FROM {current} CROSS JOIN LATERAL unnest(string_to_array(_s.{unchanged}, ',')) AS _c "
+            'ON CONFLICT (pipeline, key, "column") DO UPDATE SET topic = EXCLUDED.topic, '
+            'partition = EXCLUDED.partition, "offset" = EXCLUDED."offset", run_id = EXCLUDED.run_id '
+            'WHERE (_i.topic, _i.partition, _i."offset") IS DISTINCT FROM '
+            '(EXCLUDED.topic, EXCLUDED.partition, EXCLUDED."offset")'
+        ).format(incomplete=INCOMPLETE, key=key, current=current, unchanged=_ident(UNCHANGED)),
+        params,
+    )
+    cur.execute(
+        sql.SQL(
+            "DELETE FROM {incomplete} AS _i USING {stage} AS _s WHERE _i.pipeline = %(owner)s "
+            "AND _s._kind = {tombstone} AND _i.key = {key} AND NOT EXISTS (SELECT 1 FROM {target} AS _t WHERE {same})"
+        ).format(
+            incomplete=INCOMPLETE,
+            stage=stage,
+            tombstone=sql.Literal(TOMBSTONE),
+            key=key,
+            target=target_identifier(spec),
+            same=_same_key(spec, "_s"),
+        ),
+        params,
+    )
+    cur.execute(
+        sql.SQL("SELECT coalesce(sum(cardinality(string_to_array(_s.{}, ','))), 0) FROM {}").format(
+            _ident(UNCHANGED), current
+        )
+    )
+    return int(cur.fetchone()[0])

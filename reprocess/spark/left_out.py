@@ -1,0 +1,90 @@
+"""Debezium's left-out values (unchanged TOASTed columns under REPLICA IDENTITY DEFAULT), resolved
+from the run's own records before the stage keeps the newest row per key.
+
+A key's life in the log is a run of segments: a create (``op: c``) starts one, and so does the
+first event after a delete. Within a segment the row only changes, never disappears, so a value
+an event left out is the one the segment's newest event before it sent (or the event's own). A
+value the range cannot give stays listed in ``_unchanged`` with where to look next, and the commit
+(:mod:`reprocess.postgres.left_out`) finds it:
+
+- a segment that began before the range: the target's stored row of the same key;
+- a segment begun by a primary-key change (a create with ``__debezium.oldkey``): the old key's
+  values at the change. So the old key's delete (with ``__debezium.newkey``) is staged a second
+  time as a :data:`~reprocess.core.stage_rows.MOVED` row carrying its values, resolved the same
+  way. A segment never takes the values of the key's earlier life: a re-key onto a deleted key
+  gets the moved row's values, never the deleted row's (they differ, and which of the two a run
+  saw would depend on where a batch was cut).
+
+One window over the records, ordered as the pipeline orders them, in the same shuffle as the
+stage's per-key aggregation (no second read of Kafka).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+from reprocess.core.spec import PipelineSpec
+from reprocess.core.stage_rows import MOVED, NEW_KEY, OLD_KEY, ROW, ROW_KEY, TOMBSTONE, UNCHANGED
+from reprocess.formats.contract import CREATES, key_json
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+# What the decoder hands on per record (the contract), besides the columns.
+DECODED: Final = (UNCHANGED, CREATES, OLD_KEY, NEW_KEY)
+# The columns a record stays alone under in the stage's aggregation (a dead letter, a moved key).
+ALONE: Final = ("_record_topic", "_record_partition", "_record_offset")
+
+
+def resolve_in_range(rows: DataFrame, spec: PipelineSpec) -> DataFrame:
+    """``rows`` (one per record: to_stage's select with :data:`DECODED`) with each left-out value
+    taken from its segment, ``_unchanged`` naming what the range could not give, the links the
+    commit follows for those (:data:`~reprocess.core.stage_rows.LINKS`), and each primary-key
+    change's delete doubled into a ``moved`` row."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    kind = F.col("_kind")
+    position = F.struct(*spec.ordering.fields)
+    by_record = Window.partitionBy(*spec.key, "_key_partition", *ALONE).orderBy(*spec.ordering.fields)
+    so_far = by_record.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    after_delete = F.coalesce(F.lag(kind == TOMBSTONE).over(by_record), F.lit(False))
+    rows = rows.withColumn("_starts", F.col(CREATES) | after_delete)
+    start = F.last(F.when(F.col("_starts"), F.struct(position.alias("p"), F.col(OLD_KEY).alias("k"))), True)
+    newest: dict[str, Column] = {"_start": start.over(so_far)}
+    for j, name in enumerate(spec.unchanged_columns):
+        sent = (kind == ROW) & ~F.coalesce(F.array_contains(F.col(UNCHANGED), name), F.lit(False))
+        newest[f"_sent_{j}"] = F.last(F.when(sent, F.struct(position.alias("p"), F.col(name).alias("v"))), True).over(
+            so_far
+        )
+    rows = rows.withColumns(newest)
+    valued = kind.isin(ROW, MOVED)
+    known = {name: _in_segment(j) for j, name in enumerate(spec.unchanged_columns)}
+    missing = F.filter(F.array(*(F.when(~k, F.lit(n)) for n, k in known.items())), lambda n: n.isNotNull())
+    moved = (kind == TOMBSTONE) & F.col(NEW_KEY).isNotNull()
+    rows = rows.withColumn("_kind", F.explode(F.when(moved, F.array(kind, F.lit(MOVED))).otherwise(F.array(kind))))
+    old_key = F.when(valued & (F.size(missing) > 0), F.col("_start.k"))
+    names = [c.name for c in spec.key_columns]
+    own_key = key_json(names, [f"`{n}`" for n in names])
+    resolved = rows.withColumns(
+        {
+            **{n: F.when(valued, F.when(k, F.col(f"_sent_{j}.v"))).otherwise(F.col(n)) for j, (n, k) in
+               enumerate(known.items())},
+            UNCHANGED: F.when(valued, missing),
+            OLD_KEY: old_key,
+            NEW_KEY: F.when(kind == MOVED, F.col(NEW_KEY)),
+            ROW_KEY: F.when(old_key.isNotNull() | (kind == MOVED), F.expr(own_key)),
+            **{a: F.when(kind == MOVED, F.col(lineage)).otherwise(F.col(a)) for a, lineage in
+               zip(ALONE, ("_kafka_topic", "_kafka_partition", "_kafka_offset"), strict=True)},
+        }
+    )  # fmt: skip
+    return resolved.drop("_starts", "_start", CREATES, *(f"_sent_{j}" for j in range(len(known))))
+
+
+def _in_segment(j: int) -> Column:
+    """Whether the ``j``-th left-out-able column has a value in the record's segment: the newest
+    value sent so far was sent at or after the segment's start."""
+    from pyspark.sql import functions as F
+
+    sent, start = F.col(f"_sent_{j}"), F.col("_start")
+    return F.coalesce(sent.isNotNull() & (start.isNull() | (sent["p"] >= start["p"])), F.lit(False))
