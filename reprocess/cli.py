@@ -248,6 +248,11 @@ def status(pipeline: str | None, as_json: bool) -> int:
             ("\n" if i else "") + f"PIPELINE {p.name} (target {p.target_table}; last commit {last}; lag {p.lag}; "
             f"dead letters 24h {p.dead_letters_day}; retention {p.risk})"
         )
+        if p.values_incomplete:
+            print(
+                f"  {p.values_incomplete} incomplete values: left out by the connector and known nowhere, NULL in the "
+                "target (reprocess.incomplete_values; fix: REPLICA IDENTITY FULL on the source table, a new snapshot)"
+            )
         rows = [
             (x.topic, x.partition, x.log_start, x.ledger, x.log_end, x.lag, x.ledger_run,
              f"{x.verdict} {x.verdict_window.date()}" if x.verdict and x.verdict_window else None)

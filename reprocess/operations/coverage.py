@@ -103,6 +103,7 @@ class PipelineOverview:
     dag_id: str | None
     dag_run_id: str | None
     dead_letters_day: int
+    values_incomplete: int  # Debezium: left-out values no record or stored row held (postgres.left_out)
     verdict: str | None
     verdict_window: datetime | None
     partitions: tuple[PartitionCoverage, ...] = field(default_factory=tuple)
@@ -132,6 +133,7 @@ class PipelineOverview:
             "lag": self.lag,
             "unread_since": _iso(self.unread_since),
             "dead_letters_day": self.dead_letters_day,
+            "values_incomplete": self.values_incomplete,
             "reconciled": self.verdict,
             "reconciled_window": _iso(self.verdict_window),
             "risk": self.risk,
@@ -333,6 +335,7 @@ def overview(conn: Connection, pipelines: Sequence[str]) -> list[PipelineOvervie
             r.dag_id,
             r.dag_run_id,
             r.dead_letters_day,
+            r.values_incomplete,
             r.verdict,
             r.verdict_window,
             tuple(by_pipeline.get(r.name, ())),

@@ -75,14 +75,15 @@ SELECT parts.pipeline, parts.topic, parts.partition,
 """
 )
 
-# Per pipeline: its spec's topics, its last committed run, dead letters of the last day and the
-# verdict of its latest reconciled window (the worst partition's).
+# Per pipeline: its spec's topics, its last committed run, dead letters of the last day, its
+# incomplete values and the verdict of its latest reconciled window (the worst partition's).
 PIPELINE_FACTS: Final = text(
     """
 SELECT p.name, p.target_table, p.spec -> 'topics' AS topics,
        last.run_id AS last_run, last.committed_at AS last_committed_at, last.dag_id, last.dag_run_id,
        (SELECT count(*) FROM reprocess.dead_letters d
          WHERE d.pipeline = p.name AND d.created_at > now() - interval '1 day') AS dead_letters_day,
+       (SELECT count(*) FROM reprocess.incomplete_values i WHERE i.pipeline = p.name) AS values_incomplete,
        rec.window_start AS verdict_window, rec.verdict
   FROM reprocess.pipelines p
   LEFT JOIN LATERAL (

@@ -50,6 +50,11 @@ _COMMITTED = text(
     "WHERE pipeline = :pipeline AND topic = :topic AND partition = :partition AND end_offset > :start "
     "AND start_offset < :end ORDER BY start_offset"
 )
+# Debezium values of the window's records that nobody could give (postgres.left_out).
+_INCOMPLETE = text(
+    "SELECT count(*) FROM reprocess.incomplete_values WHERE pipeline = :pipeline AND topic = :topic "
+    'AND partition = :partition AND "offset" >= :start AND "offset" < :end'
+)
 # The cell's latest verdict. A cell found ok where it had a gap records the run that healed it
 # (NULL for a check no heal asked for); it keeps that run while it stays ok; a gap clears it.
 _UPSERT = text(
@@ -98,6 +103,7 @@ class PartitionVerdict:
     committed: list[tuple[int, int]]  # the ledger's committed ranges overlapping the window
     keys: KeyCheck = field(default_factory=KeyCheck)
     stale: str = ""  # rows of the window derived by an older spec version (evolve.stale_in_range)
+    incomplete: int = 0  # Debezium: values its records left out that nobody held (NULL in the target)
 
     @property
     def needs_whole_window(self) -> bool:
@@ -106,7 +112,7 @@ class PartitionVerdict:
 
     @property
     def ok(self) -> bool:
-        return not self.uncovered and not self.needs_whole_window
+        return not self.uncovered and not self.needs_whole_window and not self.incomplete
 
     def detail(self) -> str:
         k = self.keys
@@ -124,6 +130,12 @@ class PartitionVerdict:
             parts.append(f"{k.dead_unrecorded} invalid records not in the dead letters")
         if self.stale:
             parts.append(self.stale)
+        if self.incomplete:
+            parts.append(
+                f"{self.incomplete} values incomplete: the connector left them out and no record or stored row held "
+                "them, so the target holds NULL (reprocess.incomplete_values); set REPLICA IDENTITY FULL on the "
+                "source table and have the connector re-snapshot it"
+            )
         return "; ".join(parts)
 
 
@@ -194,7 +206,7 @@ def record_verdicts(
             verdicts.append(
                 PartitionVerdict(
                     r, uncovered(r.start, r.end, committed), committed, checks.get(r.tp, KeyCheck()),
-                    stale_in_range(conn, spec, r),
+                    stale_in_range(conn, spec, r), conn.execute(_INCOMPLETE, params).scalar_one(),
                 )
             )  # fmt: skip
         bad = [v for v in verdicts if not v.ok]

@@ -170,7 +170,7 @@ def _commit_once(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResul
             #    and leave a marker, so replays never resurrect. Debezium's left-out values are
             #    found first, and those nobody holds are recorded after.
             if spec.unchanged_columns:
-                left_out.resolve(cur, target, stage, live=spec if rebuild else None)
+                left_out.resolve(cur, target, stage, owner, live=spec if rebuild else None)
             cur.execute(merge_sql(target, stage), {"run_id": run_id, "spec_version": spec_version})
             upserted, inserted, rederived, restamped = (int(x) for x in one_row(cur))
             if spec.tombstones is TombstoneMode.DELETE:

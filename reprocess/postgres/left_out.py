@@ -39,22 +39,24 @@ FIX: Final = (
 _ident = sql.Identifier
 
 
-def resolve(cur: Any, spec: PipelineSpec, stage: sql.Composable, *, live: PipelineSpec | None) -> None:
+def resolve(cur: Any, spec: PipelineSpec, stage: sql.Composable, owner: str, *, live: PipelineSpec | None) -> None:
     """Fill the stage's listed values from Postgres (the module's steps). ``spec`` is the table the
-    run writes (a rebuild's shadow spec), ``live`` the live pipeline's spec of a rebuild."""
+    run writes (a rebuild's shadow spec) and ``owner`` whose incomplete values it holds; ``live``
+    the live pipeline's spec of a rebuild. A stored row's incomplete value is no value: it stays
+    listed."""
     listed = sql.SQL("_s.{} IS NOT NULL").format(_ident(UNCHANGED))
     valued = sql.SQL("_s._kind IN ({}, {})").format(sql.Literal(ROW), sql.Literal(MOVED))
     own = sql.SQL("{} AND {} AND _s.{} IS NULL").format(valued, listed, _ident(OLD_KEY))
-    stored = [spec, live] if live is not None else [spec]
-    for table in stored:  # 1. the segment began before the range
-        cur.execute(_fill(spec, stage, _stored_row(table, stage, own, _same_key(spec, "_s")), own))
+    stored = [(spec, owner), (live, live.name)] if live is not None else [(spec, owner)]
+    for table, holder in stored:  # 1. the segment began before the range
+        cur.execute(_fill(spec, stage, _stored_row(table, holder, stage, own, _same_key(spec, "_s")), own))
     moved = sql.SQL("{} AND {} AND _s.{} IS NOT NULL").format(valued, listed, _ident(OLD_KEY))
     unmatched = sql.SQL("{} AND NOT EXISTS (SELECT 1 FROM {} AS _m WHERE {})").format(moved, stage, _links("_m"))
     for _ in range(_count(cur, stage, moved) + 1):  # 2. one link of a chain per round
         filled = 0
         for source, where in (
             (_moved_row(stage, moved), moved),
-            (_stored_row(spec, stage, unmatched, _old_key(spec)), unmatched),
+            (_stored_row(spec, owner, stage, unmatched, _old_key(spec)), unmatched),
             (_marker_values(spec, stage, unmatched), unmatched),
         ):
             cur.execute(_fill(spec, stage, source, where))
@@ -62,9 +64,10 @@ def resolve(cur: Any, spec: PipelineSpec, stage: sql.Composable, *, live: Pipeli
         if filled == 0:
             break
     same = sql.SQL("{} AND {}").format(valued, listed)
-    cur.execute(_fill(spec, stage, _stored_row(spec, stage, same, _same_key(spec, "_s"), same_record=True), same))  # 3.
+    same_record = _stored_row(spec, owner, stage, same, _same_key(spec, "_s"), same_record=True)
+    cur.execute(_fill(spec, stage, same_record, same))  # 3.
     if live is not None:  # 4.
-        cur.execute(_fill(spec, stage, _stored_row(live, stage, same, _same_key(spec, "_s")), same))
+        cur.execute(_fill(spec, stage, _stored_row(live, live.name, stage, same, _same_key(spec, "_s")), same))
 
 
 def _count(cur: Any, stage: sql.Composable, where: sql.Composable) -> int:
@@ -122,13 +125,15 @@ def _old_key(spec: PipelineSpec) -> sql.Composed:
 
 def _stored_row(
     table: PipelineSpec,
+    owner: str,
     stage: sql.Composable,
     where: sql.Composable,
     match: sql.Composable,
     *,
     same_record: bool = False,
 ) -> sql.Composed:
-    """The stage rows ``where`` holds with the stored row of ``table`` that ``match`` finds (nothing listed in it)."""
+    """The stage rows ``where`` holds with the stored row of ``table`` that ``match`` finds, listing
+    its incomplete values (``owner``'s)."""
     lineage = (
         sql.SQL(" AND (_t._kafka_topic, _t._kafka_partition, _t._kafka_offset) = "
                 "(_s._kafka_topic, _s._kafka_partition, _s._kafka_offset)")
@@ -136,9 +141,13 @@ def _stored_row(
         else sql.SQL("")
     )  # fmt: skip
     return sql.SQL(
-        "SELECT _s.ctid AS _row, {values}, NULL::text AS {unchanged} FROM {stage} AS _s "
+        "SELECT _s.ctid AS _row, {values}, (SELECT string_agg(_i.\"column\", ',') FROM {incomplete} AS _i "
+        "WHERE _i.pipeline = {owner} AND _i.key = {key}) AS {unchanged} FROM {stage} AS _s "
         "JOIN {table} AS _t ON {match}{lineage} WHERE {where}"
     ).format(
+        incomplete=INCOMPLETE,
+        owner=sql.Literal(owner),
+        key=_key_object(table, "_t"),
         stage=stage,
         where=where,
         values=sql.SQL(", ").join(sql.SQL("_t.{}").format(_ident(c)) for c in table.unchanged_columns),

@@ -22,12 +22,15 @@ import psycopg2
 import pytest
 import yaml
 from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
 from sqlalchemy import text
 
 from devstack import debezium, kafka_connect, registry
+from reprocess.core.errors import ReconciliationGap
 from reprocess.core.runs import RunKind, RunRequest
 from reprocess.core.spec import PipelineSpec
 from reprocess.operations.plan import plan_run
+from reprocess.operations.rebuild import swap_in
 from reprocess.postgres.commit import commit_run
 from tests.integration.helpers import reconcile_over_connect, run_spark_stage
 
@@ -412,7 +415,7 @@ def test_primary_key_changes_over_unchanged_large_values_keep_them_whatever_the_
     _source(f"INSERT INTO public.{table} SELECT i, 'eu', 'new', {notes}, {attrs} FROM generate_series(4, 7) i")
     _source(f"UPDATE public.{table} SET status = 'first' WHERE id IN (1, 2)")  # large values unchanged
     _source(f"INSERT INTO public.{table} VALUES ({SENTINEL}, 'end', 'first-end', NULL, NULL)")
-    _wait_for(kafka_config, topic, b"first-end")
+    first_end = _wait_for(kafka_config, topic, b"first-end")
 
     def spec_of(kind: str) -> PipelineSpec:
         return _spec(f"{unique_name}_{kind}", topic, "json", key=["id", "region"], columns={
@@ -446,7 +449,7 @@ def test_primary_key_changes_over_unchanged_large_values_keep_them_whatever_the_
     _source(f"UPDATE public.{table} SET id = 70 WHERE id = 7")
     _source(f"UPDATE public.{table} SET status = 'last' WHERE id = 70")
     _source(f"INSERT INTO public.{table} VALUES ({SENTINEL}, 'end2', 'last-end', NULL, NULL)")
-    _wait_for(kafka_config, topic, b"last-end")
+    end = _wait_for(kafka_config, topic, b"last-end")
     creates = [e for _, e in _events(kafka_config, topic) if e and e["op"] == "c" and e["after"]["id"] in (10, 21, 3)]
     assert len(creates) == 3 and all(e["after"]["notes"] == "__debezium_unavailable_value" for e in creates)
 
@@ -471,3 +474,40 @@ def test_primary_key_changes_over_unchanged_large_values_keep_them_whatever_the_
         again = run(spec, f"{spec.name}-again", 0)
         assert (again.rows_upserted, again.rows_deleted, again.values_incomplete) == (0, 0, 0), spec.name
         assert stored(spec) == expected
+
+    # The records with the full values leave the topic (kafka-delete-records): a table built from
+    # what is left knows them nowhere; a rebuild of the live pipeline takes them from its table.
+    deleted = AdminClient(kafka_config).delete_records([TopicPartition(topic, 0, first_end)])
+    for future in deleted.values():
+        future.result(30)
+    fresh = spec_of("slice")
+    assert run(fresh, f"{fresh.name}-1", first_end).values_incomplete == 8
+    unknown = {(10, "eu"), (21, "us"), (3, "eu"), (70, "eu")}  # moved from keys whose full values are gone
+    assert stored(fresh) == {k: (v[0], None, None) if k in unknown else v for k, v in expected.items()}
+    with engine.connect() as conn:
+        listed = conn.execute(text('SELECT key, "column", "offset" FROM reprocess.incomplete_values '
+                                   "WHERE pipeline = :p"), {"p": fresh.name}).all()  # fmt: skip
+    assert {((k["id"], k["region"]), c) for k, c, _ in listed} == {(k, c) for k in unknown for c in ("notes", "attrs")}
+    assert min(o for *_, o in listed) >= first_end
+    now = datetime.now(UTC)
+    with pytest.raises(ReconciliationGap, match="8 values incomplete: the connector left them out"):
+        reconcile_over_connect(engine, fresh, now - timedelta(hours=1), now + timedelta(minutes=5), f"{fresh.name}-c")
+    rebuild = f"{incremental.name}-rebuild"
+    plan_run(engine, kafka_config, incremental, RunRequest.from_params({"mode": "rebuild", "batch_size": 100}), rebuild)
+    run_spark_stage(incremental, rebuild, batch_size=100)
+    assert swap_in(engine, kafka_config, incremental, rebuild).values_incomplete == 0
+    assert stored(incremental) == expected
+
+    # An update that sends one of the two values: that one is known from now on, the other still is not.
+    _source(f"UPDATE public.{table} SET notes = 'sent again' WHERE id = 10")
+    _source(f"INSERT INTO public.{table} VALUES ({SENTINEL}, 'end3', 'again-end', NULL, NULL)")
+    _wait_for(kafka_config, topic, b"again-end")
+    assert run(fresh, f"{fresh.name}-2", end).values_incomplete == 1
+    with engine.connect() as conn:
+        left = conn.execute(
+            text('SELECT "column" FROM reprocess.incomplete_values WHERE pipeline = :p AND key = CAST(:k AS jsonb)'),
+            {"p": fresh.name, "k": '{"id": 10, "region": "eu"}'},
+        )
+        assert left.scalars().all() == ["attrs"]
+        notes = conn.execute(text(f"SELECT notes, attrs FROM {fresh.qualified_target} WHERE id = 10")).one()
+    assert tuple(notes) == ("sent again", None)
