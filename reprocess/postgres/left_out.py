@@ -233,7 +233,7 @@ def keep_moved_values(cur: Any, spec: PipelineSpec, stage: sql.Composable, run_i
             mk_m=_keys_equal(spec, "_mk", "_m"),
             row=sql.Literal(ROW),
             r_m=_keys_equal(spec, "_r", "_m"),
-            r_newer=spec.ordering.newer_sql(_ident("_r"), _ident("_m")),
+            r_newer=spec.ordering.newer_sql(_ident("_m"), _ident("_r")),  # _r is newer than _m
         ),
         {"run_id": run_id},
     )
