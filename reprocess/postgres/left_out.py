@@ -47,16 +47,18 @@ def resolve(cur: Any, spec: PipelineSpec, stage: sql.Composable, owner: str, *, 
     listed = sql.SQL("_s.{} IS NOT NULL").format(_ident(UNCHANGED))
     valued = sql.SQL("_s._kind IN ({}, {})").format(sql.Literal(ROW), sql.Literal(MOVED))
     own = sql.SQL("{} AND {} AND _s.{} IS NULL").format(valued, listed, _ident(OLD_KEY))
-    stored = [(spec, owner), (live, live.name)] if live is not None else [(spec, owner)]
-    for table, holder in stored:  # 1. the segment began before the range
-        cur.execute(_fill(spec, stage, _stored_row(table, holder, stage, own, _same_key(spec, "_s")), own))
+    before = _stored_before(spec)
+    stored = [(spec, owner, before), (live, live.name, sql.SQL(""))] if live is not None else [(spec, owner, before)]
+    for table, holder, older in stored:  # 1. the segment began before the range
+        match = sql.SQL("{}{}").format(_same_key(spec, "_s"), older)
+        cur.execute(_fill(spec, stage, _stored_row(table, holder, stage, own, match), own))
     moved = sql.SQL("{} AND {} AND _s.{} IS NOT NULL").format(valued, listed, _ident(OLD_KEY))
     unmatched = sql.SQL("{} AND NOT EXISTS (SELECT 1 FROM {} AS _m WHERE {})").format(moved, stage, _links("_m"))
     for _ in range(_count(cur, stage, moved) + 1):  # 2. one link of a chain per round
         filled = 0
         for source, where in (
             (_moved_row(stage, moved), moved),
-            (_stored_row(spec, owner, stage, unmatched, _old_key(spec)), unmatched),
+            (_stored_row(spec, owner, stage, unmatched, sql.SQL("{}{}").format(_old_key(spec), before)), unmatched),
             (_marker_values(spec, stage, unmatched), unmatched),
         ):
             cur.execute(_fill(spec, stage, source, where))
@@ -68,6 +70,12 @@ def resolve(cur: Any, spec: PipelineSpec, stage: sql.Composable, owner: str, *, 
     cur.execute(_fill(spec, stage, same_record, same))  # 3.
     if live is not None:  # 4.
         cur.execute(_fill(spec, stage, _stored_row(live, live.name, stage, same, _same_key(spec, "_s")), same))
+
+
+def _stored_before(spec: PipelineSpec) -> sql.Composed:
+    """A stored row is the state before a stage row only when it is not newer (a replay's target
+    may hold a later life of the key: a re-insert after a move)."""
+    return sql.SQL(" AND NOT {}").format(spec.ordering.newer_sql(sql.Identifier("_s"), sql.Identifier("_t")))
 
 
 def _count(cur: Any, stage: sql.Composable, where: sql.Composable) -> int:

@@ -2,9 +2,11 @@
 from the run's own records before the stage keeps the newest row per key.
 
 A key's life in the log is a run of segments: a create (``op: c``) starts one, and so does the
-first event after a delete. Within a segment the row only changes, never disappears, so a value
-an event left out is the one the segment's newest event before it sent (or the event's own). A
-value the range cannot give stays listed in ``_unchanged`` with where to look next, and the commit
+first row event after a delete. Within a segment the row only changes, never disappears, so a
+value an event left out is the one the segment's newest row event before it sent (or the event's
+own). A delete ends nothing by itself: a delete the connector sent again after a restart (with
+its tombstone and the create it made) carries the same values as the first. A value the range
+cannot give stays listed in ``_unchanged`` with where to look next, and the commit
 (:mod:`reprocess.postgres.left_out`) finds it:
 
 - a segment that began before the range: the target's stored row of the same key;
@@ -49,7 +51,7 @@ def resolve_in_range(rows: DataFrame, spec: PipelineSpec) -> DataFrame:
     by_record = Window.partitionBy(*spec.key, "_key_partition", *ALONE).orderBy(*spec.ordering.fields)
     so_far = by_record.rowsBetween(Window.unboundedPreceding, Window.currentRow)
     after_delete = F.coalesce(F.lag(kind == TOMBSTONE).over(by_record), F.lit(False))
-    rows = rows.withColumn("_starts", F.col(CREATES) | after_delete)
+    rows = rows.withColumn("_starts", (kind == ROW) & (F.col(CREATES) | after_delete))
     start = F.last(F.when(F.col("_starts"), F.struct(position.alias("p"), F.col(OLD_KEY).alias("k"))), True)
     newest: dict[str, Column] = {"_start": start.over(so_far)}
     for j, name in enumerate(spec.unchanged_columns):
