@@ -94,6 +94,8 @@ class Checks:
         problems = [cdc.report(diffs, len(expected))] if diffs else []
         if result is not None and result.dead_letters:
             problems.append(f"{result.dead_letters} dead letters")
+        if result is not None and result.values_incomplete:  # every value of this life is known to the run
+            problems.append(f"{result.values_incomplete} values recorded incomplete")
         if writes_nothing and (result.rows_upserted, result.rows_deleted) != (0, 0):
             problems.append(f"wrote rows_upserted={result.rows_upserted} rows_deleted={result.rows_deleted}, not 0/0")
         verdict = "exact" if not problems else "\n".join(problems)
