@@ -6,8 +6,11 @@ A seeded random life of the :data:`bench.cdc_source.LIFE_COLUMNS` table (composi
 streamed by a real Debezium connector on the embedded Kafka Connect worker: inserts, updates that
 leave the large values unchanged, updates that change them, deletes, primary-key changes, re-keys
 onto deleted keys, re-inserts of deleted keys (the mix: :meth:`Life.step`), in transactions of 1
-to 50 row changes. The product runs as the DAGs run it (``plan_run`` → the Spark stage over Spark
-Connect → ``commit_run``): a backfill after the first round, an incremental after each later one.
+to 50 row changes; from the second round on, the worker is SIGKILLed as the round's events arrive
+and restarted after some changes made while it is down (it re-sends the events whose offsets it had
+not flushed: Debezium is at least once; ``--no-kill`` leaves this out). The product runs as the
+DAGs run it (``plan_run`` → the Spark stage over Spark Connect → ``commit_run``): a backfill after
+the first round, an incremental after each later one.
 Then, on the same topic, a whole-range replay of that pipeline (what it writes), and two fresh
 pipelines loading the whole topic at once and in batches (``--batch-size``). After each, the
 target is compared with the source table, read with psycopg2 (:mod:`bench.cdc_source`, which
@@ -175,7 +178,8 @@ def _verdict(bench: Bench, life: Life, spec: Any, what: str, result: Any) -> int
                      for k, kinds in wrong.items())  # fmt: skip
     print(
         f"\n{what}: {len(wrong)} of {len(expected)} rows wrong ({len(diffs)} wrong values); the run wrote "
-        f"upserted={result.rows_upserted} deleted={result.rows_deleted}, dead letters {result.dead_letters}"
+        f"upserted={result.rows_upserted} deleted={result.rows_deleted}, dead letters {result.dead_letters}, "
+        f"values recorded incomplete {result.values_incomplete}"
     )
     for cause, n in causes.most_common():
         print(f"  {n:5}  {cause}")
@@ -194,6 +198,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--transactions", type=int, default=180, help="transactions per round (default 180)")
     parser.add_argument("--batch-size", type=int, default=400, help="the batched backfill's batch_size (400)")
     parser.add_argument("--identity", choices=("DEFAULT", "FULL"), default="DEFAULT", help="the replica identity")
+    parser.add_argument(
+        "--no-kill", dest="kill", action="store_false",
+        help="do not SIGKILL the Kafka Connect worker after the transactions of rounds 2 and on (it re-sends events)",
+    )  # fmt: skip
     return parser.parse_args(argv)
 
 
@@ -226,13 +234,23 @@ def main(argv: list[str] | None = None) -> int:
         for n in range(1, args.rounds + 1):
             for _ in range(args.transactions):
                 cdc.source(*life.transaction())
+            if args.kill and n > 1:  # the worker SIGKILLed as its events arrive: it sends them again
+                burst = f"burst-end-{n}"
+                cdc.source(cdc.insert(tag, {**cdc.life_row("zz", 100 + n), "name": burst}))
+                life.origin[("zz", 100 + n)] = "insert"
+                cdc.wait_for(bench.kafka, topic, burst.encode(), seconds=600)
+                kafka_connect.kill()
+                for _ in range(args.transactions // 10):  # changes while it is down
+                    cdc.source(*life.transaction())
+                kafka_connect.start()
+                kafka_connect.put_connector(tag, config)
             marker = f"end-of-round-{n}"
             cdc.source(cdc.insert(tag, {**cdc.life_row("zz", n), "name": marker}))
             life.origin[("zz", n)] = "insert"
             end = cdc.wait_for(bench.kafka, topic, marker.encode(), seconds=600)
             result = _run(bench, live, f"{live.name}/{n}", {} if n == 1 else None)
             _verdict(bench, life, live, f"round {n} ({'backfill' if n == 1 else 'incremental'}, log end {end})", result)
-        print(f"\nthe life: {dict(life.ops)}")
+        print(f"\nthe life: {dict(life.ops)}; {cdc.resent(bench.kafka, topic)} events sent twice")
         whole = {"start_mode": "offsets", "start_value": json.dumps({topic: {"0": 0}}),
                  "end_mode": "offsets", "end_value": json.dumps({topic: {"0": end}})}  # fmt: skip
         result = _run(bench, live, f"{live.name}/replay", whole)

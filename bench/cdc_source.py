@@ -196,6 +196,14 @@ def events(kafka_config: Mapping[str, Any], topic: str) -> list[tuple[int, dict[
         consumer.close()
 
 
+def resent(kafka_config: Mapping[str, Any], topic: str) -> int:
+    """Change events the connector sent twice (the same operation of the same row at the same LSN), as
+    it does after a crash for the events whose offsets it had not flushed (Debezium is at least once)."""
+    seen = [(e["op"], json.dumps(e["before"] or e["after"], sort_keys=True)[:200], e["source"]["lsn"])
+            for _, e in events(kafka_config, topic) if e and e["op"] != "r"]  # fmt: skip
+    return len(seen) - len(set(seen))
+
+
 def until(what: str, check: Callable[[], Any], seconds: float = 120) -> Any:
     """``check()``'s first truthy answer, polled every 0.5 s."""
     deadline = time.monotonic() + seconds
