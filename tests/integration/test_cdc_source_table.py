@@ -193,6 +193,8 @@ def test_a_cdc_life_replays_into_exactly_the_source_table_value_for_value(
     cdc.source(cdc.update(table, ("eu", 90), {"name": "after its key change"}))  # large values still unchanged
     cdc.source(cdc.delete(table, ("eu", 16)))
     cdc.source(cdc.insert(table, cdc.life_row("eu", 16, 1)))  # re-inserted in another run than its delete
+    cdc.source(cdc.insert(table, cdc.life_row("eu", 9, 1)))  # the old keys of key changes, inserted again: a
+    cdc.source(cdc.insert(table, cdc.life_row("us", 200, 1)))  # new row, not the value their new keys took
     tx = [cdc.life_row("tx", i) for i in range(1, 31)]
     cdc.source(  # ONE transaction of 50 row changes
         cdc.insert(table, *tx),
