@@ -22,13 +22,17 @@ from typing import Any
 import psycopg2
 import pytest
 import yaml
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 from hypothesis import HealthCheck, Phase, given
 from hypothesis import settings as examples
 from hypothesis import strategies as st
 from sqlalchemy import text
 
+from bench.cdc_source import events as _events
+from bench.cdc_source import source as _source
+from bench.cdc_source import until as _until
+from bench.cdc_source import wait_for as _wait_for
 from devstack import debezium, kafka_connect, registry
 from reprocess.core.errors import ReconciliationGap
 from reprocess.core.runs import RunKind, RunRequest
@@ -47,15 +51,6 @@ SOURCE_COLUMNS = "id, customer, amount, status, md5(notes), length(notes), upper
 TARGET_COLUMNS = "id, customer, amount, status, md5(notes), length(notes), label"
 
 
-def _source(*statements: str) -> None:
-    """Run ``statements`` in ONE transaction of the source database."""
-    conn = psycopg2.connect(debezium.source_dsn())
-    with conn, conn.cursor() as cur:
-        for s in statements:
-            cur.execute(s)
-    conn.close()
-
-
 def _source_rows(table: str) -> dict[int, tuple[Any, ...]]:
     conn = psycopg2.connect(debezium.source_dsn())
     with conn.cursor() as cur:
@@ -71,21 +66,6 @@ def _target_rows(engine, spec) -> dict[int, tuple[Any, ...]]:
             text(f"SELECT {TARGET_COLUMNS} FROM {spec.qualified_target} WHERE id <> :s"), {"s": SENTINEL}
         )
         return {r[0]: (r[1], None if r[2] is None else Decimal(r[2]).quantize(Decimal("0.01")), *r[3:]) for r in rows}
-
-
-def _wait_for(kafka_config: dict[str, Any], topic: str, marker: bytes, seconds: float = 120) -> int:
-    """The offset after the first event whose value holds ``marker`` (e.g. a customer's name), once it arrived."""
-    consumer = Consumer({**kafka_config, "group.id": f"{topic}-wait", "enable.auto.commit": False})
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    deadline = time.monotonic() + seconds
-    try:
-        while time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is not None and not msg.error() and marker in (msg.value() or b""):
-                return int(msg.offset() or 0) + 1
-    finally:
-        consumer.close()
-    raise AssertionError(f"no change event holding {marker!r} reached {topic} in {seconds:.0f}s")
 
 
 def _spec(name: str, topic: str, encoding: str, by_lsn: bool = False, **settings: Any) -> PipelineSpec:
@@ -233,32 +213,6 @@ def test_a_truncate_fails_the_run_naming_it_and_commits_nothing(debezium_connect
     with engine.connect() as conn:
         exists = conn.execute(text("SELECT to_regclass(:t)"), {"t": spec.qualified_target}).scalar()
         assert exists is None or conn.execute(text(f"SELECT count(*) FROM {spec.qualified_target}")).scalar() == 0
-
-
-def _events(kafka_config: dict[str, Any], topic: str) -> list[tuple[int, dict[str, Any] | None]]:
-    """Every record of ``topic`` (partition 0) up to its end now: (offset, the JSON envelope or None)."""
-    consumer = Consumer({**kafka_config, "group.id": f"{topic}-events", "enable.auto.commit": False})
-    try:
-        _, end = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
-        consumer.assign([TopicPartition(topic, 0, 0)])
-        out: list[tuple[int, dict[str, Any] | None]] = []
-        while len(out) < end:
-            msg = consumer.poll(5)
-            assert msg is not None and not msg.error(), f"{topic}: record {len(out)} of {end} did not arrive"
-            out.append((int(msg.offset() or 0), json.loads(msg.value()) if msg.value() else None))
-        return out
-    finally:
-        consumer.close()
-
-
-def _until(what: str, check: Any, seconds: float = 120) -> Any:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.5)
-    raise AssertionError(f"{what}: not seen in {seconds:.0f}s")
 
 
 def test_a_transaction_open_across_a_re_snapshot_keeps_its_update_under_the_default_ordering(

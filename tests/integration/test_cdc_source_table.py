@@ -1,0 +1,278 @@
+"""A Debezium pipeline against its oracle, the source table itself (issue 36, item 5).
+
+One PostgreSQL table with a composite key, a large ``text`` and a large ``jsonb`` value stored out
+of line (``STORAGE EXTERNAL``, more than 2 kB), ``numeric(20,6)``, ``timestamptz``, ``boolean``,
+unicode and NULLs (:data:`bench.cdc_source.LIFE_COLUMNS`) lives a scripted life while a real Debezium
+connector streams it: updates that leave the large values unchanged (Debezium's placeholder),
+primary-key changes of such rows inside one run and across runs, a re-key onto a deleted key,
+update → delete → re-insert, a 50-row transaction, a transaction open across a re-snapshot, a worker
+SIGKILLed mid-stream. Runs: a backfill, incrementals, an older slice replayed, a whole-range replay,
+and two fresh pipelines loading the whole topic (in one run, and in small batches).
+
+After every run the target must equal the source table value for value, read with psycopg2
+(:mod:`bench.cdc_source`, which imports nothing of the product); a failure lists every wrong value
+(key, column, source, target) of every stage, then fails. Under REPLICA IDENTITY FULL the same life
+must be exact too. A rebuild after the full values left the topic (delete-records, compaction) must
+keep every value.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg2
+import pytest
+import yaml
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from bench import cdc_source as cdc
+from devstack import debezium, kafka_connect
+from reprocess.core.runs import RunKind, RunRequest
+from reprocess.core.spec import PipelineSpec
+from reprocess.operations.plan import plan_run
+from reprocess.operations.rebuild import swap_in
+from reprocess.postgres.commit import commit_run
+from tests.integration.helpers import run_spark_stage
+
+pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("postgres")]
+
+BATCH = 60  # the batched backfill's batch_size: about five batches over the life's topic
+
+
+def _spec(name: str, topic: str) -> PipelineSpec:
+    """The life table's pipeline: every column of :data:`cdc.LIFE_COLUMNS`, in the default (Kafka offset) order."""
+    raw = {
+        "name": name, "topics": [topic], "format": "debezium", "encoding": "json", "key": list(cdc.LIFE_KEY),
+        "target_table": f"{name}.life", "columns": {c.name: dict(c.spec) for c in cdc.LIFE_COLUMNS},
+    }  # fmt: skip
+    path = Path(os.environ["REPROCESS_PIPELINES_DIR"]) / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(raw, allow_unicode=True))
+    return PipelineSpec.from_file(path)
+
+
+def _run(engine: Any, kafka_config: dict[str, Any], spec: PipelineSpec, run_id: str,
+         params: dict[str, Any] | None = None) -> Any:  # fmt: skip
+    """Plan, stage (over Connect, in batches when ``params`` has a batch_size) and commit one run: an
+    incremental, or a backfill of ``params``."""
+    request = RunRequest.incremental() if params is None else RunRequest.from_params(params, RunKind.BACKFILL)
+    plan_run(engine, kafka_config, spec, request, run_id)
+    run_spark_stage(spec, run_id, batch_size=request.batch_size)
+    if request.rebuild:
+        return swap_in(engine, kafka_config, spec, run_id)
+    return commit_run(engine, spec, run_id)
+
+
+def _offsets(topic: str, start: int, end: int) -> dict[str, str]:
+    return {"start_mode": "offsets", "start_value": json.dumps({topic: {"0": start}}),
+            "end_mode": "offsets", "end_value": json.dumps({topic: {"0": end}})}  # fmt: skip
+
+
+def _target(engine: Any, spec: PipelineSpec) -> dict[cdc.Key, cdc.Row]:
+    conn = engine.raw_connection()
+    try:
+        return cdc.target_rows(conn, spec.target_schema, spec.target_table)
+    finally:
+        conn.close()
+
+
+class Checks:
+    """Soft checks over the stages of one life: each stage's differences are printed and kept, so one
+    test run shows every stage that went wrong (a later stage may heal or keep an earlier error)."""
+
+    def __init__(self, engine: Any, table: str) -> None:
+        self.engine, self.table = engine, table
+        self.failed: list[str] = []
+
+    def exact(self, stage: str, spec: PipelineSpec, result: Any = None, *, writes_nothing: bool = False) -> None:
+        expected = cdc.source_rows(self.table)
+        diffs = cdc.differences(expected, _target(self.engine, spec))
+        problems = [cdc.report(diffs, len(expected))] if diffs else []
+        if result is not None and result.dead_letters:
+            problems.append(f"{result.dead_letters} dead letters")
+        if result is not None and result.values_incomplete:  # every value of this life is known to the run
+            problems.append(f"{result.values_incomplete} values recorded incomplete")
+        if writes_nothing and (result.rows_upserted, result.rows_deleted) != (0, 0):
+            problems.append(f"wrote rows_upserted={result.rows_upserted} rows_deleted={result.rows_deleted}, not 0/0")
+        verdict = "exact" if not problems else "\n".join(problems)
+        print(f"[{stage}] {spec.name}: {len(expected)} source rows: {verdict}")
+        if problems:
+            self.failed.append(f"[{stage}] {verdict}")
+
+    def assert_none_failed(self) -> None:
+        assert not self.failed, "the target differs from the source table:\n" + "\n".join(self.failed)
+
+
+def _phase_end(kafka_config: dict[str, Any], topic: str, table: str, phase: int) -> int:
+    """Insert the phase's end row and wait for its event: the offset after it."""
+    marker = f"end-of-phase-{phase}"
+    cdc.source(cdc.insert(table, {**cdc.life_row("zz", phase), "name": marker}))
+    return cdc.wait_for(kafka_config, topic, marker.encode())
+
+
+def _snapshot_reads(kafka_config: dict[str, Any], topic: str) -> int:
+    """How many snapshots have ended in the topic (events with ``source.snapshot`` "last")."""
+    return sum(1 for _, e in cdc.events(kafka_config, topic) if e and e["source"].get("snapshot") == "last")
+
+
+@pytest.mark.parametrize("identity", ["DEFAULT", "FULL"])
+def test_a_cdc_life_replays_into_exactly_the_source_table_value_for_value(
+    identity, debezium_connector, kafka_config, engine, unique_name
+):
+    started = time.monotonic()
+    table, prefix = unique_name, f"dbz_{unique_name}"
+    topic = f"{prefix}.public.{table}"
+    eu = [cdc.life_row("eu", i) for i in range(1, 41)]
+    eu[19] = cdc.life_row("eu", 20, nulls=True)  # every non-key value NULL
+    eu[20] = {**eu[20], "body": "short, stored inline"}  # a small value: never left out
+    cdc.source(*cdc.create_table(table, identity=identity), cdc.insert(table, *eu))
+    config = debezium.connector_config(unique_name, [f"public.{table}"], prefix, **{"decimal.handling.mode": "string"})
+    debezium_connector(unique_name, config)  # the snapshot: op r for ('eu', 1..40)
+
+    # Phase 1, read by the first run (a backfill from the log start).
+    for n in range(3):  # updates leaving the large values unchanged: the placeholder every time
+        cdc.source(*(cdc.update(table, ("eu", i), {"amount": n * 100 + i, "flag": n % 2 == 0}) for i in range(1, 6)))
+    cdc.source(cdc.rekey(table, ("eu", 9), ("eu", 90)))  # a key change; the old key's value: the snapshot's
+    cdc.source(cdc.insert(table, cdc.life_row("us", 100)))
+    cdc.source(cdc.update(table, ("us", 100), {"name": "Ünïcode ✓"}))
+    cdc.source(cdc.rekey(table, ("us", 100), ("us", 101)))  # a key change; the old key's value: inserted above
+    cdc.source(cdc.delete(table, ("eu", 6)), cdc.delete(table, ("eu", 7)))
+    cdc.source(cdc.rekey(table, ("eu", 8), ("eu", 7)))  # a re-key onto a key deleted in the same run
+    cdc.source(cdc.update(table, ("eu", 20), {"name": "was NULL"}))
+    cdc.source(cdc.update(table, ("eu", 20), {"name": None}))
+    end_1 = _phase_end(kafka_config, topic, table, 1)
+
+    checks = Checks(engine, table)
+    live = _spec(f"{unique_name}_live", topic)
+    checks.exact("run 1: backfill", live, _run(engine, kafka_config, live, f"{live.name}-1", {}))
+
+    # Phase 2: a transaction open across a re-snapshot, changes inside one run, the worker SIGKILLed.
+    holder = psycopg2.connect(debezium.source_dsn())
+    try:
+        with holder.cursor() as cur:
+            cur.execute(*cdc.update(table, ("eu", 14), {"name": "committed-late", "amount": 14.5}))
+        cdc.source(cdc.update(table, ("eu", 15), {"name": "while-open"}))  # the WAL moves on
+        cdc.wait_for(kafka_config, topic, b"while-open")
+        kafka_connect.put_connector(unique_name, {**config, "snapshot.mode": "always"})  # re-snapshot: op r again
+        cdc.until("the re-snapshot's end", lambda: _snapshot_reads(kafka_config, topic) >= 2)
+        holder.commit()  # its update streams after the snapshot's read of ('eu', 14), at a lower LSN
+    finally:
+        holder.close()
+    cdc.wait_for(kafka_config, topic, b"committed-late")
+    cdc.source(cdc.rekey(table, ("eu", 17), ("eu", 170)))  # the old key's value: the re-snapshot's read
+    cdc.source(cdc.update(table, ("eu", 10), {"name": "updated"}))  # update → delete → re-insert → update
+    cdc.source(cdc.delete(table, ("eu", 10)))
+    cdc.source(cdc.insert(table, cdc.life_row("eu", 10, 1)))
+    cdc.source(cdc.update(table, ("eu", 10), {"amount": -1, "name": "streaming"}))
+    cdc.source(cdc.insert(table, cdc.life_row("us", 200)))
+    cdc.wait_for(kafka_config, topic, b"streaming")
+    # Streaming, and its offsets flushed (every second): a worker killed now resumes streaming where its
+    # offsets say and re-sends what came after. Killed before, it would snapshot again (its offsets
+    # saying the re-snapshot was under way), and a snapshot cannot say which rows went meanwhile.
+    time.sleep(1.5)
+    for i in range(1, 6):  # a stream of single-row transactions, the worker killed right after them
+        cdc.source(cdc.update(table, ("eu", i), {"name": f"stream {i}"}))
+    cdc.source(cdc.rekey(table, ("us", 200), ("us", 201)), cdc.update(table, ("eu", 19), {"name": "burst end"}))
+    cdc.wait_for(kafka_config, topic, b"burst end")
+    kafka_connect.kill()  # sent, but its offsets of the last second may not be flushed: those are sent again
+    cdc.source(cdc.update(table, ("eu", 2), {"name": "while down"}), cdc.rekey(table, ("eu", 18), ("eu", 180)))
+    kafka_connect.start()
+    kafka_connect.put_connector(unique_name, config)  # resumes from its flushed offsets and its slot
+    end_2 = _phase_end(kafka_config, topic, table, 2)
+    assert _snapshot_reads(kafka_config, topic) == 2, "the restart snapshotted again: the life lost its deletes"
+    checks.exact("run 2: incremental", live, _run(engine, kafka_config, live, f"{live.name}-2"))
+
+    # Phase 3: key changes across runs (the old key's full value committed by an earlier run).
+    cdc.source(cdc.rekey(table, ("eu", 11), ("eu", 110)))
+    cdc.source(cdc.rekey(table, ("eu", 12), ("eu", 6)))  # a re-key onto a key deleted in run 1
+    cdc.source(cdc.rekey(table, ("eu", 170), ("eu", 171)))  # the new key of run 2's key change, changed again
+    cdc.source(cdc.update(table, ("eu", 90), {"name": "after its key change"}))  # large values still unchanged
+    cdc.source(cdc.delete(table, ("eu", 16)))
+    cdc.source(cdc.insert(table, cdc.life_row("eu", 16, 1)))  # re-inserted in another run than its delete
+    cdc.source(cdc.insert(table, cdc.life_row("eu", 9, 1)))  # the old keys of key changes, inserted again: a
+    cdc.source(cdc.insert(table, cdc.life_row("us", 200, 1)))  # new row, not the value their new keys took
+    tx = [cdc.life_row("tx", i) for i in range(1, 31)]
+    cdc.source(  # ONE transaction of 50 row changes
+        cdc.insert(table, *tx),
+        *(cdc.update(table, ("eu", i), {"amount": i / 4}) for i in range(21, 36)),
+        *(cdc.delete(table, ("tx", i)) for i in range(1, 4)),
+        *(cdc.rekey(table, ("tx", i), ("tx", 100 + i)) for i in range(4, 6)),
+    )
+    for n in range(2):
+        cdc.source(*(cdc.update(table, ("eu", i), {"flag": n == 1}) for i in (1, 3, 5, 110, 6)))
+    end_3 = _phase_end(kafka_config, topic, table, 3)
+    checks.exact("run 3: incremental", live, _run(engine, kafka_config, live, f"{live.name}-3"))
+
+    older = _run(engine, kafka_config, live, f"{live.name}-4", _offsets(topic, 0, end_1))
+    checks.exact(f"run 4: older slice [0, {end_1}) replayed", live, older, writes_nothing=True)
+    again = _run(engine, kafka_config, live, f"{live.name}-5", _offsets(topic, 0, end_3))
+    checks.exact(f"run 5: whole range [0, {end_3}) replayed", live, again, writes_nothing=True)
+
+    whole = _spec(f"{unique_name}_whole", topic)
+    checks.exact("one backfill of the whole topic", whole, _run(engine, kafka_config, whole, f"{whole.name}-1", {}))
+    batched = _spec(f"{unique_name}_batched", topic)
+    result = _run(engine, kafka_config, batched, f"{batched.name}-1", {"batch_size": BATCH})
+    checks.exact(f"a backfill in batches of {BATCH}", batched, result)
+    print(
+        f"{identity}: {end_3} events ({end_1}, {end_2 - end_1}, {end_3 - end_2} per phase; "
+        f"{cdc.resent(kafka_config, topic)} re-sent after the kill), 7 runs in {time.monotonic() - started:.1f} s"
+    )
+    checks.assert_none_failed()
+
+
+def _compacted_topic(kafka_config: dict[str, Any], topic: str) -> None:
+    """Create ``topic`` compacted, cleaned as soon as it can be (before the connector writes to it)."""
+    admin = AdminClient({"bootstrap.servers": kafka_config["bootstrap.servers"]})
+    config = {"cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.dirty.ratio": "0.01",
+              "min.compaction.lag.ms": "0"}  # fmt: skip
+    (created,) = admin.create_topics([NewTopic(topic, 1, 1, config=config)]).values()
+    created.result(30)
+
+
+@pytest.mark.parametrize("loss", ["delete_records", "compacted"])
+def test_a_rebuild_after_the_full_values_left_the_topic_keeps_every_value(
+    loss, debezium_connector, kafka_config, engine, unique_name
+):
+    """Every key's full values (the snapshot's reads, an insert) leave the topic, by delete-records
+    below the updates or by compaction; what remains are updates carrying the placeholder. The live
+    table holds the values; a rebuild (``mode=rebuild``) must keep them: no NULL, no placeholder."""
+    started = time.monotonic()
+    table, prefix = unique_name, f"dbz_{unique_name}"
+    topic = f"{prefix}.public.{table}"
+    if loss == "compacted":
+        _compacted_topic(kafka_config, topic)
+    cdc.source(*cdc.create_table(table), cdc.insert(table, *(cdc.life_row("eu", i) for i in range(1, 11))))
+    config = debezium.connector_config(unique_name, [f"public.{table}"], prefix, **{"decimal.handling.mode": "string"})
+    debezium_connector(unique_name, config)
+    cdc.source(cdc.insert(table, cdc.life_row("us", 1)))
+    end_1 = _phase_end(kafka_config, topic, table, 1)
+    checks = Checks(engine, table)
+    spec = _spec(f"{unique_name}_live", topic)
+    checks.exact("run 1: backfill", spec, _run(engine, kafka_config, spec, f"{spec.name}-1", {}))
+
+    for n in range(2):  # every key's newest events: updates leaving the large values unchanged
+        cdc.source(*(cdc.update(table, k, {"amount": n + k[1] / 8, "name": f"v{n}"}) for k in cdc.source_rows(table)))
+    _phase_end(kafka_config, topic, table, 2)
+    time.sleep(0.2)  # past segment.ms: the next event rolls the segment, and the cleaner sees the updates
+    _phase_end(kafka_config, topic, table, 3)  # (it never reads the active segment)
+    checks.exact("run 2: incremental", spec, _run(engine, kafka_config, spec, f"{spec.name}-2"))
+
+    full = [o for o, e in cdc.events(kafka_config, topic) if e and e["op"] in ("r", "c")]
+    if loss == "delete_records":  # as kafka-delete-records does: the log start moves past the full values
+        admin = AdminClient({"bootstrap.servers": kafka_config["bootstrap.servers"]})
+        (deleted,) = admin.delete_records([TopicPartition(topic, 0, end_1)], operation_timeout=30).values()
+        assert deleted.result(30).low_watermark == end_1
+    else:  # compaction keeps each key's newest event: a placeholder update, but the end rows' inserts
+        cdc.until("compaction of the snapshot's reads", lambda: not any(
+            e and e["op"] == "r" for _, e in cdc.events(kafka_config, topic)), seconds=90)  # fmt: skip
+    left = [o for o, e in cdc.events(kafka_config, topic) if e and e["op"] in ("r", "c")]
+    print(f"{loss}: events with full values at offsets {full}; left in the topic: {left}")
+
+    rebuilt = _run(engine, kafka_config, spec, f"{spec.name}-rebuild", {"mode": "rebuild"})
+    checks.exact(f"rebuild after {loss}", spec, rebuilt)
+    print(f"{loss}: {time.monotonic() - started:.1f} s")
+    checks.assert_none_failed()
