@@ -5,7 +5,8 @@ the merge reads the stage; and the values nobody could give, recorded as incompl
 Where a listed value is looked up, in order (each step only fills what is still listed):
 
 1. a row whose segment began before the range (no old key): the target's stored row of its key
-   (a rebuild's shadow table, then the live table);
+   (a rebuild's shadow table, then the live table), else — the key was deleted by a primary-key
+   change and the connector re-sent its earlier events — what its deletion marker kept;
 2. a row moved from an old key: the stage's ``moved`` row of that change (the old key's delete
    with its values), else the target's stored row of the old key (the same commit deletes it
    after the merge), else the old key's deletion marker, which keeps what a moved row carried
@@ -52,6 +53,7 @@ def resolve(cur: Any, spec: PipelineSpec, stage: sql.Composable, owner: str, *, 
     for table, holder, older in stored:  # 1. the segment began before the range
         match = sql.SQL("{}{}").format(_same_key(spec, "_s"), older)
         cur.execute(_fill(spec, stage, _stored_row(table, holder, stage, own, match), own))
+    cur.execute(_fill(spec, stage, _marker_values(spec, stage, own, _keys_equal(spec, "_mk", "_s")), own))
     moved = sql.SQL("{} AND {} AND _s.{} IS NOT NULL").format(valued, listed, _ident(OLD_KEY))
     unmatched = sql.SQL("{} AND NOT EXISTS (SELECT 1 FROM {} AS _m WHERE {})").format(moved, stage, _links("_m"))
     for _ in range(_count(cur, stage, moved) + 1):  # 2. one link of a chain per round
@@ -59,7 +61,7 @@ def resolve(cur: Any, spec: PipelineSpec, stage: sql.Composable, owner: str, *, 
         for source, where in (
             (_moved_row(stage, moved), moved),
             (_stored_row(spec, owner, stage, unmatched, sql.SQL("{}{}").format(_old_key(spec), before)), unmatched),
-            (_marker_values(spec, stage, unmatched), unmatched),
+            (_marker_values(spec, stage, unmatched, _moved_from_old_key(spec)), unmatched),
         ):
             cur.execute(_fill(spec, stage, source, where))
             filled += cur.rowcount
@@ -189,26 +191,35 @@ def _moved_row(stage: sql.Composable, where: sql.Composable) -> sql.Composed:
     ).format(stage=stage, links=_links("_m"), where=where)
 
 
-def _marker_values(spec: PipelineSpec, stage: sql.Composable, where: sql.Composable) -> sql.Composed:
-    """The stage rows with the values the old key's deletion marker kept from its move onto the
-    row's key (:func:`keep_moved_values_sql`)."""
+def _marker_values(
+    spec: PipelineSpec, stage: sql.Composable, where: sql.Composable, match: sql.Composable
+) -> sql.Composed:
+    """The stage rows with the values a deletion marker (``_mk``) that ``match`` finds kept from a
+    primary-key change (:func:`keep_moved_values`)."""
     return sql.SQL(
         "SELECT _s.ctid AS _row, (jsonb_populate_record(NULL::{t}, _mk._moved_values)).*, "
-        "_mk._moved_unchanged AS {unchanged} FROM {stage} AS _s JOIN {markers} AS _mk ON {key} "
-        "AND _mk._moved_to = _s.{row_key} WHERE {where}"
+        "_mk._moved_unchanged AS {unchanged} FROM {stage} AS _s JOIN {markers} AS _mk ON {match} "
+        "AND _mk._moved_values IS NOT NULL WHERE {where}"
     ).format(
         stage=stage,
         where=where,
         t=target_identifier(spec),
         unchanged=_ident(UNCHANGED),
         markers=markers_identifier(spec),
-        key=sql.SQL(" AND ").join(
+        match=match,
+    )
+
+
+def _moved_from_old_key(spec: PipelineSpec) -> sql.Composed:
+    """The marker is the stage row's old key's, and kept the move onto the row's key."""
+    return sql.SQL("{} AND _mk._moved_to = _s.{}").format(
+        sql.SQL(" AND ").join(
             sql.SQL("_mk.{k} = (jsonb_populate_record(NULL::{t}, _s.{old}::jsonb)).{k}").format(
                 k=_ident(k), t=target_identifier(spec), old=_ident(OLD_KEY)
             )
             for k in spec.key
         ),
-        row_key=_ident(ROW_KEY),
+        _ident(ROW_KEY),
     )
 
 

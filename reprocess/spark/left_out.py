@@ -1,12 +1,13 @@
 """Debezium's left-out values (unchanged TOASTed columns under REPLICA IDENTITY DEFAULT), resolved
 from the run's own records before the stage keeps the newest row per key.
 
-A key's life in the log is a run of segments: a create (``op: c``) starts one, and so does the
-first row event after a delete. Within a segment the row only changes, never disappears, so a
-value an event left out is the one the segment's newest row event before it sent (or the event's
-own). A delete ends nothing by itself: a delete the connector sent again after a restart (with
-its tombstone and the create it made) carries the same values as the first. A value the range
-cannot give stays listed in ``_unchanged`` with where to look next, and the commit
+A key's life in the log is a run of segments, each begun by a create (``op: c``): a key that was
+deleted comes back only by a create (or a snapshot read, which sends every value), so a value an
+event left out is the one the segment's newest row event before it sent (or the event's own). A
+delete ends nothing by itself: the events a connector sends again after a restart (an update, a
+delete, its tombstone, the create a key change made) replay the same segment and carry the same
+values as the first time. A value the range cannot give stays listed in ``_unchanged`` with
+where to look next, and the commit
 (:mod:`reprocess.postgres.left_out`) finds it:
 
 - a segment that began before the range: the target's stored row of the same key;
@@ -50,9 +51,8 @@ def resolve_in_range(rows: DataFrame, spec: PipelineSpec) -> DataFrame:
     position = F.struct(*spec.ordering.fields)
     by_record = Window.partitionBy(*spec.key, "_key_partition", *ALONE).orderBy(*spec.ordering.fields)
     so_far = by_record.rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    after_delete = F.coalesce(F.lag(kind == TOMBSTONE).over(by_record), F.lit(False))
-    rows = rows.withColumn("_starts", (kind == ROW) & (F.col(CREATES) | after_delete))
-    start = F.last(F.when(F.col("_starts"), F.struct(position.alias("p"), F.col(OLD_KEY).alias("k"))), True)
+    creates = (kind == ROW) & F.col(CREATES)
+    start = F.last(F.when(creates, F.struct(position.alias("p"), F.col(OLD_KEY).alias("k"))), True)
     newest: dict[str, Column] = {"_start": start.over(so_far)}
     for j, name in enumerate(spec.unchanged_columns):
         sent = (kind == ROW) & ~F.coalesce(F.array_contains(F.col(UNCHANGED), name), F.lit(False))
@@ -80,7 +80,7 @@ def resolve_in_range(rows: DataFrame, spec: PipelineSpec) -> DataFrame:
                zip(ALONE, ("_kafka_topic", "_kafka_partition", "_kafka_offset"), strict=True)},
         }
     )  # fmt: skip
-    return resolved.drop("_starts", "_start", CREATES, *(f"_sent_{j}" for j in range(len(known))))
+    return resolved.drop("_start", CREATES, *(f"_sent_{j}" for j in range(len(known))))
 
 
 def _in_segment(j: int) -> Column:
