@@ -17,6 +17,8 @@ from typing import Any, Final
 
 import yaml
 
+from reprocess.core.column_types import ColumnType as ColumnType  # re-exported: specs name column types
+from reprocess.core.column_types import DecimalHandling, parse_type, sql_type
 from reprocess.core.derive import Transform, parse_transform, value_fields
 from reprocess.core.errors import SpecError
 from reprocess.core.formats import Encoding, Format, path_problem
@@ -28,6 +30,7 @@ SPEC_FIELDS: Final = frozenset({
     "name", "description", "topics", "consumer_group", "key", "columns", "target_table", "ordering", "tombstones",
     "batch_size", "max_record_bytes", "max_dead_letter_ratio", "schedule", "reconcile", "owner", "tags", "format",
     "where", "transform", "transform_version", "encoding", "schema_registry", "unavailable_value_placeholder",
+    "decimal_handling_mode",
 })  # fmt: skip
 # What Debezium writes for a value it did not read (an unchanged TOASTed value), unless the
 # connector's `unavailable.value.placeholder` says otherwise; the spec's setting of that name follows it.
@@ -60,34 +63,6 @@ def pipeline_of_dag(dag_id: str) -> str | None:
     return match.group("pipeline") if match else None
 
 
-class ColumnType(enum.StrEnum):
-    TEXT = "text"
-    BIGINT = "bigint"
-    INTEGER = "integer"
-    DOUBLE = "double precision"
-    NUMERIC = "numeric"
-    BOOLEAN = "boolean"
-    TIMESTAMPTZ = "timestamptz"
-
-    @property
-    def spark_type(self) -> str:
-        """The Spark SQL type a JSON value is cast to before it is staged."""
-        return _SPARK_TYPES[self]
-
-
-_SPARK_TYPES: Final = {
-    ColumnType.TEXT: "string",
-    ColumnType.BIGINT: "bigint",
-    ColumnType.INTEGER: "int",
-    ColumnType.DOUBLE: "double",
-    # Staged as its exact text (formats/json.py validates it) and cast by PostgreSQL: a Spark decimal
-    # has a fixed scale and at most 38 digits, so it would round values numeric holds exactly.
-    ColumnType.NUMERIC: "string",
-    ColumnType.BOOLEAN: "boolean",
-    ColumnType.TIMESTAMPTZ: "timestamp",
-}
-
-
 DEFAULT_REGISTRY_CONN: Final = "schema_registry_default"
 
 
@@ -107,9 +82,15 @@ class ColumnSpec:
     path: str
     required: bool
     expr: str | None = None  # Spark SQL deriving the value (core.derive), instead of a path
+    numeric: tuple[int, int] | None = None  # numeric(p,s)'s (precision, scale); None: unconstrained
 
     def with_required(self) -> ColumnSpec:
-        return ColumnSpec(self.name, self.type, self.path, True, self.expr)
+        return ColumnSpec(self.name, self.type, self.path, True, self.expr, self.numeric)
+
+    @property
+    def sql_type(self) -> str:
+        """The PostgreSQL type of the column in the target and the stage (``numeric(20,6)``, ``jsonb``)."""
+        return sql_type(self.type, self.numeric)
 
     @property
     def from_value(self) -> bool:
@@ -136,6 +117,8 @@ class PipelineSpec:
     encoding: Encoding = Encoding.JSON  # the value's serialization (``avro`` for the avro format)
     schema_registry: str = DEFAULT_REGISTRY_CONN  # the Airflow connection of the Schema Registry
     unavailable_value_placeholder: str = DEBEZIUM_PLACEHOLDER  # debezium: the connector's placeholder text
+    # debezium with the JSON converter: the connector's decimal.handling.mode (how a numeric reads)
+    decimal_handling: DecimalHandling = DecimalHandling.STRING
     tombstones: TombstoneMode = TombstoneMode.DEAD_LETTER
     batch_size: int = 1_000_000
     max_record_bytes: int = 1_048_576
@@ -215,9 +198,7 @@ class PipelineSpec:
 
         derives: dict[str, Any] = {
             "key": list(self.key),
-            "columns": [
-                [c.name, c.type.value, c.path, c.required, *([c.expr] if c.expr else [])] for c in self.columns
-            ],
+            "columns": [[c.name, c.sql_type, c.path, c.required, *([c.expr] if c.expr else [])] for c in self.columns],
             "ordering": [self.ordering.mode.value, self.ordering.column],
         }
         if self.where is not None:
@@ -228,6 +209,8 @@ class PipelineSpec:
             derives["format"] = [self.format.value, self.encoding.value]
         if self.unavailable_value_placeholder != DEBEZIUM_PLACEHOLDER:  # likewise debezium specs without one
             derives["placeholder"] = self.unavailable_value_placeholder
+        if self.decimal_handling is not DecimalHandling.STRING:  # likewise debezium specs without one
+            derives["decimal_handling_mode"] = self.decimal_handling.value
         return hashlib.sha256(json.dumps(derives, sort_keys=True).encode()).hexdigest()[:16]
 
     def as_dict(self) -> dict[str, Any]:
@@ -239,7 +222,7 @@ class PipelineSpec:
             "key": list(self.key),
             "columns": {
                 c.name: {
-                    "type": c.type.value,
+                    "type": c.sql_type,
                     "required": c.required,
                     **({"expr": c.expr} if c.expr else {"path": c.path}),
                 }
@@ -251,7 +234,10 @@ class PipelineSpec:
             "encoding": self.encoding.value,
             "schema_registry": self.schema_registry,
             **(
-                {"unavailable_value_placeholder": self.unavailable_value_placeholder}
+                {
+                    "unavailable_value_placeholder": self.unavailable_value_placeholder,
+                    "decimal_handling_mode": self.decimal_handling.value,
+                }
                 if self.format is Format.DEBEZIUM
                 else {}
             ),
@@ -346,6 +332,7 @@ class _SpecParser:
             encoding=encoding,
             schema_registry=self.registry(raw),
             unavailable_value_placeholder=self.placeholder(raw, fmt),
+            decimal_handling=self.decimal_handling(raw, fmt),
             tombstones=tombstones,
             batch_size=self.positive_int(raw, "batch_size", 1_000_000),
             max_record_bytes=self.positive_int(raw, "max_record_bytes", 1_048_576),
@@ -417,6 +404,23 @@ class _SpecParser:
             )
         return value
 
+    def decimal_handling(self, raw: Mapping[str, Any], fmt: Format) -> DecimalHandling:
+        """How the connector writes a numeric (its ``decimal.handling.mode``): under the JSON
+        converter a ``precise`` decimal is base64 bytes that cannot be told from a ``string`` one by
+        its text, so the spec says which (Avro's schema says it itself)."""
+        if "decimal_handling_mode" not in raw:
+            return DecimalHandling.STRING
+        if fmt is not Format.DEBEZIUM:
+            raise self.fail("decimal_handling_mode", f"only a debezium pipeline has one; format {fmt.value}")
+        try:
+            return DecimalHandling(str(raw["decimal_handling_mode"]))
+        except ValueError:
+            raise self.fail(
+                "decimal_handling_mode",
+                f"{raw['decimal_handling_mode']!r} is not 'string' (also reads 'double') or 'precise': "
+                "copy the connector's decimal.handling.mode",
+            ) from None
+
     def registry(self, raw: Mapping[str, Any]) -> str:
         conn_id = raw.get("schema_registry", DEFAULT_REGISTRY_CONN)
         if not isinstance(conn_id, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", conn_id):
@@ -474,16 +478,15 @@ class _SpecParser:
             col = {"type": col} if isinstance(col, str) else col
             if not isinstance(col, Mapping):
                 raise self.fail(where, f"must be a type name or a mapping, got {col!r}")
-            try:
-                col_type = ColumnType(col.get("type", "text"))
-            except ValueError:
-                allowed = ", ".join(t.value for t in ColumnType)
-                raise self.fail(f"{where}.type", f"{col.get('type')!r} is not one of: {allowed}") from None
+            parsed = parse_type(col.get("type", "text"))
+            if isinstance(parsed, str):
+                raise self.fail(f"{where}.type", parsed)
+            col_type, numeric = parsed
             expr = col.get("expr")
             if expr is not None and "path" in col:
                 raise self.fail(f"{where}.expr", "a column takes its value from 'path' or from 'expr', not both")
             path = self.path(col.get("path", col_name), f"{where}.path", fmt)
-            out.append(ColumnSpec(col_name, col_type, path, bool(col.get("required", False)), expr))
+            out.append(ColumnSpec(col_name, col_type, path, bool(col.get("required", False)), expr, numeric))
         return tuple(out)
 
     def path(self, path: object, where: str, fmt: Format) -> str:

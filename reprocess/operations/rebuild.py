@@ -257,8 +257,8 @@ def _rows_beyond_the_log(
             return sql.SQL("FALSE")
         return sql.SQL(" AND ").join(
             sql.SQL("{a}.{c} = CASE WHEN pg_input_is_valid(l.{c}::text, {t}) THEN CAST(l.{c}::text AS {type}) END")
-            .format(a=sql.Identifier(alias), c=sql.Identifier(c.name), t=sql.Literal(c.type.value),
-                    type=sql.SQL(c.type.value))
+            .format(a=sql.Identifier(alias), c=sql.Identifier(c.name), t=sql.Literal(c.sql_type),
+                    type=sql.SQL(c.sql_type))
             for c in shared
         )  # fmt: skip
 

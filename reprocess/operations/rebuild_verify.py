@@ -148,7 +148,7 @@ def _newest_sql(spec: PipelineSpec) -> sql.Composed:
     """
     typed = sql.SQL(", ").join(
         sql.SQL("CASE WHEN pg_input_is_valid({c}, {t}) THEN CAST({c} AS {type}) END AS {c}").format(
-            c=sql.Identifier(c.name), t=sql.Literal(c.type.value), type=sql.SQL(c.type.value)
+            c=sql.Identifier(c.name), t=sql.Literal(c.sql_type), type=sql.SQL(c.sql_type)
         )
         for c in _fields(spec)
     )

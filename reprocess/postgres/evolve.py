@@ -17,16 +17,14 @@ from typing import Any, Final
 from psycopg2 import sql
 from sqlalchemy import Connection, text
 
+from reprocess.core.column_types import format_type
 from reprocess.core.errors import SchemaChangeError
 from reprocess.core.ranges import OffsetRange
-from reprocess.core.spec import ColumnSpec, ColumnType, PipelineSpec
+from reprocess.core.spec import ColumnSpec, PipelineSpec
 from reprocess.postgres.db import pg_cursor
 from reprocess.postgres.target import LINEAGE_COLUMNS, create_target_sql, not_null, target_identifier
 
 log = logging.getLogger(__name__)
-
-# ``format_type`` spells these differently from the DDL the spec uses.
-_PG_SPELLING: Final = {ColumnType.TIMESTAMPTZ: "timestamp with time zone"}
 
 _REGISTER_VERSION: Final = text(
     "INSERT INTO reprocess.spec_versions (pipeline, version, fingerprint, spec) "
@@ -77,7 +75,7 @@ def diff_schema(spec: PipelineSpec, columns: dict[str, str], key: tuple[str, ...
     """
     added, changes = [], []
     for c in spec.columns:
-        want = _PG_SPELLING.get(c.type, c.type.value)
+        want = format_type(c.type, c.numeric)
         if c.name not in columns:
             if c.name in spec.key:
                 changes.append(f"column {c.name}: new key column")
@@ -140,10 +138,9 @@ def migrate_target(conn: Connection, spec: PipelineSpec) -> int:
                     "mode=rebuild (Safety section); the live table is served until the rebuilt one is swapped in."
                 )
             for c in diff.added:
-                cur.execute(
-                    sql.SQL("ALTER TABLE {} ADD COLUMN {} {}").format(table, sql.Identifier(c.name), sql.SQL(c.type))
-                )
-                log.info("schema pipeline=%s table=%s added column %s %s (v%d)", spec.name, name, c.name, c.type,
+                add = sql.SQL("ALTER TABLE {} ADD COLUMN {} {}")
+                cur.execute(add.format(table, sql.Identifier(c.name), sql.SQL(c.sql_type)))
+                log.info("schema pipeline=%s table=%s added column %s %s (v%d)", spec.name, name, c.name, c.sql_type,
                          version)  # fmt: skip
             _constrain_ordering(conn, spec, table, version)
             # Tables created before spec versions were recorded gain the lineage column.

@@ -44,7 +44,7 @@ def create_stage(conn: PgConnection, spec: PipelineSpec, run_id: str, *, check: 
     A reconciliation check's stage (``check``) has no run row to be found by, so its table's
     comment names the check: :func:`drop_leftover_check_stages` finds it that way.
     """
-    types = {c.name: c.type.value for c in spec.columns}
+    types = {c.name: c.sql_type for c in spec.columns}
     types.update(
         {
             "_kind": "text",

@@ -25,6 +25,7 @@ from psycopg2 import sql
 from reprocess.core.ordering import LINEAGE_ORDER
 from reprocess.core.spec import PipelineSpec, TombstoneMode
 from reprocess.core.stage_rows import DEAD, FILTERED, LINEAGE, MOVED, ROW, TOMBSTONE
+from reprocess.postgres.column_sql import comparable
 
 _LINEAGE_DDL = (
     "_kafka_topic text NOT NULL, _kafka_partition int NOT NULL, _kafka_offset bigint NOT NULL, "
@@ -93,7 +94,7 @@ def create_markers_sql(spec: PipelineSpec) -> sql.Composed:
         schema=sql.Identifier(MARKERS_SCHEMA),
         markers=markers_identifier(spec),
         key_columns=sql.SQL(", ").join(
-            sql.SQL("{} {} NOT NULL").format(sql.Identifier(c.name), sql.SQL(c.type.value))
+            sql.SQL("{} {} NOT NULL").format(sql.Identifier(c.name), sql.SQL(c.sql_type))
             for c in [*spec.key_columns, *(by_name[n] for n in _marker_order(spec))]
         ),
         lineage=sql.SQL(_LINEAGE_DDL),
@@ -111,7 +112,7 @@ def create_target_sql(spec: PipelineSpec) -> sql.Composed:
     """Idempotent DDL: natural key as primary key, payload columns and lineage columns."""
     columns = sql.SQL(", ").join(
         sql.SQL("{} {}{}").format(
-            sql.Identifier(c.name), sql.SQL(c.type.value), sql.SQL(" NOT NULL" if not_null(spec, c.name) else "")
+            sql.Identifier(c.name), sql.SQL(c.sql_type), sql.SQL(" NOT NULL" if not_null(spec, c.name) else "")
         )
         for c in spec.columns
     )
@@ -177,9 +178,12 @@ def merge_sql(spec: PipelineSpec, stage: sql.Composable) -> sql.Composed:
         ).format(key=key, cols=cols, stage=stage, row=sql.Literal(ROW), order=spec.ordering.newest_first_sql())
     alias = ident(spec.target_table)
     excluded = sql.SQL("EXCLUDED")
+    kinds = {c.name: c.type for c in spec.columns}
 
     def row_of(table: sql.Composable, columns: list[str]) -> sql.Composed:
-        return sql.SQL("ROW({})").format(sql.SQL(", ").join(sql.SQL("{}.{}").format(table, ident(c)) for c in columns))
+        return sql.SQL("ROW({})").format(
+            sql.SQL(", ").join(comparable(sql.SQL("{}.{}").format(table, ident(c)), kinds.get(c)) for c in columns)
+        )
 
     return sql.SQL(
         "WITH merged AS (INSERT INTO {target} AS {alias} ({cols}, _run_id, _spec_version) {source} "
