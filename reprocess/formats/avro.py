@@ -31,7 +31,7 @@ def _extract_fields(spec: PipelineSpec, by_id: dict[int, str]) -> list[str]:
         spec,
         lambda c: (
             avro_schema.field(PREFIX, by_id, c.path, None),
-            avro_schema.field(PREFIX, by_id, c.path, c.type.spark_type),
+            avro_schema.typed_field(PREFIX, by_id, c.path, c),
         ),
     )
 
@@ -53,7 +53,7 @@ def decode(records: DataFrame, spec: PipelineSpec, schemas: WriterSchemas) -> Da
     if deletes:
         parsed = parsed.selectExpr("*", *json.tombstone_key_fields(spec))
     value_ref = functools.partial(_value_ref, by_id)
-    parsed = derive.with_derived(parsed, spec, value_ref, json.raw_name, json.numeric_text)
+    parsed = derive.with_derived(parsed, spec, value_ref, json.raw_name)
     cases = [
         *json.tombstone_cases(spec),
         "WHEN value IS NULL OR length(value) = 0 THEN 'empty value'",

@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
-from reprocess.core.spec import PipelineSpec
+from reprocess.core.column_types import ColumnType
+from reprocess.core.spec import ColumnSpec, PipelineSpec
 from reprocess.formats.contract import WriterSchemas, sql_string
 from reprocess.formats.record_parts import field_ref
+from reprocess.formats.typed import time_of_micros, typed_sql
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -63,17 +65,33 @@ def with_versions(records: DataFrame, column: str, prefix: str, by_id: Mapping[i
 
 
 def field(prefix: str, by_id: Mapping[int, str], path: str, spark_type: str | None) -> str:
-    """The field at ``path`` across the versions: its text (``spark_type`` None) or its value as
-    ``spark_type`` (NULL where it does not convert). NULL for a version without the field."""
+    """The field at ``path`` across the versions: its text (``spark_type`` None, :func:`text_of`)
+    or its value as ``spark_type`` (NULL where it does not convert). NULL for a version without the field."""
     branches = []
     for sid, schema in by_id.items():
-        if has_path(schema, path):
+        node = node_at(schema, path)
+        if node is not None:
             ref = field_ref(version_column(prefix, sid), path)
-            value = f"CAST({ref} AS STRING)" if spark_type is None else f"try_cast({ref} AS {spark_type})"
+            value = text_of(ref, node) if spark_type is None else f"try_cast({ref} AS {spark_type})"
             branches.append(f"WHEN {sid} THEN {value}")
     if not branches:
         return f"CAST(NULL AS {spark_type or 'STRING'})"
     return f"CASE {prefix}_sid {' '.join(branches)} END"
+
+
+# The column types an Avro value converts to by a cast; the others are typed from its text
+# (:func:`text_of`) by the rule every format shares (reprocess.formats.typed).
+_CAST_TYPES: Final = frozenset({
+    ColumnType.TEXT, ColumnType.BIGINT, ColumnType.INTEGER, ColumnType.SMALLINT, ColumnType.DOUBLE, ColumnType.REAL,
+    ColumnType.BOOLEAN, ColumnType.TIMESTAMPTZ,
+})  # fmt: skip
+
+
+def typed_field(prefix: str, by_id: Mapping[int, str], path: str, c: ColumnSpec) -> str:
+    """The field at ``path`` across the versions as column ``c`` stages it (NULL: a type error)."""
+    if c.type in _CAST_TYPES:
+        return field(prefix, by_id, path, c.type.spark_type)
+    return typed_sql(field(prefix, by_id, path, None), c)
 
 
 def framing_cases(column: str, prefix: str, by_id: Mapping[int, str], subjects: Iterable[str]) -> list[str]:
@@ -140,6 +158,56 @@ def _unwrap(node: Any, named: dict[str, Any]) -> Any:
     return node
 
 
+# Debezium's temporal semantic types (``connect.name``), plain ints and longs in Avro: the text
+# of each, as ISO (the JSON converter's integers are read by reprocess.formats.typed instead).
+_EPOCH_NTZ = "TIMESTAMP_NTZ'1970-01-01 00:00:00'"
+_SEMANTIC_TEXT: Final = {
+    "io.debezium.time.Date": "CAST(date_add(DATE'1970-01-01', {ref}) AS STRING)",
+    "io.debezium.time.MicroTimestamp": f"CAST(timestampadd(MICROSECOND, {{ref}}, {_EPOCH_NTZ}) AS STRING)",
+    "io.debezium.time.Timestamp": f"CAST(timestampadd(MILLISECOND, {{ref}}, {_EPOCH_NTZ}) AS STRING)",
+    "io.debezium.time.NanoTimestamp": f"CAST(timestampadd(MICROSECOND, {{ref}} div 1000, {_EPOCH_NTZ}) AS STRING)",
+}
+
+
+def text_of(ref: str, node: Any) -> str:
+    """A decoded Avro value as the text a JSON field of the same value has, so one rule types
+    both (:mod:`reprocess.formats.typed`): bytes as base64, an array, map or record as JSON (a
+    ``VariableScaleDecimal`` is ``{"scale":…,"value":"<base64>"}``), a time of day or a Debezium
+    date/timestamp count as ISO text, a decimal as its digits; anything else cast to text."""
+    kind = node.get("type") if isinstance(node, dict) else node
+    logical = node.get("logicalType") if isinstance(node, dict) else None
+    connect = node.get("connect.name") if isinstance(node, dict) else None
+    if connect in _SEMANTIC_TEXT:
+        return _SEMANTIC_TEXT[connect].format(ref=ref)
+    if connect in ("io.debezium.time.MicroTime", "io.debezium.time.Time", "io.debezium.time.NanoTime"):
+        scaled = {"io.debezium.time.MicroTime": ref, "io.debezium.time.Time": f"{ref} * 1000"}
+        micros = scaled.get(connect, f"{ref} div 1000")
+        return time_of_micros(f"CAST({micros} AS BIGINT)")
+    if logical == "time-millis":
+        return time_of_micros(f"CAST({ref} AS BIGINT) * 1000")
+    if kind in ("bytes", "fixed") and logical != "decimal":
+        return f"base64({ref})"
+    if kind in ("array", "map", "record"):
+        return f"to_json({ref})"
+    return f"CAST({ref} AS STRING)"
+
+
+def node_at(schema: str, path: str) -> Any:
+    """The type of the field at the dotted ``path`` (without its null branch), None when the
+    writer schema lacks it."""
+    root = json.loads(schema)
+    named = _named_types(root, {})
+    node = _unwrap(root, named)
+    for part in path.split("."):
+        if not isinstance(node, dict) or node.get("type") != "record":
+            return None
+        fields = {f["name"]: f for f in node.get("fields", [])}
+        if part not in fields:
+            return None
+        node = _unwrap(fields[part]["type"], named)
+    return node
+
+
 def has_path(schema: str, path: str) -> bool:
     """Whether the writer schema has the field at the dotted ``path`` (through nested records,
     each possibly a union with null).
@@ -151,17 +219,7 @@ def has_path(schema: str, path: str) -> bool:
     >>> has_path(s, "a.b"), has_path(s, "a.c"), has_path(s, "b")
     (True, False, False)
     """
-    root = json.loads(schema)
-    named = _named_types(root, {})
-    node = _unwrap(root, named)
-    for part in path.split("."):
-        if not isinstance(node, dict) or node.get("type") != "record":
-            return False
-        fields = {f["name"]: f for f in node.get("fields", [])}
-        if part not in fields:
-            return False
-        node = _unwrap(fields[part]["type"], named)
-    return True
+    return node_at(schema, path) is not None
 
 
 def sentinel_field(schema: str) -> str | None:

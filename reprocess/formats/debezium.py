@@ -39,7 +39,7 @@ import functools
 from typing import TYPE_CHECKING, Final
 
 from reprocess.core.derive import RECORD_FIELDS, references
-from reprocess.core.spec import ColumnSpec, ColumnType, Encoding, PipelineSpec
+from reprocess.core.spec import ColumnSpec, ColumnType, DecimalHandling, Encoding, PipelineSpec
 from reprocess.core.stage_rows import NEW_KEY, OLD_KEY, UNCHANGED
 from reprocess.formats import avro_schema, derive, json, record_parts
 from reprocess.formats.contract import (
@@ -54,6 +54,7 @@ from reprocess.formats.contract import (
     typed_name,
 )
 from reprocess.formats.record_parts import KEY_JSON
+from reprocess.formats.typed import left_out_sql, typed_sql
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -67,6 +68,10 @@ _LOWEST: Final = {
     "double": "CAST('-Infinity' AS DOUBLE)",
     "decimal(38,9)": "CAST('-99999999999999999999999999999.999999999' AS DECIMAL(38,9))",
     "timestamp": "TIMESTAMP'0001-01-01 00:00:00Z'",
+    "timestamp_ntz": "TIMESTAMP_NTZ'0001-01-01 00:00:00'",
+    "date": "DATE'0001-01-01'",
+    "smallint": "CAST(-32768 AS SMALLINT)",
+    "float": "CAST('-Infinity' AS FLOAT)",
     "string": "''",
     "boolean": "false",
 }
@@ -83,6 +88,7 @@ class _Envelope:
 
     def __init__(self, spec: PipelineSpec, schemas: WriterSchemas) -> None:
         self.avro = spec.encoding is Encoding.AVRO
+        self.precise = spec.decimal_handling is DecimalHandling.PRECISE
         self.values = avro_schema.versions(schemas, avro_schema.value_subjects(spec))
         self.keys = avro_schema.versions(schemas, key_subjects(spec))
 
@@ -92,20 +98,22 @@ class _Envelope:
         return f"coalesce({record_parts.field_ref('_j.payload', path)}, {record_parts.field_ref('_j', path)})"
 
     def typed(self, path: str, c: ColumnSpec) -> str:
-        if c.type is ColumnType.NUMERIC:  # its exact text, when PostgreSQL reads it (json.numeric_text)
-            return json.numeric_text(self.text(path))
+        """Typed by the rule every format shares (:mod:`reprocess.formats.typed`), the JSON
+        converter's integers as Debezium's temporal types count and its numerics per the spec's
+        ``decimal_handling_mode``."""
         if self.avro:
-            return avro_schema.field(_VALUE, self.values, path, c.type.spark_type)
-        raw = self.text(path)
-        return raw if c.type.spark_type == "string" else f"try_cast({raw} AS {c.type.spark_type})"
+            return avro_schema.typed_field(_VALUE, self.values, path, c)
+        return self._typed_text(self.text(path), c)
 
     def key_field(self, c: ColumnSpec) -> str:
         """A key column from the Kafka key, typed."""
         if self.avro:
-            return avro_schema.field(_KEY, self.keys, c.path, c.type.spark_type)
+            return avro_schema.typed_field(_KEY, self.keys, c.path, c)
         payload, plain = record_parts.field_ref(f"{KEY_JSON}.payload", c.path), record_parts.field_ref(KEY_JSON, c.path)
-        raw = f"coalesce({payload}, {plain})"
-        return raw if c.type.spark_type == "string" else f"try_cast({raw} AS {c.type.spark_type})"
+        return self._typed_text(f"coalesce({payload}, {plain})", c)
+
+    def _typed_text(self, raw: str, c: ColumnSpec) -> str:
+        return raw if c.type is ColumnType.TEXT else typed_sql(raw, c, debezium=True, precise=self.precise)
 
 
 def _value_ref(env: _Envelope, path: str) -> str:
@@ -206,13 +214,12 @@ def _left_out(spec: PipelineSpec, env: _Envelope) -> dict[int, str]:
     from did not change, so neither did it; one that reads a sent value too cannot be derived from
     the event: :func:`_underivable`). Its type is not checked then, and its value is NULL
     (:func:`_without_left_out`)."""
-    placeholder = sql_string(spec.unavailable_value_placeholder)
     out = {}
     for i, c in enumerate(spec.columns):
         if c.name not in spec.unchanged_columns:
             continue
         if c.expr is None:
-            out[i] = f"({json.raw_name(i)} <=> {placeholder})"
+            out[i] = left_out_sql(json.raw_name(i), c, spec.unavailable_value_placeholder)
             continue
         inputs = _inputs(spec, c.expr, env)
         if inputs and None not in inputs.values():
@@ -327,7 +334,7 @@ def decode(records: DataFrame, spec: PipelineSpec, schemas: WriterSchemas) -> Da
     parsed = _parse(records, spec, env)
     parsed = parsed.selectExpr("*", f"{env.text('op')} AS _op").selectExpr("*", *_fields(spec, env))
     value_ref = functools.partial(_value_ref, env)
-    parsed = derive.with_derived(parsed, spec, value_ref, json.raw_name, json.numeric_text)
+    parsed = derive.with_derived(parsed, spec, value_ref, json.raw_name)
     parsed = _without_left_out(parsed, spec, env)  # after the exprs: those reading a left-out value are left out
     if spec.unchanged_columns:
         parsed = _with_links(parsed, spec)

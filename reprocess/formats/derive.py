@@ -17,8 +17,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from reprocess.core.derive import RECORD_FIELDS, rewrite
-from reprocess.core.spec import ColumnType, PipelineSpec
+from reprocess.core.spec import PipelineSpec
 from reprocess.formats.contract import KEEP, typed_name
+from reprocess.formats.typed import typed_value_sql
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -49,17 +50,11 @@ def derived_fields(spec: PipelineSpec, value_ref: Callable[[str], str], raw_name
     return out
 
 
-def typed_fields(spec: PipelineSpec, raw_name: Callable[[int], str], numeric_text: Callable[[str], str]) -> list[str]:
-    """The ``expr`` columns' typed values, cast from their raw results (a second ``selectExpr``);
-    a numeric one is staged as its exact text (``numeric_text``: the decoder's check that
-    PostgreSQL reads it), as a path-mapped numeric field is."""
-    out = []
-    for i, c in enumerate(spec.columns):
-        if c.expr is not None:
-            raw = raw_name(i)
-            typed = numeric_text(raw) if c.type is ColumnType.NUMERIC else f"try_cast({raw} AS {c.type.spark_type})"
-            out.append(f"{typed} AS {typed_name(i)}")
-    return out
+def typed_fields(spec: PipelineSpec, raw_name: Callable[[int], str]) -> list[str]:
+    """The ``expr`` columns' typed values from their raw results (a second ``selectExpr``), by the
+    rule every transform's value follows (:func:`reprocess.formats.typed.typed_value_sql`): a
+    numeric is staged as its exact text, as a path-mapped numeric field is."""
+    return [f"{typed_value_sql(raw_name(i), c)} AS {typed_name(i)}" for i, c in enumerate(spec.columns) if c.expr]
 
 
 def keep_field(spec: PipelineSpec, value_ref: Callable[[str], str]) -> str:
@@ -75,13 +70,12 @@ def with_derived(
     spec: PipelineSpec,
     value_ref: Callable[[str], str],
     raw_name: Callable[[int], str],
-    numeric_text: Callable[[str], str],
 ) -> DataFrame:
     """``parsed`` plus the ``expr`` columns' raw results and typed values (unchanged without any)."""
     if not any(c.expr for c in spec.columns):
         return parsed
     parsed = parsed.selectExpr("*", *derived_fields(spec, value_ref, raw_name))
-    return parsed.selectExpr("*", *typed_fields(spec, raw_name, numeric_text))
+    return parsed.selectExpr("*", *typed_fields(spec, raw_name))
 
 
 def with_keep(decoded: DataFrame, spec: PipelineSpec, value_ref: Callable[[str], str]) -> DataFrame:

@@ -26,6 +26,7 @@ from reprocess.formats.contract import (
     typed_name,
 )
 from reprocess.formats.record_parts import KEY_JSON
+from reprocess.formats.typed import NUMERIC_CHARS, NUMERIC_TEXT, numeric_fit, type_text, typed_sql
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -51,6 +52,9 @@ def extracted_fields(spec: PipelineSpec, from_value: Callable[[ColumnSpec], tupl
 
 
 CORRUPT: str = "_corrupt_record"
+# The types whose value field is read as a VARIANT: a numeric keeps its exact value, a json/jsonb
+# its JSON value (its text through Spark's JSON reader would pass nested fractions through a double).
+_VARIANTS = (ColumnType.NUMERIC, ColumnType.JSON, ColumnType.JSONB)
 
 
 def json_schema(spec: PipelineSpec) -> str:
@@ -70,7 +74,7 @@ def json_schema(spec: PipelineSpec) -> str:
     """
     value = [c for c in spec.columns if c.from_value]
     fields = [c.path for c in value] + [f for f in spec.value_fields if not f.startswith("$")]
-    return schema_of(fields, variants={c.path for c in value if c.type is ColumnType.NUMERIC})
+    return schema_of(fields, variants={c.path for c in value if c.type in _VARIANTS})
 
 
 def schema_of(paths: list[str], variants: Collection[str] = ()) -> str:
@@ -122,16 +126,17 @@ def _extract_fields(spec: PipelineSpec) -> list[str]:
                 f"schema_of_variant({ref}) AS {_kind(i)}",
             ]
             continue
+        if c.type in _VARIANTS:  # a JSON string holds the JSON text (as Debezium sends json); else the value's
+            text = (
+                f"CASE schema_of_variant({ref}) WHEN 'STRING' THEN variant_get({ref}, '$', 'string') "
+                f"WHEN 'VOID' THEN NULL ELSE to_json({ref}) END"
+            )
+            out += [f"{text} AS {raw_name(i)}", f"{text} AS {typed_name(i)}"]
+            continue
         out.append(f"{ref} AS {raw_name(i)}")
-        typed = raw_name(i) if c.type.spark_type == "string" else typed_sql(ref, c)
+        typed = raw_name(i) if c.type is ColumnType.TEXT else typed_sql(ref, c)
         out.append(f"{typed} AS {typed_name(i)}")
     return out
-
-
-# What PostgreSQL's numeric input reads, bounded well inside its limits (131072 digits before the
-# point, 16383 after): at most 1000 characters and a three-digit exponent.
-_NUMERIC_TEXT = "^[+-]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][+-]?[0-9]{1,3})?$"
-_NUMERIC_CHARS = 1000
 
 
 def _kind(i: int) -> str:
@@ -151,50 +156,14 @@ def _exact_numeric(spec: PipelineSpec) -> list[str]:
         if c.type is not ColumnType.NUMERIC or not c.from_value:
             continue
         raw, kind, text = raw_name(i), _kind(i), f"trim({raw_name(i)})"
-        valid = f"{text} RLIKE {sql_string(_NUMERIC_TEXT)} AND length({text}) <= {_NUMERIC_CHARS}"
+        valid = f"{text} RLIKE {sql_string(NUMERIC_TEXT)} AND length({text}) <= {NUMERIC_CHARS}"
         exact = "'TINYINT', 'SMALLINT', 'INT', 'BIGINT'"
-        out.append(
+        found = (
             f"CASE WHEN {kind} = 'STRING' AND {valid} THEN {text} "
-            f"WHEN {kind} LIKE 'DECIMAL%' OR {kind} IN ({exact}) THEN {raw} END AS {typed_name(i)}"
+            f"WHEN {kind} LIKE 'DECIMAL%' OR {kind} IN ({exact}) THEN {raw} END"
         )
+        out.append(f"{numeric_fit(found, c)} AS {typed_name(i)}")
     return out
-
-
-# Every part that handles a timestamp holds the years 1-9999 (Python's datetime, Spark's formats,
-# what the stage's CSV writes and PostgreSQL reads back: year 0 and BC years fail the COPY).
-_TIMESTAMP_YEARS = (1, 9999)
-
-
-def typed_sql(text: str, c: ColumnSpec) -> str:
-    """The typed value of a field's text, or NULL (a type error): ``try_cast``; for a timestamp a
-    date (Spark gives a time alone today's date, so a replay on another day would derive another
-    row) and a year every part can hold (:data:`_TIMESTAMP_YEARS`); for a double a value the text
-    says (Spark reads ``1e400`` as Infinity and ``1e-400`` as 0, which PostgreSQL refuses as out of
-    range; the words NaN and Infinity are values PostgreSQL's double precision holds)."""
-    cast = f"try_cast({text} AS {c.type.spark_type})"
-    if c.type is ColumnType.TIMESTAMPTZ:
-        low, high = _TIMESTAMP_YEARS
-        dated = f"try_cast({text} AS timestamp_ntz) IS NOT NULL"
-        return f"CASE WHEN {dated} AND year({cast}) BETWEEN {low} AND {high} THEN {cast} END"
-    if c.type is ColumnType.DOUBLE:
-        word = f"lower(trim({text})) RLIKE '^[+-]?(nan|inf|infinity)$'"
-        overflow = f"(isnan({cast}) OR abs({cast}) = double('Infinity')) AND NOT {word}"
-        underflow = f"{cast} = 0 AND trim({text}) RLIKE '^[^eE]*[1-9]'"
-        return f"CASE WHEN NOT ({overflow}) AND NOT ({underflow}) THEN {cast} END"
-    return cast
-
-
-def _type_text(c: ColumnSpec) -> str:
-    """The type a type error names: a timestamp says which years it holds."""
-    if c.type is ColumnType.TIMESTAMPTZ:
-        return f"timestamptz (years {_TIMESTAMP_YEARS[0]}-{_TIMESTAMP_YEARS[1]})"
-    return c.type.value
-
-
-def numeric_text(sql: str) -> str:
-    """``sql``'s text when PostgreSQL's numeric input reads it (else NULL: a type error)."""
-    text = f"trim(CAST({sql} AS STRING))"
-    return f"CASE WHEN {text} RLIKE {sql_string(_NUMERIC_TEXT)} AND length({text}) <= {_NUMERIC_CHARS} THEN {text} END"
 
 
 def value_ref(path: str) -> str:
@@ -239,9 +208,7 @@ def tombstone_key_fields(spec: PipelineSpec) -> list[str]:
         ref = record_parts.field_ref(KEY_JSON, c.path)
         fallback = "_kstr" if single else "NULL"
         raw = f"CASE WHEN {KEY_JSON} IS NOT NULL AND {KEY_JSON}.`{CORRUPT}` IS NULL THEN {ref} ELSE {fallback} END"
-        if c.type is ColumnType.NUMERIC:
-            raw = f"CASE WHEN trim({raw}) RLIKE {sql_string(_NUMERIC_TEXT)} THEN trim({raw}) END"
-        out.append(raw if c.type.spark_type == "string" else typed_sql(raw, c))
+        out.append(raw if c.type is ColumnType.TEXT else typed_sql(raw, c))
     return [f"{e} AS {key_name(i)}" for i, e in enumerate(out)]
 
 
@@ -288,7 +255,7 @@ def column_cases(
             )
         cases.append(
             f"WHEN {r} IS NOT NULL AND {t} IS NULL{sent} THEN "
-            f"concat({sql_string(f'type error: {what} is not {_type_text(c)}: ')}, "
+            f"concat({sql_string(f'type error: {what} is not {type_text(c)}: ')}, "
             f"{escaped_sql(f'CAST({r} AS STRING)')})"
         )
     return cases
@@ -345,6 +312,6 @@ def decode(records: DataFrame, spec: PipelineSpec, schemas: WriterSchemas | None
         parsed = parsed.selectExpr("*", *numeric)
     if deletes:
         parsed = parsed.selectExpr("*", *tombstone_key_fields(spec))
-    parsed = derive.with_derived(parsed, spec, value_ref, raw_name, numeric_text)
+    parsed = derive.with_derived(parsed, spec, value_ref, raw_name)
     decoded = parsed.withColumn(DELETES, F.col("value").isNull()).withColumn("_error", F.expr(_error_expression(spec)))
     return derive.with_keep(decoded, spec, value_ref)

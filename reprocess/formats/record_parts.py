@@ -13,6 +13,7 @@ from typing import Final
 
 from reprocess.core.spec import ColumnSpec, ColumnType, PipelineSpec
 from reprocess.formats.contract import sql_string
+from reprocess.formats.typed import typed_value_sql
 
 KEY_JSON: Final = "_kj"  # the Kafka key parsed as JSON, by the decoders that need it
 _METADATA: Final = {"$timestamp": "timestamp", "$partition": "partition", "$offset": "offset", "$topic": "topic"}
@@ -68,6 +69,8 @@ def typed(expr: str, column: ColumnSpec) -> str:
     target = column.type.spark_type
     if column.path == "$timestamp" and column.type in (ColumnType.BIGINT, ColumnType.NUMERIC, ColumnType.DOUBLE):
         return f"try_cast(unix_millis({expr}) AS {target})"
+    if column.type.staged_as_text:  # a uuid, a jsonb… from a header: checked as a value field is
+        return typed_value_sql(expr, column)
     return f"try_cast({expr} AS {target})"
 
 

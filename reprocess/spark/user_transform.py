@@ -16,9 +16,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, cast
 
 from reprocess.core.errors import SpecError
-from reprocess.core.spec import ColumnSpec, ColumnType, PipelineSpec
+from reprocess.core.spec import ColumnSpec, PipelineSpec
 from reprocess.core.stage_rows import DEAD, LINEAGE, LINKS, ROW, UNCHANGED
-from reprocess.formats.json import numeric_text
+from reprocess.formats.typed import typed_value_sql
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -103,7 +103,7 @@ def _error(spec: PipelineSpec, out: DataFrame) -> Column:
         checks.append(
             F.when(
                 value.isNotNull() & _typed(c).isNull(),
-                F.lit(f"transform: column {c.name} is not {c.type.value}"),
+                F.lit(f"transform: column {c.name} is not {c.sql_type}"),
             )
         )
         if c.required:
@@ -112,10 +112,9 @@ def _error(spec: PipelineSpec, out: DataFrame) -> Column:
 
 
 def _typed(c: ColumnSpec) -> Column:
-    """A returned column as the stage holds it: a numeric one as its exact text when PostgreSQL
-    reads it (the decoders' rule), any other cast to its Spark type; NULL when it does not fit."""
+    """A returned column as the stage holds it, by the decoders' rule for a derived value
+    (:func:`reprocess.formats.typed.typed_value_sql`: a numeric as its exact text when PostgreSQL
+    reads it, an array as PostgreSQL's literal…); NULL when it does not fit."""
     from pyspark.sql import functions as F
 
-    if c.type is ColumnType.NUMERIC:
-        return F.expr(numeric_text(f"`{c.name}`"))
-    return F.col(c.name).try_cast(c.type.spark_type)
+    return F.expr(typed_value_sql(f"`{c.name}`", c))
