@@ -22,7 +22,7 @@ from reprocess.core.column_types import ColumnType
 from reprocess.core.spec import ColumnSpec, PipelineSpec
 from reprocess.formats.contract import WriterSchemas, sql_string
 from reprocess.formats.record_parts import field_ref
-from reprocess.formats.typed import time_of_micros, typed_sql
+from reprocess.formats.typed import decimal_of_bytes, time_of_micros, typed_sql
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -185,6 +185,9 @@ def text_of(ref: str, node: Any) -> str:
         return time_of_micros(f"CAST({micros} AS BIGINT)")
     if logical == "time-millis":
         return time_of_micros(f"CAST({ref} AS BIGINT) * 1000")
+    if connect == "org.apache.kafka.connect.data.Decimal" and logical != "decimal":  # bytes, its scale a parameter
+        scale = (node.get("connect.parameters") or {}).get("scale", node.get("scale", 0))
+        return decimal_of_bytes(ref, str(int(scale)))
     if kind in ("bytes", "fixed") and logical != "decimal":
         return f"base64({ref})"
     if kind in ("array", "map", "record"):

@@ -159,7 +159,7 @@ def decimal_of_bytes(binary: str, scale: str) -> str:
     step = f"CAST(try_add(try_multiply(acc, 256), {value}) AS DECIMAL(38,0))"
     magnitude = f"aggregate(sequence(1, {n}), CAST(0 AS DECIMAL(38,0)), (acc, i) -> {step})"
     digits = f"CAST(CASE WHEN {negative} THEN try_add({magnitude}, 1) ELSE {magnitude} END AS STRING)"
-    padded = f"lpad({digits}, {scale} + 1, '0')"
+    padded = f"lpad({digits}, greatest(length({digits}), {scale} + 1), '0')"  # lpad cuts a longer text
     sign = f"CASE WHEN {negative} THEN '-' ELSE '' END"
     point = f"concat(left({padded}, length({padded}) - {scale}), '.', right({padded}, {scale}))"
     placed = f"CASE WHEN {scale} = 0 THEN {digits} ELSE {point} END"
