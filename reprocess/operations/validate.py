@@ -177,10 +177,15 @@ def _schema_finding(source: str, error: Any) -> Finding:
 
     from jsonschema.exceptions import best_match  # type: ignore[import-untyped]
 
+    form = ("type", "enum", "pattern", "oneOf", "anyOf")
     while error.validator in ("oneOf", "anyOf") and error.context:
-        # A branch refusing the instance's whole form (a mapping is not a type name) says the least.
-        deeper = [e for e in error.context if e.relative_path or e.validator not in ("type", "enum")]
-        error = best_match(deeper or error.context)
+        # A branch refusing the instance's whole form (a mapping is not a type name, a name matches no
+        # pattern) says the least; of those, the list of names says the most.
+        deeper = [e for e in error.context if e.relative_path or e.validator not in form]
+        named = [e for e in error.context if e.validator == "enum"]
+        nested = [e for e in error.context if e.validator in ("oneOf", "anyOf")]
+        found = deeper or named or nested or error.context
+        error = found[0] if len(found) == 1 else best_match(found)  # best_match descends on its own
     where = ".".join(map(str, error.absolute_path)) or "(top level)"
     schema = error.schema if isinstance(error.schema, Mapping) else {}
     if error.validator == "additionalProperties":
