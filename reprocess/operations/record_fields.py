@@ -10,12 +10,14 @@ with confluent-kafka's ``AvroDeserializer`` through the registry (the writer sch
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Callable, Iterable, Mapping
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Final
 
-from reprocess.core.spec import ColumnSpec, ColumnType, Encoding, Format, PipelineSpec, TombstoneMode
+from reprocess.core.spec import ColumnSpec, ColumnType, DecimalHandling, Encoding, Format, PipelineSpec, TombstoneMode
 from reprocess.kafka.registry import SUBJECTS_BY_TOPIC
 
 if TYPE_CHECKING:
@@ -26,7 +28,8 @@ if TYPE_CHECKING:
 _LOWEST: Final = {
     ColumnType.BIGINT: "-9223372036854775808", ColumnType.INTEGER: "-2147483648", ColumnType.DOUBLE: "-Infinity",
     ColumnType.NUMERIC: "-99999999999999999999999999999.999999999", ColumnType.TIMESTAMPTZ: "0001-01-01T00:00:00Z",
-    ColumnType.TEXT: "", ColumnType.BOOLEAN: "false",
+    ColumnType.TEXT: "", ColumnType.BOOLEAN: "false", ColumnType.SMALLINT: "-32768", ColumnType.REAL: "-Infinity",
+    ColumnType.TIMESTAMP: "0001-01-01T00:00:00", ColumnType.DATE: "0001-01-01",
 }  # fmt: skip
 Decode = Callable[[bytes | None, bool], Any]  # (raw, is_key) → the decoded document or None
 
@@ -71,6 +74,8 @@ def at(doc: Any, path: str) -> Any:
 def text(node: Any) -> str | None:
     if node is None or isinstance(node, str):
         return node
+    if isinstance(node, bytes):
+        return "\\x" + node.hex()
     if isinstance(node, bool):
         return "true" if node else "false"
     if isinstance(node, date | datetime):
@@ -78,6 +83,47 @@ def text(node: Any) -> str | None:
     if isinstance(node, dict | list):
         return json.dumps(node, separators=(",", ":"), default=str)
     return str(node)
+
+
+_EPOCH: Final = datetime(1970, 1, 1)
+
+
+def semantic_text(c: ColumnSpec, node: Any, spec: PipelineSpec) -> str | None:
+    """A Debezium field's text as the decoders type it (:mod:`reprocess.formats.typed`): a count of
+    Debezium's temporal types as ISO text, a JSON converter's base64 bytes as ``bytea`` hex or, in
+    ``precise`` mode, a decimal at the column's scale; else :func:`text`.
+
+    Examples
+    --------
+    >>> from reprocess.core.spec import PipelineSpec
+    >>> spec = PipelineSpec.from_mapping({"name": "p", "topics": ["t"], "key": ["d"], "format": "debezium",
+    ...     "decimal_handling_mode": "precise", "columns": {"d": "date", "n": "numeric(5,2)", "b": "bytea"}})
+    >>> d, n, b = spec.columns
+    >>> semantic_text(d, 19782, spec), semantic_text(n, "/4M=", spec), semantic_text(b, "AAH/", spec)
+    ('2024-02-29', '-1.25', '\\\\x0001ff')
+    """
+    kind = c.type
+    integer = isinstance(node, int) and not isinstance(node, bool)
+    if integer and kind is ColumnType.DATE:
+        return (_EPOCH + timedelta(days=node)).date().isoformat()
+    if integer and kind is ColumnType.TIMESTAMP:
+        return (_EPOCH + timedelta(microseconds=node)).isoformat()
+    if integer and kind is ColumnType.TIME:
+        return (_EPOCH + timedelta(microseconds=node)).time().isoformat()
+    if isinstance(node, str) and kind is ColumnType.BYTEA and spec.encoding is Encoding.JSON:
+        return text(base64.b64decode(node))
+    precise = spec.decimal_handling is DecimalHandling.PRECISE and spec.encoding is Encoding.JSON
+    if kind is ColumnType.NUMERIC and precise and isinstance(node, str) and c.numeric is not None:
+        return str(scaleb(int.from_bytes(base64.b64decode(node), "big", signed=True), -c.numeric[1]))
+    if kind is ColumnType.NUMERIC and isinstance(node, dict) and {"scale", "value"} <= set(node):
+        value = node["value"] if isinstance(node["value"], bytes) else base64.b64decode(str(node["value"]))
+        return str(scaleb(int.from_bytes(value, "big", signed=True), -int(node["scale"])))
+    return text(node)
+
+
+def scaleb(unscaled: int, exponent: int) -> Decimal:
+    """``unscaled × 10^exponent``, exact."""
+    return Decimal(unscaled).scaleb(exponent)
 
 
 def _part(c: ColumnSpec, msg: Message, key_doc: Any) -> str | None:
@@ -139,13 +185,14 @@ def _debezium(
         if not c.from_value and not c.path.startswith(("$source.", "$op", "$ts_ms")):
             out.append(_part(c, msg, key_doc))
         elif env is None:  # the tombstone: its key from the Kafka key, the lowest position
-            out.append(text(at(key, c.path)) if c.name in spec.key else _LOWEST[c.type])
+            out.append(semantic_text(c, at(key, c.path), spec) if c.name in spec.key else _LOWEST.get(c.type))
         elif not c.from_value:
             out.append(text(at(env, c.path.removeprefix("$"))))
         elif op == "d":
-            out.append(text(at(env, f"before.{c.path}")) or text(at(key, c.path)))
+            before = semantic_text(c, at(env, f"before.{c.path}"), spec)
+            out.append(before or semantic_text(c, at(key, c.path), spec))
         else:
-            out.append(text(at(env, f"after.{c.path}")))
+            out.append(semantic_text(c, at(env, f"after.{c.path}"), spec))
     if env is not None and op not in ("c", "r", "u", "d"):
         return None
     return env is None or op == "d", out
