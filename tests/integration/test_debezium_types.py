@@ -22,12 +22,13 @@ import psycopg2
 import pytest
 from sqlalchemy import text
 
+from bench.cdc_source import source as _source
+from bench.cdc_source import wait_for as _wait_for
 from devstack import debezium, kafka_connect, registry
 from reprocess.core.runs import RunKind, RunRequest
 from reprocess.operations.plan import plan_run
 from reprocess.postgres.commit import commit_run
 from tests.integration.helpers import orders_spec, run_spark_stage
-from tests.integration.test_debezium_format import _source, _wait_for
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("postgres")]
 
