@@ -20,7 +20,7 @@ from sqlalchemy import Engine
 from reprocess.core.ranges import OffsetRange
 from reprocess.core.runs import RunKind, RunState
 from reprocess.core.spec import ColumnType, PipelineSpec
-from reprocess.core.stage_rows import DEAD, ROW, TOMBSTONE, UNCHANGED, stage_columns
+from reprocess.core.stage_rows import DEAD, LINKS, ROW, TOMBSTONE, UNCHANGED, stage_columns
 from reprocess.postgres import store
 from reprocess.postgres.commit import CommitResult, commit_run
 from reprocess.postgres.db import libpq_url
@@ -67,6 +67,7 @@ def _schema(spec: PipelineSpec) -> pa.Schema:
             "_raw_key": pa.string(),
             "_raw_value": pa.string(),
             UNCHANGED: pa.string(),
+            **dict.fromkeys(LINKS, pa.string()),
         }
     )
     return pa.schema([(c, types[c]) for c in stage_columns(spec)])
@@ -89,6 +90,7 @@ def _stage_row(spec: PipelineSpec, r: Record) -> dict[str, Any]:
             "_raw_key": None if good else b"k".hex().upper(),
             "_raw_value": None if good else f"bad-{r.partition}-{r.offset}".encode().hex().upper(),
             UNCHANGED: None,
+            **dict.fromkeys(LINKS),
         }
     )
     return row
