@@ -18,9 +18,11 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
+from datetime import time as time_of_day
 from decimal import Decimal
 from typing import Any, Final
 
@@ -50,9 +52,9 @@ class Column:
     json: bool = False
 
 
-# The life table's columns (source type, spec type; ``json=True``: compared as parsed JSON). Every
-# other column type of the spec streams in tests/integration/test_debezium_types.py; a column added
-# here needs its values in :func:`life_row`.
+# The life table's columns (source type, spec type; ``json=True``: compared as parsed JSON): every
+# column type of the spec (tests/integration/test_debezium_types.py streams each through every
+# converter); a column added here needs its values in :func:`life_row`.
 LIFE_COLUMNS: Final = (
     Column("region", "text", {"type": "text", "required": True}),
     Column("id", "integer", {"type": "integer", "required": True}),
@@ -60,8 +62,17 @@ LIFE_COLUMNS: Final = (
     Column("amount", "numeric(20,6)", {"type": "numeric(20,6)"}),
     Column("seen_at", "timestamptz", {"type": "timestamptz"}),
     Column("flag", "boolean", {"type": "boolean"}),
+    Column("ref", "uuid", {"type": "uuid"}),
+    Column("day", "date", {"type": "date"}),
+    Column("local_at", "timestamp", {"type": "timestamp"}),
+    Column("at_time", "time", {"type": "time"}),
+    Column("rank", "smallint", {"type": "smallint"}),
+    Column("ratio", "real", {"type": "real"}),
+    Column("labels", "text[]", {"type": "text[]"}),
+    Column("counts", "bigint[]", {"type": "bigint[]"}),
     Column("body", "text", {"type": "text"}, large=True),
     Column("doc", "jsonb", {"type": "jsonb"}, large=True, json=True),
+    Column("blob", "bytea", {"type": "bytea"}, large=True),
 )
 LIFE_KEY: Final = ("region", "id")
 # Values a life writes into its text columns: unicode of several scripts, an emoji, quotes.
@@ -89,12 +100,13 @@ def create_table(table: str, columns: Sequence[Column] = LIFE_COLUMNS, key: Sequ
 
 def life_row(region: str, id_: int, version: int = 0, *, nulls: bool = False) -> Row:
     """A row of the life table, the same for the same (key, version): unicode text, an exact
-    ``numeric(20,6)`` (negative ones too), microseconds, and a 6 kB text and a 3 kB+ JSON document
-    (both stored out of line); ``nulls``: every non-key value NULL."""
+    ``numeric(20,6)`` (negative ones too), microseconds, a value of every other column type, and a
+    6 kB text, a 3 kB+ JSON document and 4 kB of bytes (all stored out of line); ``nulls``: every
+    non-key value NULL."""
     seed = f"{region}/{id_}/{version}"
     n = int(hashlib.md5(seed.encode()).hexdigest()[:12], 16)
     if nulls:
-        return {"region": region, "id": id_, **dict.fromkeys(("name", "amount", "seen_at", "flag", "body", "doc"))}
+        return {"region": region, "id": id_, **dict.fromkeys(c.name for c in LIFE_COLUMNS[2:])}
     pad = (hashlib.sha256(seed.encode()).hexdigest() * 100)[:3000]
     return {
         "region": region,
@@ -103,8 +115,17 @@ def life_row(region: str, id_: int, version: int = 0, *, nulls: bool = False) ->
         "amount": (Decimal(n % 10**20) / 10**6 - Decimal(10**13)).quantize(Decimal("0.000001")),
         "seen_at": datetime(2026, 1, 1, tzinfo=UTC) + timedelta(microseconds=n % 10**14),
         "flag": bool(n % 2),
+        "ref": str(uuid.UUID(hashlib.md5(seed.encode()).hexdigest())),
+        "day": date(1970, 1, 1) + timedelta(days=n % 40_000),
+        "local_at": datetime(2026, 1, 1) + timedelta(microseconds=n % 10**13),
+        "at_time": time_of_day(n % 24, n % 60, n % 60, n % 10**6),
+        "rank": n % 65_536 - 32_768,
+        "ratio": n % 1000 / 8,
+        "labels": ["a", UNICODE[n % len(UNICODE)], None][: 1 + n % 3],
+        "counts": [n % 10**15, -(n % 1000)],
         "body": f"{seed} é {pad}{pad}",
         "doc": {"seed": seed, "tags": ["a", "ü", str(n % 97)], "n": n % 1000 / 8, "nested": {"pad": pad}},
+        "blob": bytes.fromhex(hashlib.sha256(seed.encode()).hexdigest()) * 128,
     }
 
 
@@ -226,7 +247,7 @@ def _normalised(columns: Sequence[Column], raw: Sequence[Any]) -> Row:
                 v = json.loads(v)
             except ValueError:
                 v = _NotJson(v)
-        row[c.name] = v
+        row[c.name] = bytes(v) if isinstance(v, memoryview) else str(v) if isinstance(v, uuid.UUID) else v
     return row
 
 

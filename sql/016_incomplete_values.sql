@@ -10,6 +10,7 @@ CREATE TABLE IF NOT EXISTS reprocess.incomplete_values (
     partition  int NOT NULL,
     "offset"   bigint NOT NULL,
     run_id     text NOT NULL,
+    reason     text NOT NULL,  -- why no value was known, and the fix
     created_at timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (pipeline, key, "column")
 );

@@ -32,7 +32,7 @@ from reprocess.core.stage_rows import MOVED, NEW_KEY, OLD_KEY, ROW, ROW_KEY, TOM
 from reprocess.postgres.target import markers_identifier, target_identifier
 
 INCOMPLETE: Final = sql.SQL("reprocess.incomplete_values")
-FIX: Final = (
+FIX: Final = (  # an incomplete value's reason, and the fix
     "the connector left the value out (an unchanged TOASTed value under REPLICA IDENTITY DEFAULT) and no record "
     "in the run's range, no stored row and no moved key held it: set REPLICA IDENTITY FULL on the source table "
     "and have the connector re-snapshot it (or replay a range that holds the row's full value)"
@@ -281,7 +281,7 @@ def record_incomplete(cur: Any, spec: PipelineSpec, stage: sql.Composable, owner
         "WHERE _s._kind = {row}) AS _s"
     ).format(stage=stage, target=target_identifier(spec), same_key=_same_key(spec, "_s"), row=sql.Literal(ROW))
     key = _key_object(spec, "_s")
-    params = {"owner": owner, "run_id": run_id}
+    params = {"owner": owner, "run_id": run_id, "reason": FIX}
     cur.execute(
         sql.SQL(
             "DELETE FROM {incomplete} AS _i USING {current} WHERE _i.pipeline = %(owner)s AND _i.key = {key} "
@@ -291,8 +291,9 @@ def record_incomplete(cur: Any, spec: PipelineSpec, stage: sql.Composable, owner
     )
     cur.execute(
         sql.SQL(
-            'INSERT INTO {incomplete} AS _i (pipeline, key, "column", topic, partition, "offset", run_id) '
-            "SELECT %(owner)s, {key}, _c, _s._kafka_topic, _s._kafka_partition, _s._kafka_offset, %(run_id)s "
+            'INSERT INTO {incomplete} AS _i (pipeline, key, "column", topic, partition, "offset", run_id, reason) '
+            "SELECT %(owner)s, {key}, _c, _s._kafka_topic, _s._kafka_partition, _s._kafka_offset, %(run_id)s, "
+            "%(reason)s "
             "FROM {current} CROSS JOIN LATERAL unnest(string_to_array(_s.{unchanged}, ',')) AS _c "
             'ON CONFLICT (pipeline, key, "column") DO UPDATE SET topic = EXCLUDED.topic, '
             'partition = EXCLUDED.partition, "offset" = EXCLUDED."offset", run_id = EXCLUDED.run_id '

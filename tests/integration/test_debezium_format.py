@@ -444,10 +444,11 @@ def test_primary_key_changes_over_unchanged_large_values_keep_them_whatever_the_
     unknown = {(10, "eu"), (21, "us"), (3, "eu"), (70, "eu")}  # moved from keys whose full values are gone
     assert stored(fresh) == {k: (v[0], None, None) if k in unknown else v for k, v in expected.items()}
     with engine.connect() as conn:
-        listed = conn.execute(text('SELECT key, "column", "offset" FROM reprocess.incomplete_values '
+        listed = conn.execute(text('SELECT key, "column", "offset", reason FROM reprocess.incomplete_values '
                                    "WHERE pipeline = :p"), {"p": fresh.name}).all()  # fmt: skip
-    assert {((k["id"], k["region"]), c) for k, c, _ in listed} == {(k, c) for k in unknown for c in ("notes", "attrs")}
-    assert min(o for *_, o in listed) >= first_end
+    assert {((k["id"], k["region"]), c) for k, c, *_ in listed} == {(k, c) for k in unknown for c in ("notes", "attrs")}
+    assert min(o for _, _, o, _ in listed) >= first_end
+    assert all("set REPLICA IDENTITY FULL on the source table" in r for *_, r in listed)
     now = datetime.now(UTC)
     with pytest.raises(ReconciliationGap, match="8 values incomplete: the connector left them out"):
         reconcile_over_connect(engine, fresh, now - timedelta(hours=1), now + timedelta(minutes=5), f"{fresh.name}-c")
