@@ -32,11 +32,11 @@ def test_broken_spec_is_an_import_error_naming_the_file_and_field(monkeypatch, t
     from airflow.dag_processing.dagbag import DagBag
 
     broken = tmp_path / "broken.yaml"
-    broken.write_text("name: broken\ntopics: [t]\nkey: [id]\ncolumns:\n  id: {type: uuid}\n")
+    broken.write_text("name: broken\ntopics: [t]\nkey: [id]\ncolumns:\n  id: {type: money}\n")
     monkeypatch.setenv("REPROCESS_PIPELINES_DIR", str(tmp_path))
 
     bag = DagBag(dag_folder=str(REPO / "dags"))
 
     (message,) = bag.import_errors.values()
-    assert f"{broken}: field 'columns.id.type': 'uuid' is not one of" in message
+    assert f"{broken}: field 'columns.id.type': 'money' is not one of" in message
     assert f"`reprocess validate {tmp_path}` lists every problem" in message
