@@ -5,12 +5,14 @@ A missing service fails the session; nothing is skipped. Each test gets its own 
 its own Postgres schema for target tables, so tests never see each other's data.
 
 ``make test`` runs the suite on two pytest-xdist workers and, beside them, the ``lane`` tests one
-at a time in a process of their own; then the ``serial`` tests alone. Each process has its own
-application and Airflow databases and Airflow home; the services are shared.
+at a time in a process of their own and the ``cluster_lane`` tests likewise in another; then the
+``serial`` tests alone. Each process has its own application and Airflow databases and Airflow
+home; the services are shared.
 A file's tests stay on one worker (``--dist loadfile``: module fixtures such as a second broker
 are made once). A test that restarts or kills a service every test uses (Postgres, the Spark
 Connect server) is ``serial``; one that uses a service only some tests use and some of them stop
-(Kafka Connect, the registry) or runs the standalone cluster is ``lane``.
+(Kafka Connect, the registry) is ``lane``; one that runs the standalone cluster (fixed ports) is
+``cluster_lane``.
 """
 
 from __future__ import annotations
@@ -41,14 +43,17 @@ def _load_env() -> None:
 
 
 def _worker_suffix() -> str:
-    """``_gw0``… on a pytest-xdist worker, empty otherwise: each worker's own databases."""
-    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    """``_gw0``… on a pytest-xdist worker, ``_<lane>`` in a lane of its own beside the lane
+    (``REPROCESS_TEST_LANE``, scripts/run_tests.sh), empty otherwise: each process's own databases."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER") or os.environ.get("REPROCESS_TEST_LANE")
     return f"_{worker}" if worker else ""
 
 
-# Services only some tests use, and some of those stop or kill (Kafka Connect, the registry), and
-# the standalone cluster (fixed ports): the tests using one run one at a time, in the lane.
-LANE_FIXTURES = frozenset({"kafka_connect", "debezium_connector", "schema_registry", "cluster"})
+# Services only some tests use, and some of those stop or kill (Kafka Connect, the registry): the
+# tests using one run one at a time, in the lane. The standalone cluster (fixed ports) likewise, in
+# a lane of its own: it shares nothing with the first, so the two run side by side.
+LANE_FIXTURES = frozenset({"kafka_connect", "debezium_connector", "schema_registry"})
+CLUSTER_FIXTURES = frozenset({"cluster"})
 
 
 # The files that take longest on a worker (50-115 s each in `make test`), longest first. They are
@@ -62,11 +67,16 @@ LONG_FILES = (
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark ``lane`` the tests that use Kafka Connect, the registry or the standalone cluster, and
-    put the long files first."""
+    """Mark ``lane`` the tests that use Kafka Connect or the registry, ``cluster_lane`` the others
+    that run the standalone cluster, and put the long files first."""
     for item in items:
-        if LANE_FIXTURES & set(getattr(item, "fixturenames", ())) and not item.get_closest_marker("serial"):
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if item.get_closest_marker("serial"):
+            continue
+        if LANE_FIXTURES & fixtures:
             item.add_marker(pytest.mark.lane)
+        elif CLUSTER_FIXTURES & fixtures:
+            item.add_marker(pytest.mark.cluster_lane)
     rank = {name: i for i, name in enumerate(LONG_FILES)}
     items.sort(key=lambda item: rank.get(item.path.name, len(LONG_FILES)))  # stable: the rest keep their order
 
