@@ -26,7 +26,13 @@ UNCHANGED: str = "_unchanged"
 ROW_KEY: str = "_row_key"
 OLD_KEY: str = "_old_key"
 NEW_KEY: str = "_new_key"
-LINKS: tuple[str, ...] = (ROW_KEY, OLD_KEY, NEW_KEY)
+# The key change a moved row is (``MOVED_AT``) and the one a row moved from an old key came by
+# (``OLD_AT``): the source's commit time (``source.ts_ms``), the same in the change's delete and
+# create and in the copies a connector re-sends after a restart; so a create links to its own
+# change's delete, never to a later change's.
+MOVED_AT: str = "_moved_at"
+OLD_AT: str = "_old_at"
+LINKS: tuple[str, ...] = (ROW_KEY, OLD_KEY, NEW_KEY, MOVED_AT, OLD_AT)
 
 
 def stage_columns(spec: PipelineSpec) -> list[str]:

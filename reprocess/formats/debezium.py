@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Final
 
 from reprocess.core.derive import RECORD_FIELDS, references
 from reprocess.core.spec import ColumnSpec, ColumnType, DecimalHandling, Encoding, PipelineSpec
-from reprocess.core.stage_rows import NEW_KEY, OLD_KEY, UNCHANGED
+from reprocess.core.stage_rows import MOVED_AT, NEW_KEY, OLD_KEY, UNCHANGED
 from reprocess.formats import avro_schema, derive, json, record_parts
 from reprocess.formats.contract import (
     CREATES,
@@ -137,6 +137,7 @@ def _parse(records: DataFrame, spec: PipelineSpec, env: _Envelope) -> DataFrame:
     envelope = ["op", *(f"before.{p}" for p in row), *(f"after.{p}" for p in row + read)]
     parts = [c.path for c in spec.columns] + list(spec.value_fields)
     envelope += [p.removeprefix("$") for p in parts if p.startswith(("$source.", "$ts_ms"))]
+    envelope += ["source.ts_ms"] if spec.unchanged_columns else []  # a moved row's change (_with_links)
     key_paths = record_parts.key_paths(spec)
     if env.avro:
         parsed = avro_schema.with_versions(records, "value", _VALUE, env.values)
@@ -309,7 +310,7 @@ def _header_key(spec: PipelineSpec, header: str) -> str:
     return f"CASE WHEN {text} IS NOT NULL THEN {key_json([c.name for c in spec.key_columns], values)} END"
 
 
-def _with_links(parsed: DataFrame, spec: PipelineSpec) -> DataFrame:
+def _with_links(parsed: DataFrame, spec: PipelineSpec, env: _Envelope) -> DataFrame:
     """The links a left-out value follows (the contract's :data:`CREATES`, ``OLD_KEY``,
     ``NEW_KEY``): a primary-key change is a delete of the old key naming the new one in header
     ``__debezium.newkey`` and a create of the new key naming the old one in ``__debezium.oldkey``;
@@ -321,6 +322,7 @@ def _with_links(parsed: DataFrame, spec: PipelineSpec) -> DataFrame:
             CREATES: F.expr("coalesce(_op = 'c', false)"),
             OLD_KEY: F.expr(f"CASE WHEN _op = 'c' THEN {_header_key(spec, '__debezium.oldkey')} END"),
             NEW_KEY: F.expr(f"CASE WHEN _op = 'd' THEN {_header_key(spec, '__debezium.newkey')} END"),
+            MOVED_AT: F.expr(f"CASE WHEN _op IN ('c', 'd') THEN CAST({env.text('source.ts_ms')} AS STRING) END"),
         }
     )
 
@@ -337,7 +339,7 @@ def decode(records: DataFrame, spec: PipelineSpec, schemas: WriterSchemas) -> Da
     parsed = derive.with_derived(parsed, spec, value_ref, json.raw_name)
     parsed = _without_left_out(parsed, spec, env)  # after the exprs: those reading a left-out value are left out
     if spec.unchanged_columns:
-        parsed = _with_links(parsed, spec)
+        parsed = _with_links(parsed, spec, env)
     parsed = parsed.withColumn(DELETES, F.expr("value IS NULL OR _op = 'd'"))
     if spec.ordering.column:
         parsed = parsed.withColumn(ORDER_OF_DELETE, F.expr(_order_of_delete(spec)))

@@ -28,7 +28,7 @@ from typing import Any, Final
 from psycopg2 import sql
 
 from reprocess.core.spec import PipelineSpec
-from reprocess.core.stage_rows import MOVED, NEW_KEY, OLD_KEY, ROW, ROW_KEY, TOMBSTONE, UNCHANGED
+from reprocess.core.stage_rows import MOVED, MOVED_AT, NEW_KEY, OLD_AT, OLD_KEY, ROW, ROW_KEY, TOMBSTONE, UNCHANGED
 from reprocess.postgres.target import markers_identifier, target_identifier
 
 INCOMPLETE: Final = sql.SQL("reprocess.incomplete_values")
@@ -58,10 +58,10 @@ def resolve(cur: Any, spec: PipelineSpec, stage: sql.Composable, owner: str, *, 
     unmatched = sql.SQL("{} AND NOT EXISTS (SELECT 1 FROM {} AS _m WHERE {})").format(moved, stage, _links("_m"))
     for _ in range(_count(cur, stage, moved) + 1):  # 2. one link of a chain per round
         filled = 0
-        for source, where in (
+        for source, where in (  # a marker's copy of the change was staged before any copy in this stage
+            (_marker_values(spec, stage, moved, _moved_from_old_key(spec)), moved),
             (_moved_row(stage, moved), moved),
             (_stored_row(spec, owner, stage, unmatched, sql.SQL("{}{}").format(_old_key(spec), before)), unmatched),
-            (_marker_values(spec, stage, unmatched, _moved_from_old_key(spec)), unmatched),
         ):
             cur.execute(_fill(spec, stage, source, where))
             filled += cur.rowcount
@@ -170,25 +170,38 @@ def _stored_row(
 
 def _links(moved: str) -> sql.Composed:
     """The stage row ``moved`` is the delete of the primary-key change that made stage row ``_s``."""
-    return sql.SQL("{m}._kind = {kind} AND {m}.{row_key} = _s.{old} AND {m}.{new} = _s.{row_key}").format(
+    return sql.SQL(
+        "{m}._kind = {kind} AND {m}.{row_key} = _s.{old} AND {m}.{new} = _s.{row_key} "
+        "AND {m}.{at} IS NOT DISTINCT FROM _s.{old_at}"
+    ).format(
         m=_ident(moved),
         kind=sql.Literal(MOVED),
         row_key=_ident(ROW_KEY),
         old=_ident(OLD_KEY),
         new=_ident(NEW_KEY),
+        at=_ident(MOVED_AT),
+        old_at=_ident(OLD_AT),
     )
 
 
 def _moved_row(stage: sql.Composable, where: sql.Composable) -> sql.Composed:
-    """Per stage row moved from an old key, the stage's delete of that change: on the same
-    partition the newest before the row, else the newest (a key's changes keep their order
-    within its partition; two partitions hold no order between them)."""
+    """Per stage row moved from an old key, the stage's delete of that change: of those before
+    the row on its partition (else of all: two partitions hold no order between them), the latest
+    change (:func:`_latest_change`)."""
     return sql.SQL(
         "SELECT DISTINCT ON (_s.ctid) _s.ctid AS _row, _m.* FROM {stage} AS _s JOIN {stage} AS _m ON {links} "
         "WHERE {where} ORDER BY _s.ctid, "
-        "(_m._kafka_partition = _s._kafka_partition AND _m._kafka_offset < _s._kafka_offset) DESC, "
-        "_m._kafka_offset DESC"
-    ).format(stage=stage, links=_links("_m"), where=where)
+        "(_m._kafka_partition = _s._kafka_partition AND _m._kafka_offset < _s._kafka_offset) DESC, {latest}"
+    ).format(stage=stage, links=_links("_m"), where=where, latest=_latest_change("_m"))
+
+
+def _latest_change(moved: str) -> sql.Composed:
+    """ORDER BY of moved rows: the latest change first (its commit time), and of a change the
+    connector sent twice after a restart the first copy: a re-sent delete may come after the old
+    key's next life began (a re-key onto it), so only the first holds the values it moved."""
+    return sql.SQL("{m}.{at}::bigint DESC NULLS LAST, {m}._kafka_partition, {m}._kafka_offset").format(
+        m=_ident(moved), at=_ident(MOVED_AT)
+    )
 
 
 def _marker_values(
@@ -211,8 +224,8 @@ def _marker_values(
 
 
 def _moved_from_old_key(spec: PipelineSpec) -> sql.Composed:
-    """The marker is the stage row's old key's, and kept the move onto the row's key."""
-    return sql.SQL("{} AND _mk._moved_to = _s.{}").format(
+    """The marker is the stage row's old key's, and kept the move onto the row's key, of its change."""
+    return sql.SQL("{} AND _mk._moved_to = _s.{} AND _mk._moved_at IS NOT DISTINCT FROM _s.{}").format(
         sql.SQL(" AND ").join(
             sql.SQL("_mk.{k} = (jsonb_populate_record(NULL::{t}, _s.{old}::jsonb)).{k}").format(
                 k=_ident(k), t=target_identifier(spec), old=_ident(OLD_KEY)
@@ -220,26 +233,27 @@ def _moved_from_old_key(spec: PipelineSpec) -> sql.Composed:
             for k in spec.key
         ),
         _ident(ROW_KEY),
+        _ident(OLD_AT),
     )
 
 
-MARKER_COLUMNS: Final = "_moved_to text, _moved_values jsonb, _moved_unchanged text"
-
-
 def keep_moved_values(cur: Any, spec: PipelineSpec, stage: sql.Composable, run_id: str) -> None:
-    """After the commit applied its deletes: the markers this run wrote for a key whose newest
-    staged delete is one of a primary-key change keep the values it moved to the new key (and what
-    it could not resolve), so a create of the new key in a later run — a batch cut between the two
-    events — still finds them (step 2). A later plain delete of the key leaves them: only the
-    create the move made names that key and its new key together."""
+    """After the commit applied its deletes: the markers this run wrote for a key with a staged
+    delete of a primary-key change keep the values its latest change moved to the new key (and
+    what it could not resolve), so a create of the new key in a later run — a batch cut between
+    the two events — still finds them (step 2). A later delete of the key leaves them: only the
+    create the move made names that key and its new key together. Of a change the connector sent
+    twice, the first delete holds the values (:func:`_moved_row`): a marker that keeps the change
+    already keeps them."""
     key = sql.SQL(", ").join(map(_ident, spec.key))
     values = sql.SQL(", ").join(sql.SQL("{}, _m.{}").format(sql.Literal(c), _ident(c)) for c in spec.unchanged_columns)
     cur.execute(
         sql.SQL(
             "UPDATE {markers} AS _mk SET _moved_to = _m.{new}, _moved_values = jsonb_build_object({values}), "
-            "_moved_unchanged = _m.{unchanged} FROM (SELECT DISTINCT ON ({key}) * FROM {stage} AS _s "
-            "WHERE _s._kind = {moved} ORDER BY {key}, {order}) AS _m WHERE {mk_m} AND _mk._run_id = %(run_id)s "
-            "AND NOT EXISTS (SELECT 1 FROM {stage} AS _r WHERE _r._kind = {row} AND {r_m} AND {r_newer})"
+            "_moved_unchanged = _m.{unchanged}, _moved_at = _m.{at} FROM (SELECT DISTINCT ON ({key}) * FROM {stage} "
+            "AS _s WHERE _s._kind = {moved} ORDER BY {key}, {latest_change}) AS _m "
+            "WHERE {mk_m} AND _mk._run_id = %(run_id)s "
+            "AND (_mk._moved_to, _mk._moved_at) IS DISTINCT FROM (_m.{new}, _m.{at})"
         ).format(
             markers=markers_identifier(spec),
             new=_ident(NEW_KEY),
@@ -248,11 +262,9 @@ def keep_moved_values(cur: Any, spec: PipelineSpec, stage: sql.Composable, run_i
             key=key,
             stage=stage,
             moved=sql.Literal(MOVED),
-            order=spec.ordering.newest_first_sql(),
+            latest_change=_latest_change("_s"),
+            at=_ident(MOVED_AT),
             mk_m=_keys_equal(spec, "_mk", "_m"),
-            row=sql.Literal(ROW),
-            r_m=_keys_equal(spec, "_r", "_m"),
-            r_newer=spec.ordering.newer_sql(_ident("_m"), _ident("_r")),  # _r is newer than _m
         ),
         {"run_id": run_id},
     )

@@ -83,7 +83,7 @@ def create_markers_sql(spec: PipelineSpec) -> sql.Composed:
     # Debezium: what the delete of a primary-key change moved to the new key (postgres.left_out).
     moved = (
         "; ALTER TABLE {markers} ADD COLUMN IF NOT EXISTS _moved_to text, ADD COLUMN IF NOT EXISTS _moved_values "
-        "jsonb, ADD COLUMN IF NOT EXISTS _moved_unchanged text"
+        "jsonb, ADD COLUMN IF NOT EXISTS _moved_unchanged text, ADD COLUMN IF NOT EXISTS _moved_at text"
         if spec.unchanged_columns
         else ""
     )

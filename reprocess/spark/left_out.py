@@ -27,14 +27,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from reprocess.core.spec import PipelineSpec
-from reprocess.core.stage_rows import MOVED, NEW_KEY, OLD_KEY, ROW, ROW_KEY, TOMBSTONE, UNCHANGED
+from reprocess.core.stage_rows import MOVED, MOVED_AT, NEW_KEY, OLD_AT, OLD_KEY, ROW, ROW_KEY, TOMBSTONE, UNCHANGED
 from reprocess.formats.contract import CREATES, key_json
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
 # What the decoder hands on per record (the contract), besides the columns.
-DECODED: Final = (UNCHANGED, CREATES, OLD_KEY, NEW_KEY)
+DECODED: Final = (UNCHANGED, CREATES, OLD_KEY, NEW_KEY, MOVED_AT)
 # The columns a record stays alone under in the stage's aggregation (a dead letter, a moved key).
 ALONE: Final = ("_record_topic", "_record_partition", "_record_offset")
 
@@ -52,7 +52,9 @@ def resolve_in_range(rows: DataFrame, spec: PipelineSpec) -> DataFrame:
     by_record = Window.partitionBy(*spec.key, "_key_partition", *ALONE).orderBy(*spec.ordering.fields)
     so_far = by_record.rowsBetween(Window.unboundedPreceding, Window.currentRow)
     creates = (kind == ROW) & F.col(CREATES)
-    start = F.last(F.when(creates, F.struct(position.alias("p"), F.col(OLD_KEY).alias("k"))), True)
+    start = F.last(
+        F.when(creates, F.struct(position.alias("p"), F.col(OLD_KEY).alias("k"), F.col(MOVED_AT).alias("at"))), True
+    )
     newest: dict[str, Column] = {"_start": start.over(so_far)}
     for j, name in enumerate(spec.unchanged_columns):
         sent = (kind == ROW) & ~F.coalesce(F.array_contains(F.col(UNCHANGED), name), F.lit(False))
@@ -75,6 +77,8 @@ def resolve_in_range(rows: DataFrame, spec: PipelineSpec) -> DataFrame:
             UNCHANGED: F.when(valued, missing),
             OLD_KEY: old_key,
             NEW_KEY: F.when(kind == MOVED, F.col(NEW_KEY)),
+            MOVED_AT: F.when(kind == MOVED, F.col(MOVED_AT)),
+            OLD_AT: F.when(old_key.isNotNull(), F.col("_start.at")),
             ROW_KEY: F.when(old_key.isNotNull() | (kind == MOVED), F.expr(own_key)),
             **{a: F.when(kind == MOVED, F.col(lineage)).otherwise(F.col(a)) for a, lineage in
                zip(ALONE, ("_kafka_topic", "_kafka_partition", "_kafka_offset"), strict=True)},
