@@ -15,7 +15,8 @@ names of the columns the record left out (their typed values NULL, never written
 a left-out value follows: :data:`CREATES` (true for a create: a value left out after it cannot
 come from the key's earlier life), :data:`~reprocess.core.stage_rows.OLD_KEY` (a create's old key
 when a primary-key change made it) and :data:`~reprocess.core.stage_rows.NEW_KEY` (a delete's new
-key, likewise), both as :func:`key_json`; ``KEEP``
+key, likewise), both as :func:`key_json`, and :data:`~reprocess.core.stage_rows.MOVED_AT` (the
+source's commit time of a create or a delete: the key change it belongs to); ``KEEP``
 (:data:`KEEP`, the spec's ``where``, through :mod:`reprocess.formats.derive`); and ``_error``: NULL
 for a good record or a delete, else the first problem, which makes the record a dead letter.
 

@@ -185,9 +185,9 @@ def _links(moved: str) -> sql.Composed:
 
 
 def _moved_row(stage: sql.Composable, where: sql.Composable) -> sql.Composed:
-    """Per stage row moved from an old key, the stage's delete of that change: of those before
-    the row on its partition (else of all: two partitions hold no order between them), the latest
-    change (:func:`_latest_change`)."""
+    """Per stage row moved from an old key, the stage's delete of that same change (:func:`_links`):
+    of its copies, one before the row on its partition if there is one (two partitions hold no
+    order between them), and of those the first (:func:`_latest_change`)."""
     return sql.SQL(
         "SELECT DISTINCT ON (_s.ctid) _s.ctid AS _row, _m.* FROM {stage} AS _s JOIN {stage} AS _m ON {links} "
         "WHERE {where} ORDER BY _s.ctid, "
