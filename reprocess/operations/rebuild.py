@@ -93,11 +93,16 @@ _MOVE_SHADOW_DEAD_LETTERS: Final = text(
     "WHERE reprocess.dead_letters.resolved_run_id IS NOT NULL"
 )
 _FORGET_SHADOW_DEAD_LETTERS: Final = text("DELETE FROM reprocess.dead_letters WHERE pipeline = :owner")
-# Its incomplete values (Debezium, postgres.left_out) replace the live ones, as its table does.
-_FORGET_SHADOW_INCOMPLETE: Final = text("DELETE FROM reprocess.incomplete_values WHERE pipeline = :owner")
+# Its incomplete and moved values (Debezium, postgres.left_out) replace the live ones, as its table does.
+_FORGET_SHADOW_INCOMPLETE: Final = text(
+    "DELETE FROM reprocess.incomplete_values WHERE pipeline = :owner; "
+    "DELETE FROM reprocess.moved_values WHERE pipeline = :owner"
+)
 _SWAP_INCOMPLETE: Final = text(
     "DELETE FROM reprocess.incomplete_values WHERE pipeline = :pipeline; "
-    "UPDATE reprocess.incomplete_values SET pipeline = :pipeline WHERE pipeline = :owner"
+    "UPDATE reprocess.incomplete_values SET pipeline = :pipeline WHERE pipeline = :owner; "
+    "DELETE FROM reprocess.moved_values WHERE pipeline = :pipeline; "
+    "UPDATE reprocess.moved_values SET pipeline = :pipeline WHERE pipeline = :owner"
 )
 
 

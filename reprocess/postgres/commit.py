@@ -178,7 +178,7 @@ def _commit_once(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResul
                 deleted = int(one_row(cur)[0])
                 cur.execute(drop_superseded_markers_sql(target, stage))
             if spec.unchanged_columns:
-                left_out.keep_moved_values(cur, target, stage, run_id)
+                left_out.keep_moved_values(cur, target, stage, owner, run_id)
                 incomplete = left_out.record_incomplete(cur, target, stage, owner, run_id)
             # 4. Dead letters, in the same transaction as the good rows; earlier ones whose record
             #    now parses (a redrive after a fix) are marked resolved by this run. A rebuild's

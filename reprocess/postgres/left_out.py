@@ -5,13 +5,14 @@ the merge reads the stage; and the values nobody could give, recorded as incompl
 Where a listed value is looked up, in order (each step only fills what is still listed):
 
 1. a row whose segment began before the range (no old key): the target's stored row of its key
-   (a rebuild's shadow table, then the live table), else — the key was deleted by a primary-key
-   change and the connector re-sent its earlier events — what its deletion marker kept;
-2. a row moved from an old key: the stage's ``moved`` row of that change (the old key's delete
-   with its values), else the target's stored row of the old key (the same commit deletes it
-   after the merge), else the old key's deletion marker, which keeps what a moved row carried
-   when an earlier commit applied the delete; repeated, so a chain of changes inside the range
-   (1 → 2 → 3) resolves link by link;
+   (a rebuild's shadow table, then the live table), else — the key was moved away by a
+   primary-key change and the connector re-sent its earlier events — the values its latest
+   change moved (``reprocess.moved_values``);
+2. a row moved from an old key: the values an earlier commit kept of that very change
+   (``reprocess.moved_values``: a batch cut between the delete and the create, or a re-sent
+   copy), else the stage's ``moved`` row of that change (the old key's delete with its values),
+   else the target's stored row of the old key (the same commit deletes it after the merge);
+   repeated, so a chain of changes inside the range (1 → 2 → 3) resolves link by link;
 3. a replayed row whose stored row is the same record: the stored value (a replay after the
    records with the full value left the topic writes nothing);
 4. a rebuild: the live table's row of the key.
@@ -29,9 +30,10 @@ from psycopg2 import sql
 
 from reprocess.core.spec import PipelineSpec
 from reprocess.core.stage_rows import MOVED, MOVED_AT, NEW_KEY, OLD_AT, OLD_KEY, ROW, ROW_KEY, TOMBSTONE, UNCHANGED
-from reprocess.postgres.target import markers_identifier, target_identifier
+from reprocess.postgres.target import target_identifier
 
 INCOMPLETE: Final = sql.SQL("reprocess.incomplete_values")
+MOVED_VALUES: Final = sql.SQL("reprocess.moved_values")
 FIX: Final = (  # an incomplete value's reason, and the fix
     "the connector left the value out (an unchanged TOASTed value under REPLICA IDENTITY DEFAULT) and no record "
     "in the run's range, no stored row and no moved key held it: set REPLICA IDENTITY FULL on the source table "
@@ -53,13 +55,13 @@ def resolve(cur: Any, spec: PipelineSpec, stage: sql.Composable, owner: str, *, 
     for table, holder, older in stored:  # 1. the segment began before the range
         match = sql.SQL("{}{}").format(_same_key(spec, "_s"), older)
         cur.execute(_fill(spec, stage, _stored_row(table, holder, stage, own, match), own))
-    cur.execute(_fill(spec, stage, _marker_values(spec, stage, own, _keys_equal(spec, "_mk", "_s")), own))
+    cur.execute(_fill(spec, stage, _moved_away(spec, stage, owner, own), own))
     moved = sql.SQL("{} AND {} AND _s.{} IS NOT NULL").format(valued, listed, _ident(OLD_KEY))
     unmatched = sql.SQL("{} AND NOT EXISTS (SELECT 1 FROM {} AS _m WHERE {})").format(moved, stage, _links("_m"))
     for _ in range(_count(cur, stage, moved) + 1):  # 2. one link of a chain per round
         filled = 0
-        for source, where in (  # a marker's copy of the change was staged before any copy in this stage
-            (_marker_values(spec, stage, moved, _moved_from_old_key(spec)), moved),
+        for source, where in (  # a kept copy of the change was staged before any copy in this stage
+            (_kept_change(spec, stage, owner, moved), moved),
             (_moved_row(stage, moved), moved),
             (_stored_row(spec, owner, stage, unmatched, sql.SQL("{}{}").format(_old_key(spec), before)), unmatched),
         ):
@@ -204,75 +206,98 @@ def _latest_change(moved: str) -> sql.Composed:
     )
 
 
-def _marker_values(
-    spec: PipelineSpec, stage: sql.Composable, where: sql.Composable, match: sql.Composable
-) -> sql.Composed:
-    """The stage rows with the values a deletion marker (``_mk``) that ``match`` finds kept from a
-    primary-key change (:func:`keep_moved_values`)."""
-    return sql.SQL(
-        "SELECT _s.ctid AS _row, (jsonb_populate_record(NULL::{t}, _mk._moved_values)).*, "
-        "_mk._moved_unchanged AS {unchanged} FROM {stage} AS _s JOIN {markers} AS _mk ON {match} "
-        "AND _mk._moved_values IS NOT NULL WHERE {where}"
-    ).format(
-        stage=stage,
-        where=where,
-        t=target_identifier(spec),
-        unchanged=_ident(UNCHANGED),
-        markers=markers_identifier(spec),
-        match=match,
+def _kept_values(spec: PipelineSpec) -> sql.Composed:
+    """A kept change's (``_mv``) values as the target's typed columns (``_v``)."""
+    return sql.SQL('CROSS JOIN LATERAL jsonb_populate_record(NULL::{}, _mv."values") AS _v').format(
+        target_identifier(spec)
     )
 
 
-def _moved_from_old_key(spec: PipelineSpec) -> sql.Composed:
-    """The marker is the stage row's old key's, and kept the move onto the row's key, of its change."""
-    return sql.SQL("{} AND _mk._moved_to = _s.{} AND _mk._moved_at IS NOT DISTINCT FROM _s.{}").format(
-        sql.SQL(" AND ").join(
-            sql.SQL("_mk.{k} = (jsonb_populate_record(NULL::{t}, _s.{old}::jsonb)).{k}").format(
-                k=_ident(k), t=target_identifier(spec), old=_ident(OLD_KEY)
+def _kept_columns(spec: PipelineSpec) -> sql.Composed:
+    return sql.SQL(", ").join(sql.SQL("_v.{}").format(_ident(c)) for c in spec.unchanged_columns)
+
+
+def _kept_change(spec: PipelineSpec, stage: sql.Composable, owner: str, where: sql.Composable) -> sql.Composed:
+    """The stage rows moved from an old key with the values an earlier commit kept of that same
+    change (old key, new key and commit time are the change's)."""
+    return sql.SQL(
+        "SELECT _s.ctid AS _row, {columns}, _mv.unchanged AS {unchanged} FROM {stage} AS _s JOIN {moved} AS _mv "
+        "ON _mv.pipeline = {owner} AND _mv.old_key = _s.{old} AND _mv.new_key = _s.{row_key} "
+        "AND _mv.moved_at = coalesce(_s.{old_at}, '') {values} WHERE {where}"
+    ).format(
+        columns=_kept_columns(spec),
+        unchanged=_ident(UNCHANGED),
+        stage=stage,
+        moved=MOVED_VALUES,
+        owner=sql.Literal(owner),
+        old=_ident(OLD_KEY),
+        row_key=_ident(ROW_KEY),
+        old_at=_ident(OLD_AT),
+        values=_kept_values(spec),
+        where=where,
+    )
+
+
+def _moved_away(spec: PipelineSpec, stage: sql.Composable, owner: str, where: sql.Composable) -> sql.Composed:
+    """The stage rows with the values the latest kept change of their own key moved away (the old
+    key's text as the Spark job wrote it, compared as the target's typed key)."""
+    old_key = sql.SQL("jsonb_build_object({})").format(
+        sql.SQL(", ").join(
+            sql.SQL("{}, (jsonb_populate_record(NULL::{}, _mv.old_key::jsonb)).{}").format(
+                sql.Literal(k), target_identifier(spec), _ident(k)
             )
             for k in spec.key
-        ),
-        _ident(ROW_KEY),
-        _ident(OLD_AT),
+        )
+    )
+    return sql.SQL(
+        "SELECT DISTINCT ON (_s.ctid) _s.ctid AS _row, {columns}, _mv.unchanged AS {unchanged} FROM {stage} AS _s "
+        "JOIN {moved} AS _mv ON _mv.pipeline = {owner} AND {old_key} = {key} {values} WHERE {where} "
+        "ORDER BY _s.ctid, nullif(_mv.moved_at, '')::bigint DESC NULLS LAST, _mv.partition, _mv.\"offset\""
+    ).format(
+        columns=_kept_columns(spec),
+        unchanged=_ident(UNCHANGED),
+        stage=stage,
+        moved=MOVED_VALUES,
+        owner=sql.Literal(owner),
+        old_key=old_key,
+        key=_key_object(spec, "_s"),
+        values=_kept_values(spec),
+        where=where,
     )
 
 
-def keep_moved_values(cur: Any, spec: PipelineSpec, stage: sql.Composable, run_id: str) -> None:
-    """After the commit applied its deletes: the markers this run wrote for a key with a staged
-    delete of a primary-key change keep the values its latest change moved to the new key (and
-    what it could not resolve), so a create of the new key in a later run — a batch cut between
-    the two events — still finds them (step 2). A later delete of the key leaves them: only the
-    create the move made names that key and its new key together. Of a change the connector sent
-    twice, the first delete holds the values (:func:`_moved_row`): a marker that keeps the change
-    already keeps them."""
-    key = sql.SQL(", ").join(map(_ident, spec.key))
-    values = sql.SQL(", ").join(sql.SQL("{}, _m.{}").format(sql.Literal(c), _ident(c)) for c in spec.unchanged_columns)
+def keep_moved_values(cur: Any, spec: PipelineSpec, stage: sql.Composable, owner: str, run_id: str) -> None:
+    """After the merge: keep each primary-key change's moved values (the stage's ``moved`` rows,
+    resolved), so the create of the new key in a later run — a batch cut between the two events,
+    or a copy the connector re-sent after a restart — still finds them (step 2), whatever the old
+    key became since. Of a change the connector sent twice, the first copy holds the values (a
+    re-sent delete may come after the old key's next life began): an earlier copy replaces a
+    later one, and the same copy replaces itself only when it now knows every value."""
+    values = sql.SQL(", ").join(sql.SQL("{}, _s.{}").format(sql.Literal(c), _ident(c)) for c in spec.unchanged_columns)
     cur.execute(
         sql.SQL(
-            "UPDATE {markers} AS _mk SET _moved_to = _m.{new}, _moved_values = jsonb_build_object({values}), "
-            "_moved_unchanged = _m.{unchanged}, _moved_at = _m.{at} FROM (SELECT DISTINCT ON ({key}) * FROM {stage} "
-            "AS _s WHERE _s._kind = {moved} ORDER BY {key}, {latest_change}) AS _m "
-            "WHERE {mk_m} AND _mk._run_id = %(run_id)s "
-            "AND (_mk._moved_to, _mk._moved_at) IS DISTINCT FROM (_m.{new}, _m.{at})"
+            'INSERT INTO {moved} AS _mv (pipeline, old_key, new_key, moved_at, topic, partition, "offset", "values", '
+            "unchanged, run_id) SELECT DISTINCT ON (_s.{row_key}, _s.{new}, coalesce(_s.{at}, '')) %(owner)s, "
+            "_s.{row_key}, _s.{new}, coalesce(_s.{at}, ''), _s._kafka_topic, _s._kafka_partition, _s._kafka_offset, "
+            "jsonb_build_object({values}), _s.{unchanged}, %(run_id)s FROM {stage} AS _s WHERE _s._kind = {kind} "
+            "ORDER BY _s.{row_key}, _s.{new}, coalesce(_s.{at}, ''), _s._kafka_partition, _s._kafka_offset "
+            "ON CONFLICT (pipeline, old_key, new_key, moved_at) DO UPDATE SET topic = EXCLUDED.topic, "
+            'partition = EXCLUDED.partition, "offset" = EXCLUDED."offset", "values" = EXCLUDED."values", '
+            "unchanged = EXCLUDED.unchanged, run_id = EXCLUDED.run_id "
+            'WHERE (EXCLUDED.partition, EXCLUDED."offset") < (_mv.partition, _mv."offset") '
+            'OR ((EXCLUDED.partition, EXCLUDED."offset") = (_mv.partition, _mv."offset") '
+            "AND _mv.unchanged IS NOT NULL AND EXCLUDED.unchanged IS NULL)"
         ).format(
-            markers=markers_identifier(spec),
+            moved=MOVED_VALUES,
+            row_key=_ident(ROW_KEY),
             new=_ident(NEW_KEY),
+            at=_ident(MOVED_AT),
             values=values,
             unchanged=_ident(UNCHANGED),
-            key=key,
             stage=stage,
-            moved=sql.Literal(MOVED),
-            latest_change=_latest_change("_s"),
-            at=_ident(MOVED_AT),
-            mk_m=_keys_equal(spec, "_mk", "_m"),
+            kind=sql.Literal(MOVED),
         ),
-        {"run_id": run_id},
-    )
-
-
-def _keys_equal(spec: PipelineSpec, a: str, b: str) -> sql.Composed:
-    return sql.SQL(" AND ").join(
-        sql.SQL("{}.{} = {}.{}").format(_ident(a), _ident(k), _ident(b), _ident(k)) for k in spec.key
+        {"owner": owner, "run_id": run_id},
     )
 
 

@@ -80,16 +80,9 @@ def create_markers_sql(spec: PipelineSpec) -> sql.Composed:
     """Idempotent DDL of the deletion markers: the key's columns (and the ordering column, when
     deletes are ordered by one) and the lineage columns."""
     by_name = {c.name: c for c in spec.columns}
-    # Debezium: what the delete of a primary-key change moved to the new key (postgres.left_out).
-    moved = (
-        "; ALTER TABLE {markers} ADD COLUMN IF NOT EXISTS _moved_to text, ADD COLUMN IF NOT EXISTS _moved_values "
-        "jsonb, ADD COLUMN IF NOT EXISTS _moved_unchanged text, ADD COLUMN IF NOT EXISTS _moved_at text"
-        if spec.unchanged_columns
-        else ""
-    )
     return sql.SQL(
         "CREATE SCHEMA IF NOT EXISTS {schema}; CREATE TABLE IF NOT EXISTS {markers} ({key_columns}, {lineage}, "
-        "PRIMARY KEY ({key}))" + moved
+        "PRIMARY KEY ({key}))"
     ).format(
         schema=sql.Identifier(MARKERS_SCHEMA),
         markers=markers_identifier(spec),
