@@ -93,7 +93,7 @@ class SparkSubmit:
 class SparkConnect:
     """A Spark Connect client in this process against the warm server ``make services`` started,
     attached to the server's shared session (``reprocess.spark.connect.shared_session``) the way the
-    DAG's Spark task attaches to it; the job is the task's (``reprocess.spark.job.stage_job``)."""
+    DAG's Spark task attaches to it; the job is the task's (``reprocess.runner.spark_run.read_job``)."""
 
     name: str = "spark-connect"
     stays_warm: bool = True
@@ -110,8 +110,8 @@ class SparkConnect:
         from devstack import connect as server
         from devstack import registry
         from reprocess.postgres.db import libpq_url
+        from reprocess.runner.spark_run import read_job
         from reprocess.spark.connect import check_library, client_env, shared_session
-        from reprocess.spark.job import stage_job
 
         def server_pid() -> list[int]:
             try:
@@ -126,7 +126,7 @@ class SparkConnect:
             with PeakRss(server_pid) as peak, client_env(), shared_session(server.url()) as spark:
                 check_library(spark, server.url())
                 avro = json.dumps({"url": registry.ccompat_url()}) if spec.needs_registry else None
-                stage_job(spark, spec=str(spec.source_file), run_id=run_id, db_url=libpq_url(bench.db_url),
+                read_job(spark, spec=str(spec.source_file), run_id=run_id, db_url=libpq_url(bench.db_url),
                           kafka_config=json.dumps(bench.kafka), batch_size=str(spec.batch_size),
                           registry_config=avro)  # fmt: skip
         finally:

@@ -103,8 +103,9 @@ def registry_config(spec: PipelineSpec) -> dict[str, Any] | None:
 def pipeline_spark_task(
     spec: PipelineSpec, task_id: str, doc_md: str, job: str, name: str, args: dict[str, str]
 ) -> SparkJobOperator:
-    """A pipeline's Spark task: ``job`` gets the spec, ``args`` and the DB and Kafka connections
-    as secrets, on the ``spark_default`` launcher and in the Spark pool."""
+    """A pipeline's Spark task: ``job`` gets the spec's file and the fingerprint of the spec this
+    DAG was built from (the job refuses a file that changed since), ``args`` and the DB and Kafka
+    connections as secrets, on the ``spark_default`` launcher and in the Spark pool."""
     return SparkJobOperator(
         task_id=task_id,
         doc_md=doc_md,
@@ -112,7 +113,7 @@ def pipeline_spark_task(
         conn_id=SPARK_CONN_ID,
         name=name,
         pool=SPARK_POOL,
-        args={"spec": spec.source_file, **args},
+        args={"spec": spec.source_file, "fingerprint": spec.fingerprint, **args},
         secrets={
             "db_url": "{{ conn." + DB_CONN_ID + ".get_uri() }}",
             "kafka_config": "{{ conn." + KAFKA_CONN_ID + ".extra }}",

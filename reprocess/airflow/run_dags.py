@@ -18,7 +18,8 @@ from reprocess.airflow.common import (
     registry_config,
     topic_partition_params,
 )
-from reprocess.core.errors import SpecError
+from reprocess.airflow.payloads import PLAN_TASK, PlannedRun
+from reprocess.core.errors import ReprocessError, SpecError
 from reprocess.core.runs import HEALED_BY, RECHECK_WINDOW, RunKind, RunRequest, window_text
 from reprocess.core.spec import PipelineSpec
 
@@ -169,11 +170,12 @@ def build_run_dag(spec: PipelineSpec, kind: RunKind) -> DAG:
     )
     with dag:
 
-        @task(task_id="plan_offsets", doc_md="Snapshot offsets into Postgres and store the planned ranges.")
+        @task(task_id=PLAN_TASK, doc_md="Snapshot offsets into Postgres, store the planned ranges, build the stages.")
         def plan_offsets(params: dict[str, Any] | None = None, run_id: str | None = None) -> dict[str, Any]:
             from reprocess.core.ranges import ranges_to_rows
-            from reprocess.operations.plan import plan_run
+            from reprocess.core.stages import describe
             from reprocess.postgres.store import lost_dict
+            from reprocess.runner.start import start_run
 
             run_key = f"{dag.dag_id}/{run_id}"
             engine = app_engine()
@@ -189,80 +191,81 @@ def build_run_dag(spec: PipelineSpec, kind: RunKind) -> DAG:
             # A dry run checks as `reprocess validate` does, first: its findings are in the log even when
             # planning then refuses (a table the spec cannot alter in place), and in the summary.
             findings = dry_run_findings(spec) if request.dry_run else []
-            plan = plan_run(
-                engine, kafka_config(), spec, request, run_key, dag_id=dag.dag_id, dag_run_id=run_id, params=params
-            )
-            if plan.is_empty and not request.dry_run and request.rebuild:
-                from reprocess.operations.rebuild import swap_in_empty
-
-                swap_in_empty(
-                    engine, kafka_config(), spec, run_key, registry_config(spec)
-                )  # an empty log still rebuilds by a swap
-            elif plan.is_empty and not request.dry_run:
-                from reprocess.postgres.commit import commit_empty_run
-
-                commit_empty_run(engine, spec, run_key)
+            # An empty plan commits (a rebuild: swaps) here; an empty log still rebuilds by a swap.
+            plan, stages = start_run(
+                engine, kafka_config(), spec, request, run_key, registry=registry_config(spec), dag_id=dag.dag_id,
+                dag_run_id=run_id, params=params,
+            )  # fmt: skip
             warnings = [*plan.warnings, *(f"validate: {f.render()}" for f in findings if f.severity != "ok")]
-            return {
-                "run_id": run_key,
-                "ranges": ranges_to_rows(plan.ranges),
-                "lost": [lost_dict(x) for x in plan.lost],
-                "dry_run": request.dry_run,
-                "empty": plan.is_empty,
-                "batch_size": request.batch_size or spec.batch_size,
-                "warnings": warnings,
-                "rebuild": request.rebuild,
-                "heals_window": window_text(*request.heals_window) if request.heals_window else None,
-            }
+            return PlannedRun(
+                run_id=run_key,
+                ranges=ranges_to_rows(plan.ranges),
+                lost=[lost_dict(x) for x in plan.lost],
+                dry_run=request.dry_run,
+                empty=plan.is_empty,
+                batch_size=request.batch_size or spec.batch_size,
+                warnings=warnings,
+                mode=request.mode,
+                stages=describe(stages),
+                heals_window=window_text(*request.heals_window) if request.heals_window else None,
+            ).to_xcom()
 
         @task.short_circuit(task_id="has_work", ignore_downstream_trigger_rules=False)
-        def has_work(plan: dict[str, Any]) -> bool:
+        def has_work(planned: dict[str, Any]) -> bool:
             """Dry runs and no-new-data runs stop here: Spark is never started for nothing."""
-            if plan["dry_run"]:
-                log.info("dry run: planned ranges %s; nothing read or written", plan["ranges"])
+            plan = PlannedRun.from_xcom(planned)
+            if plan.dry_run:
+                log.info("dry run: planned ranges %s; nothing read or written", plan.ranges)
                 return False
-            if plan["empty"]:
+            if plan.empty:
                 log.info("no new data since the last committed position; nothing to do")
                 return False
+            log.info("stages: %s", plan.stages)
             return True
 
         spark = pipeline_spark_task(
             spec,
             "spark_read_stage",
-            "Bounded read of the planned ranges, parse, dedupe, COPY into the run's stage: a Spark Connect "
-            "client or spark-submit, as the spark_default connection's type says.",
-            "reprocess.spark.job:stage_job",
+            "The run's reads (bounded read of the planned ranges, parse, dedupe, COPY into a stage) and its "
+            "batches' commits: a Spark Connect client or spark-submit, as the spark_default connection's type says.",
+            "reprocess.runner.spark_run:read_job",
             f"reprocess-{spec.name}",
             {
-                "run_id": "{{ ti.xcom_pull(task_ids='plan_offsets')['run_id'] }}",
-                "batch_size": "{{ ti.xcom_pull(task_ids='plan_offsets')['batch_size'] }}",
+                "run_id": "{{ " + PlannedRun.template("run_id") + " }}",
+                "batch_size": "{{ " + PlannedRun.template("batch_size") + " }}",
             },
         )
 
-        @task(task_id="commit_transaction", doc_md="One Postgres transaction: merge, dead letters, ledger.")
-        def commit_transaction(plan: dict[str, Any]) -> dict[str, Any]:
-            from reprocess.operations.rebuild import swap_in
-            from reprocess.postgres.commit import commit_run, result_dict
+        @task(task_id="commit_transaction", doc_md="The run's commit (a rebuild: its swap), in one transaction.")
+        def commit_transaction(planned: dict[str, Any]) -> dict[str, Any]:
+            from reprocess.core.stages import launched_after_spark
+            from reprocess.postgres.commit import result_dict
+            from reprocess.runner.evaluate import RunContext, evaluate
+            from reprocess.runner.start import stored_stages
 
-            if plan.get("rebuild"):
-                return result_dict(swap_in(app_engine(), kafka_config(), spec, plan["run_id"], registry_config(spec)))
-            return result_dict(commit_run(app_engine(), spec, plan["run_id"]))
+            plan, engine = PlannedRun.from_xcom(planned), app_engine()
+            stages = launched_after_spark(stored_stages(engine, spec, plan.run_id, plan.batch_size))
+            result = evaluate(stages, RunContext(engine, spec, kafka_config(), registry_config(spec)))
+            if result is None:
+                raise ReprocessError(f"{spec.name}: run {plan.run_id} has no commit left to do ({plan.stages})")
+            return result_dict(result)
 
         @task(
             task_id="mirror_group_offsets",
             doc_md="Copy the committed positions to the Kafka consumer group (for lag tools); idempotent.",
         )
-        def mirror(plan: dict[str, Any]) -> dict[str, int]:
+        def mirror(planned: dict[str, Any]) -> dict[str, int]:
             from reprocess.operations.mirror import mirror_group_offsets
 
             return mirror_group_offsets(app_engine(), kafka_config(), spec)
 
         @task(task_id="report", trigger_rule="none_failed", doc_md="Summary of the run from Postgres.")
-        def report(plan: dict[str, Any]) -> dict[str, Any]:
+        def report(planned: dict[str, Any]) -> dict[str, Any]:
             from reprocess.operations.summary import format_summary, run_summary
 
+            plan = PlannedRun.from_xcom(planned)
             summary = run_summary(
-                app_engine(), spec.name, plan["run_id"], spec=spec, dry_run=plan["dry_run"], warnings=plan["warnings"]
+                app_engine(), spec.name, plan.run_id, spec=spec, dry_run=plan.dry_run, warnings=plan.warnings
             )
             log.info("run summary\n%s", format_summary(summary))
             return summary
@@ -278,19 +281,21 @@ def build_run_dag(spec: PipelineSpec, kind: RunKind) -> DAG:
 
 
 @task.short_circuit(task_id="heals_a_window")
-def heals_a_window(plan: dict[str, Any]) -> bool:
+def heals_a_window(planned: dict[str, Any]) -> bool:
     """A backfill that heals a reconciliation window (``heals_window``) has it checked again once it committed."""
-    return bool(plan.get("heals_window"))
+    return PlannedRun.from_xcom(planned).heals_window is not None
 
 
 def reconcile_healed_window(spec: PipelineSpec) -> Any:
     """Trigger the reconcile DAG for the healed window, naming this run as the one that healed it."""
     from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
 
-    plan = "ti.xcom_pull(task_ids='plan_offsets')"
     return TriggerDagRunOperator(
         task_id="reconcile_healed_window",
         trigger_dag_id=spec.dag_id("reconcile"),
-        conf={RECHECK_WINDOW: "{{ " + plan + "['heals_window'] }}", HEALED_BY: "{{ " + plan + "['run_id'] }}"},
+        conf={
+            RECHECK_WINDOW: "{{ " + PlannedRun.template("heals_window") + " }}",
+            HEALED_BY: "{{ " + PlannedRun.template("run_id") + " }}",
+        },
         doc_md="The healed window, reconciled again: its calendar cell turns from gap to healed by this run.",
     )

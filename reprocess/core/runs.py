@@ -23,6 +23,14 @@ class RunKind(enum.StrEnum):
     INCREMENTAL = "incremental"
 
 
+class RunMode(enum.StrEnum):
+    """Where a run writes: ``merge`` upserts into the live table; ``rebuild`` writes a shadow table
+    from the log start, verified and swapped in (operations/rebuild.py)."""
+
+    MERGE = "merge"
+    REBUILD = "rebuild"
+
+
 class RunState(enum.StrEnum):
     PLANNED = "planned"
     DRY_RUN = "dry_run"
@@ -61,7 +69,7 @@ class RunRequest:
     batch_size: int | None = None
     dry_run: bool = False
     acknowledge_partition_change: bool = False  # see Ordering.check_partition_counts
-    rebuild: bool = False  # mode=rebuild: a shadow table from the log start, swapped in (rebuild.py)
+    mode: RunMode = RunMode.MERGE
     # The reconciliation window [start, end) this backfill heals: checked again once it commits.
     heals_window: tuple[datetime, datetime] | None = None
 
@@ -97,7 +105,7 @@ class RunRequest:
             batch_size=_batch_size(params.get("batch_size")),
             dry_run=bool(params.get("dry_run", False)),
             acknowledge_partition_change=bool(params.get("acknowledge_partition_change", False)),
-            rebuild=_mode(params.get("mode")),
+            mode=choice("mode", RunMode, "merge"),
             heals_window=parse_window(heals, HEALS_WINDOW) if (heals := optional_str(HEALS_WINDOW)) else None,
         )
         request.validate()
@@ -120,7 +128,7 @@ class RunRequest:
     def check_rebuild(self, topics: tuple[str, ...]) -> None:
         """A rebuild reads every partition of every topic from the log start to the log end."""
         whole = self.start_mode is StartMode.EARLIEST and self.end_mode is EndMode.LATEST and not self.partitions
-        if self.rebuild and not (whole and set(self.topics) in (set(), set(topics))):
+        if self.mode is RunMode.REBUILD and not (whole and set(self.topics) in (set(), set(topics))):
             raise SpecError(
                 "mode=rebuild writes a complete new table, so it reads every partition of every topic from "
                 "start_mode=earliest to end_mode=latest; clear the topics/partitions/range choices"
@@ -140,14 +148,6 @@ def _partitions(raw: object) -> tuple[int, ...]:
     if not isinstance(raw, list | tuple) or not all(number(p) for p in raw):
         raise SpecError(f"param partitions: {raw!r} must be a list of partition numbers")
     return tuple(int(p) for p in raw)
-
-
-def _mode(raw: object) -> bool:
-    if raw in (None, "", "merge"):
-        return False
-    if raw == "rebuild":
-        return True
-    raise SpecError(f"param mode: {raw!r} is not one of merge, rebuild")
 
 
 def _batch_size(raw: object) -> int | None:

@@ -14,7 +14,7 @@ from sqlalchemy import Connection, Engine
 
 from reprocess.core.errors import DataLossError, OffsetLookupError, SpecError
 from reprocess.core.ranges import OffsetRange, PartitionSnapshot, TopicPartition, parse_offsets_json, retention_risks
-from reprocess.core.runs import EndMode, LostRange, RunPlan, RunRequest, RunState, StartMode, parse_timestamp
+from reprocess.core.runs import EndMode, LostRange, RunMode, RunPlan, RunRequest, RunState, StartMode, parse_timestamp
 from reprocess.core.spec import PipelineSpec
 from reprocess.postgres import queries, store
 from reprocess.postgres.stage import drop_leftover_stages
@@ -304,7 +304,7 @@ def plan_run(
     request.check_rebuild(spec.topics)
     try:
         version, warnings = store.ensure_pipeline(
-            engine, spec, rebuild=request.rebuild, acknowledged=request.acknowledge_partition_change
+            engine, spec, rebuild=request.mode is RunMode.REBUILD, acknowledged=request.acknowledge_partition_change
         )
     except SpecError as refused:  # recorded, so the run note says why, not only the task log
         store.record_failed_request(engine, spec, request.kind, run_id, params, str(refused),
@@ -346,11 +346,6 @@ def plan_run(
         )  # fmt: skip
     if kept is not None:  # another attempt staged this run meanwhile: its plan stands
         return kept
-    if request.rebuild and error is None and not request.dry_run:
-        from reprocess.operations.rebuild import prepare_shadow
-
-        with engine.begin() as conn:
-            prepare_shadow(conn, spec, run_id)
     if error is not None:
         raise error
     for w in warnings:
@@ -378,7 +373,9 @@ def _check_partition_counts(
     ids = {s.topic: s.topic_id for s in snapshots if s.topic_id}
     before = {t: r.topic_id for t, r in last.items() if r.topic_id}
     warnings = (
-        [] if request.rebuild else spec.ordering.check_topic_ids(spec.name, before, ids, acknowledged=acknowledged)
+        []
+        if request.mode is RunMode.REBUILD
+        else spec.ordering.check_topic_ids(spec.name, before, ids, acknowledged=acknowledged)
     )
     counts = {t: r.partitions for t, r in last.items()}
     return warnings + spec.ordering.check_partition_counts(spec.name, counts, now, acknowledged=acknowledged)

@@ -2,17 +2,18 @@
 
 A backfill with ``mode=rebuild`` is how a change that cannot be applied in place (a type
 change, a new key, a dropped column) reaches the target. The live pipeline's state stays
-untouched and served throughout:
+untouched and served throughout. Its stages (:mod:`reprocess.core.stages`):
 
-1. planning registers the spec's version without migrating the live table and creates the
-   empty shadow state: ``<table>__rebuild`` with the new schema, its own deletion markers
+1. planning registers the spec's version without migrating the live table; the
+   ``PrepareShadow`` stage (:func:`prepare_shadow`) creates the empty shadow state:
+   ``<table>__rebuild`` with the new schema, its own deletion markers
    ``reprocess_deleted.<pipeline>__rebuild`` (the new key's columns) and its own dead letters
    (``pipeline = '<pipeline>/rebuild'``);
-2. the Spark job always runs it in batches (child runs): each batch merges into the shadow
+2. its ``Read`` stages always run in batches (child runs): each batch merges into the shadow
    state and commits on its own, advancing neither the ledger nor the committed ranges, nor
    resolving any live dead letter, so a killed rebuild resumes after its last committed batch
    and an abandoned one leaves the live pipeline as it was;
-3. the commit task verifies the shadow (every batch committed; reconciliation's key check of
+3. its ``Swap`` stage (:func:`swap_in`) verifies the shadow (every batch committed; reconciliation's key check of
    every record read back from Kafka: :mod:`reprocess.operations.rebuild_verify`) and then, in
    ONE transaction under the pipeline's lock: refuses if the live table has rows the log no
    longer holds (their keys' records are older than the log start; ``allow_data_loss`` drops
@@ -23,10 +24,10 @@ untouched and served throughout:
    resolves the live dead letters whose records now parse and moves the rebuild's in; points
    the ledger and the committed ranges at what the rebuild read, makes the spec version
    current, and marks the run committed. A rebuild with nothing to read goes through the same
-   swap (:func:`swap_in_empty`); no rebuild is ever marked committed without it.
+   swap; no rebuild is ever marked committed without it.
 
 Runs planned against the old table are fenced at their commit: the spec version they were
-planned under is no longer the live table's (``commit._check_spec_version``), or the ledger
+planned under is no longer the live table's (``commit.check_spec_version``), or the ledger
 moved under their compare-and-set.
 """
 
@@ -42,7 +43,7 @@ from psycopg2 import sql
 from sqlalchemy import Connection, Engine, text
 
 from reprocess.core.errors import ReprocessError
-from reprocess.core.runs import LostRange, RunPlan, RunState
+from reprocess.core.runs import LostRange, RunMode, RunPlan, RunState
 from reprocess.core.spec import PipelineSpec, TombstoneMode
 from reprocess.operations.rebuild_verify import verify_shadow
 from reprocess.postgres import attached, queries, store
@@ -108,7 +109,11 @@ _SWAP_INCOMPLETE: Final = text(
 
 def prepare_shadow(conn: Connection, spec: PipelineSpec, run_id: str) -> None:
     """Mark the run a rebuild and start its shadow state empty: table, deletion markers (with the
-    new key's columns) and dead letters; whatever an abandoned rebuild left goes."""
+    new key's columns) and dead letters; whatever an abandoned rebuild left goes. Once per run: a
+    retried planning task leaves the shadow of a run it already prepared (its batches stand)."""
+    if store.run_mode(conn, run_id) is RunMode.REBUILD:
+        log.info("rebuild run_id=%s pipeline=%s shadow already prepared", run_id, spec.name)
+        return
     shadow = shadow_spec(spec)
     store.mark_rebuild(conn, run_id)
     conn.execute(_FORGET_SHADOW_DEAD_LETTERS, {"owner": dead_letters_owner(spec, rebuild=True)})
@@ -120,15 +125,6 @@ def prepare_shadow(conn: Connection, spec: PipelineSpec, run_id: str) -> None:
         if spec.tombstones is TombstoneMode.DELETE:
             cur.execute(create_markers_sql(shadow))
     log.info("rebuild run_id=%s pipeline=%s shadow=%s created", run_id, spec.name, shadow.qualified_target)
-
-
-def swap_in_empty(
-    engine: Engine, kafka: Mapping[str, Any], spec: PipelineSpec, run_id: str, registry: Mapping[str, Any] | None = None
-) -> CommitResult:
-    """A rebuild whose plan reads nothing (every log is empty) still commits only by its swap."""
-    with engine.begin() as conn:
-        store.mark_staged(conn, run_id, None)
-    return swap_in(engine, kafka, spec, run_id, registry)
 
 
 def swap_in(

@@ -2,8 +2,8 @@
 
 Read top to bottom, :func:`commit_run` is the protocol: lock, check state, fence, merge,
 dead letters, ledger, run state, drop the stage. Either all of it is visible or none of it.
-A chunked run's batches each go through the same protocol (:func:`commit_staged_batch`); the
-run's own commit then only checks that every batch committed and sums them. Run rows and
+A chunked run's batches each go through the same protocol; the run's own commit then only checks
+that every batch committed and sums them. Run rows and
 state transitions are written through :mod:`reprocess.postgres.store`.
 """
 
@@ -27,7 +27,7 @@ from reprocess.core.errors import (
     StageRefusedError,
 )
 from reprocess.core.ranges import OffsetRange, TopicPartition
-from reprocess.core.runs import RunKind, RunState
+from reprocess.core.runs import RunKind, RunMode, RunState
 from reprocess.core.spec import PipelineSpec, TombstoneMode
 from reprocess.postgres import left_out, queries, store
 from reprocess.postgres.db import one_row, pg_cursor
@@ -121,7 +121,7 @@ def _commit_once(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResul
         if run.state != RunState.STAGED:
             raise ReprocessError(f"{spec.name}: run {run_id} is {run.state}, not staged; run the Spark stage first")
         # A rebuild's batches merge into its shadow table; its own commit is the swap (rebuild.swap_in).
-        rebuild = store.is_rebuild(conn, run_id)
+        rebuild = store.run_mode(conn, run_id) is RunMode.REBUILD
         if rebuild and not store.is_batch(conn, run_id):
             raise ReprocessError(
                 f"{spec.name}: run {run_id} is a rebuild: it commits by swapping its shadow in (rebuild.swap_in, "
@@ -129,8 +129,8 @@ def _commit_once(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResul
             )
         target = shadow_spec(spec) if rebuild else spec
         owner = dead_letters_owner(spec, rebuild=rebuild)  # whose dead letters this run writes
-        # A chunked run committed batch by batch (each through this protocol, see
-        # commit_staged_batch); its own commit only checks and sums them.
+        # A chunked run committed batch by batch (each through this protocol); its own commit only
+        # checks and sums them.
         totals = None if rebuild else sum_committed_batches(conn, run_id)
         if totals is not None:
             log.info("commit run_id=%s pipeline=%s all batches committed %s", run_id, spec.name, totals)
@@ -142,7 +142,7 @@ def _commit_once(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResul
         # 2. Incremental runs: compare-and-set on the ledger fences concurrent or zombie runs.
         if RunKind(run.kind) is RunKind.INCREMENTAL:
             _check_fence(conn, spec, run_id, starts)
-        spec_version = _check_spec_version(conn, spec, run_id, live=not rebuild)
+        spec_version = check_spec_version(conn, spec, run_id, live=not rebuild)
 
         stage = stage_identifier(spec, run_id)
         cur = pg_cursor(conn)
@@ -225,20 +225,6 @@ def outcome_unknown_on_disconnect(spec: PipelineSpec, what: str) -> Iterator[Non
             "(Airflow does). The retry waits for the pipeline lock, reads the run's state and reports the run "
             f"committed, or commits it. Driver error: {str(exc.orig).strip()}"
         ) from exc
-
-
-def commit_staged_batch(engine: Engine, spec: PipelineSpec, batch_run_id: str, stage_rows: int) -> CommitResult:
-    """One batch of a chunked run: record what the Spark job staged, then the protocol above."""
-    with engine.begin() as conn:
-        store.mark_staged(conn, batch_run_id, stage_rows)
-    return commit_run(engine, spec, batch_run_id)
-
-
-def commit_empty_run(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResult:
-    """A plan with nothing to read commits at once: its empty ranges are recorded, no Spark runs."""
-    with engine.begin() as conn:
-        store.mark_staged(conn, run_id, None)
-    return commit_run(engine, spec, run_id)
 
 
 def sum_committed_batches(conn: Connection, run_id: str) -> dict[str, int] | None:
@@ -335,12 +321,15 @@ def _refuse_split_keys(cur: Any, spec: PipelineSpec, run_id: str, stage: sql.Com
         )
 
 
-def _check_spec_version(conn: Connection, spec: PipelineSpec, run_id: str, *, live: bool) -> int:
+def check_spec_version(
+    conn: Connection, spec: PipelineSpec, run_id: str, *, live: bool, step: str = "committed"
+) -> int:
     """The spec version the run's rows are stamped with; refuses a commit under another spec or table.
 
-    A run is planned (and staged by Spark) under one spec version; if the spec file changed
-    since, or the target was migrated or rebuilt to another version, its stage no longer fits:
-    the commit stops with this message instead of a Postgres error in the middle of the merge.
+    A run is planned under one spec version; if the spec file changed since, or the target was
+    migrated or rebuilt to another version, its stage no longer fits: the commit stops with this
+    message instead of a Postgres error in the middle of the merge. The Spark stage asks first
+    (``step="read"``, ``live=False``), so a changed spec is refused before anything is read.
     """
     row = conn.execute(queries.RUN_SPEC_VERSIONS, {"run_id": run_id, "fingerprint": spec.fingerprint}).one()
     planned = row.planned if row.planned is not None else row.spec
@@ -358,7 +347,7 @@ def _check_spec_version(conn: Connection, spec: PipelineSpec, run_id: str, *, li
     if row.spec is None or row.spec != planned:
         raise SchemaChangeError(
             f"{spec.name}: run {run_id} was planned under spec v{planned} but {spec.source_file} is now "
-            f"{'an unregistered spec' if row.spec is None else f'v{row.spec}'}; nothing was committed. Trigger "
+            f"{'an unregistered spec' if row.spec is None else f'v{row.spec}'}; nothing was {step}. Trigger "
             "the run again: planning registers the new spec and migrates the table (or says why it cannot)."
         )
     return int(planned)

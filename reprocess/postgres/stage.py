@@ -17,6 +17,7 @@ import psycopg2
 from psycopg2 import sql
 from sqlalchemy import Engine, text
 
+from reprocess.core.names import parent_run_id
 from reprocess.core.spec import PipelineSpec
 from reprocess.core.stage_rows import LINKS, UNCHANGED, stage_columns
 from reprocess.postgres.stage_write import forget_writes, stage_oid
@@ -85,7 +86,7 @@ def drop_stage(conn: Any, spec: PipelineSpec, run_id: str) -> None:
 
 def _attempt_key(run_id: str) -> str:
     """Batches (``<run>#<k>``) are staged by their parent run's attempt, so they share its key."""
-    return "reprocess-stage:" + run_id.split("#", 1)[0]
+    return "reprocess-stage:" + parent_run_id(run_id)
 
 
 @contextmanager

@@ -27,15 +27,16 @@ from typing import Any, Final
 from sqlalchemy import Connection, Engine, Row, text
 
 from reprocess.core.errors import SpecError
+from reprocess.core.names import child_run_id
 from reprocess.core.progress import ProgressLine
 from reprocess.core.ranges import OffsetRange, PartitionSnapshot
-from reprocess.core.runs import LostRange, RunKind, RunPlan, RunState
+from reprocess.core.runs import LostRange, RunKind, RunMode, RunPlan, RunState
 from reprocess.core.spec import PipelineSpec, TombstoneMode
 from reprocess.postgres import queries
 from reprocess.postgres.db import pg_cursor
 from reprocess.postgres.evolve import migrate_target, register_version
 from reprocess.postgres.registry import check_registration
-from reprocess.postgres.target import REBUILD, create_markers_sql
+from reprocess.postgres.target import create_markers_sql
 
 log = logging.getLogger(__name__)
 
@@ -195,9 +196,9 @@ def lock_run(conn: Connection, run_id: str) -> Row[Any] | None:
     return conn.execute(queries.LOCK_RUN, {"run_id": run_id}).one_or_none()
 
 
-def is_rebuild(conn: Connection, run_id: str) -> bool:
-    """The run (or, for a batch, its parent) writes a shadow table to be swapped in (rebuild.py)."""
-    return conn.execute(queries.RUN_MODE, {"run_id": run_id}).scalar() == REBUILD
+def run_mode(conn: Connection, run_id: str) -> RunMode:
+    """Where the run (or, for a batch, its parent) writes: a rebuild's shadow table is swapped in (rebuild.py)."""
+    return RunMode(conn.execute(queries.RUN_MODE, {"run_id": run_id}).scalar() or RunMode.MERGE)
 
 
 def is_batch(conn: Connection, run_id: str) -> bool:
@@ -206,7 +207,7 @@ def is_batch(conn: Connection, run_id: str) -> bool:
 
 
 def mark_rebuild(conn: Connection, run_id: str) -> None:
-    conn.execute(queries.SET_RUN_MODE, {"run_id": run_id, "mode": REBUILD})
+    conn.execute(queries.SET_RUN_MODE, {"run_id": run_id, "mode": RunMode.REBUILD.value})
 
 
 def mark_staged(conn: Connection, run_id: str, stage_rows: int | None) -> None:
@@ -279,8 +280,12 @@ def create_batch_runs(conn: Connection, parent: str, batches: Sequence[Sequence[
     return {r.run_id: RunState(r.state) for r in batch_runs(conn, parent)}
 
 
-def child_run_id(run_id: str, k: int) -> str:
-    return f"{run_id}#{k}"
+def batch_cut(conn: Connection, parent: str) -> tuple[list[tuple[OffsetRange, ...]], set[str]]:
+    """The batches an earlier attempt of a chunked run recorded (their ranges, in order), and
+    those of them committed: a resumed run keeps its cut and goes on after them."""
+    children = batch_runs(conn, parent)
+    cut = [load_plan(conn, c.run_id).ranges for c in children]
+    return cut, {c.run_id for c in children if c.state == RunState.COMMITTED}
 
 
 def batch_runs(conn: Connection, parent: str) -> list[Row[Any]]:

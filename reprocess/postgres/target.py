@@ -36,9 +36,6 @@ _LINEAGE_DDL = (
 LINEAGE_COLUMNS: Final = frozenset({*LINEAGE, "_run_id", "_updated_at", "_spec_version"})
 
 
-REBUILD: Final = "rebuild"  # the run mode that writes a shadow table (rebuild.py)
-
-
 def shadow_spec(spec: PipelineSpec) -> PipelineSpec:
     """The same spec writing to ``<table>__rebuild`` and its own deletion markers
     ``reprocess_deleted.<pipeline>__rebuild`` (valid identifiers: at most 63 bytes), so a rebuild

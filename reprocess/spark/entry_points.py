@@ -50,7 +50,7 @@ def resolve_job(job: str) -> Callable[..., Any]:
     function = getattr(importlib.import_module(module), name, None) if sep else None
     if not callable(function):
         raise ReprocessError(
-            f"job {job!r} does not name a function: use 'module:function', e.g. 'reprocess.spark.job:stage_job'"
+            f"job {job!r} does not name a function: use 'module:function', e.g. 'reprocess.runner.spark_run:read_job'"
         )
     return function
 
@@ -71,8 +71,8 @@ def job_arguments(argv: list[str]) -> tuple[str, dict[str, str]]:
 
     Examples
     --------
-    >>> job_arguments(["reprocess.spark.job:stage_job", "--run-id", "r1", "--spec", "a.yaml"])
-    ('reprocess.spark.job:stage_job', {'run_id': 'r1', 'spec': 'a.yaml'})
+    >>> job_arguments(["reprocess.runner.spark_run:read_job", "--run-id", "r1", "--spec", "a.yaml"])
+    ('reprocess.runner.spark_run:read_job', {'run_id': 'r1', 'spec': 'a.yaml'})
     """
     if not argv or argv[0].startswith("-"):
         raise SystemExit("usage: run_job.py module:function [--name value ...]")

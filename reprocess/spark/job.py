@@ -1,15 +1,15 @@
-"""The Spark side of a run: bounded read → parse/validate/dedupe → COPY into the run's stage.
+"""The Spark side of a run: bounded read → parse/validate/dedupe → COPY into a stage. It reads
+and stages; it never commits (the evaluator does, ``reprocess.runner.evaluate``).
 
 Runs where the Spark session's client is: the Airflow task over Spark Connect, or the
-spark-submit driver (``spark_apps/run_job.py``); :func:`stage_job` is the entry both
-launchers call (``reprocess.airflow.spark_task``). One Spark action: the write.
+spark-submit driver (``spark_apps/run_job.py``); ``reprocess.runner.spark_run.read_job`` is a
+run's entry both launchers call, :func:`window_job` a reconciliation's. One Spark action: the write.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -17,20 +17,17 @@ from typing import TYPE_CHECKING, Any, Final
 import psycopg2
 from psycopg2 import sql
 
-from reprocess.core.errors import SpecError
+from reprocess.core.errors import SchemaChangeError, SpecError
 from reprocess.core.ranges import OffsetRange, window_ranges
-from reprocess.core.runs import RunPlan, RunState
 from reprocess.core.spec import Format, PipelineSpec
 from reprocess.core.stage_rows import stage_columns
+from reprocess.core.stages import Read
 from reprocess.formats import record_parts
 from reprocess.formats.avro_schema import value_subjects
 from reprocess.formats.contract import WriterSchemas
 from reprocess.formats.debezium import key_subjects
 from reprocess.kafka import registry
-from reprocess.postgres import store
-from reprocess.postgres.batches import run_in_batches
-from reprocess.postgres.commit import commit_staged_batch
-from reprocess.postgres.db import libpq_url, make_engine, one_row
+from reprocess.postgres.db import libpq_url, one_row
 from reprocess.postgres.stage import STAGE_SCHEMA, create_stage, drop_stage, live_attempt, stage_identifier
 from reprocess.postgres.stage_write import TaskWrite, written_tasks
 from reprocess.postgres.target import stage_counts_sql
@@ -45,28 +42,30 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def stage_job(
-    spark: SparkSession,
-    *,
-    spec: str,
-    run_id: str,
-    db_url: str,
-    kafka_config: str,
-    batch_size: str | None = None,
-    registry_config: str | None = None,
-) -> bool:
-    """The stage job as the Spark task launches it (``reprocess.airflow.spark_task``): string arguments
-    from the task, ``db_url``, ``kafka_config`` (librdkafka JSON) and, for Avro, ``registry_config``
-    (:func:`reprocess.kafka.registry.client_config`) from its connections."""
-    size = int(batch_size) if batch_size else None
-    spec_ = PipelineSpec.from_file(Path(spec))
-    return read_and_stage(spark, spec_, run_id, db_url, json.loads(kafka_config), size, registry_config)
+def spec_as_built(path: str, fingerprint: str) -> PipelineSpec:
+    """The spec a job runs under, from its file, refused unless it is still the spec the DAG was
+    built from (the task passes that spec's fingerprint): a Spark job never runs under a spec
+    that changed between the planning and the read, nothing is read then.
+
+    Raises
+    ------
+    SchemaChangeError
+        The file holds another spec now.
+    """
+    spec = PipelineSpec.from_file(Path(path))
+    if spec.fingerprint != fingerprint:
+        raise SchemaChangeError(
+            f"{spec.name}: {path} changed since the DAG was built from it (fingerprint {spec.fingerprint[:12]}, "
+            f"the DAG's {fingerprint[:12]}); nothing was read. Trigger the run again once the DAG shows the new spec."
+        )
+    return spec
 
 
 def window_job(
     spark: SparkSession,
     *,
     spec: str,
+    fingerprint: str,
     check_id: str,
     starting: str,
     ending: str,
@@ -75,9 +74,9 @@ def window_job(
     registry_config: str | None = None,
 ) -> int:
     """Reconciliation's Spark job as the Spark task launches it (``reprocess.airflow.spark_task``): the
-    window's ranges as Spark offset JSONs, ``db_url``, ``kafka_config`` and ``registry_config`` from
-    the connections."""
-    spec_ = PipelineSpec.from_file(Path(spec))
+    spec's file and fingerprint (:func:`spec_as_built`), the window's ranges as Spark offset JSONs,
+    ``db_url``, ``kafka_config`` and ``registry_config`` from the connections."""
+    spec_ = spec_as_built(spec, fingerprint)
     ranges = window_ranges(starting, ending)
     return stage_window(spark, spec_, check_id, ranges, db_url, json.loads(kafka_config), registry_config)
 
@@ -103,83 +102,32 @@ def spec_writer_schemas(spec: PipelineSpec, client: Mapping[str, Any]) -> Writer
     return registry.writer_schemas(client, subjects)
 
 
-def read_and_stage(
-    spark: SparkSession,
-    spec: PipelineSpec,
-    run_id: str,
-    db_url: str,
-    kafka: Mapping[str, Any],
-    batch_size: int | None = None,
-    registry_config: str | None = None,
-) -> bool:
-    """Stage a planned run; returns False when there was nothing to do (already committed).
+class SparkReader:
+    """Reads a run's :class:`~reprocess.core.stages.Read` stages (the evaluator's reader,
+    ``reprocess.runner.evaluate``) with the run's live progress; never commits."""
 
-    A run wider than ``batch_size`` offsets on some partition is cut into batches that are
-    staged and committed one after the other (each atomically); a re-run resumes after the
-    last committed batch. The ``commit_transaction`` task then only checks and sums them.
-    """
-    with live_attempt(libpq_url(db_url), run_id):  # plan_run's stage cleanup never drops ours
-        return _read_and_stage(spark, spec, run_id, db_url, kafka, batch_size, registry_config)
+    def __init__(
+        self,
+        spark: SparkSession,
+        spec: PipelineSpec,
+        db_url: str,
+        kafka: Mapping[str, Any],
+        schemas: WriterSchemas,
+        progress: RunProgress,
+    ) -> None:
+        self.spark, self.spec, self.db_url, self.kafka, self.schemas = spark, spec, db_url, kafka, schemas
+        self.progress = progress
 
+    def read(self, stage: Read) -> int:
+        with self.progress.action(stage.offsets):
+            rows = stage_ranges(self.spark, self.spec, stage.stage_id, stage.ranges, self.db_url, self.kafka,
+                                self.schemas)  # fmt: skip
+        if stage.batch is None:  # a batch's exact count comes with its commit
+            self.progress.finished(_records_staged(self.spec, stage.stage_id, self.db_url), stage.offsets)
+        return rows
 
-def _read_and_stage(
-    spark: SparkSession,
-    spec: PipelineSpec,
-    run_id: str,
-    db_url: str,
-    kafka: Mapping[str, Any],
-    batch_size: int | None,
-    registry_config: str | None,
-) -> bool:
-    engine = make_engine(db_url)
-    with engine.begin() as conn:
-        state = store.run_state(conn, run_id)
-        if state is None:
-            raise RuntimeError(f"{spec.name}: run {run_id} has no plan; run plan_offsets first")
-        if state == RunState.COMMITTED:
-            log.info("stage run_id=%s pipeline=%s already committed: nothing to do", run_id, spec.name)
-            return False
-        plan = store.load_plan(conn, run_id)
-        rebuild = store.is_rebuild(conn, run_id)
-    size = batch_size or spec.batch_size
-    started = time.monotonic()
-    progress = RunProgress(spark, engine, spec.name, run_id, sum(r.width for r in plan.ranges))
-    schemas = writer_schemas(spec, plan.ranges, registry_config)
-    # A rebuild always runs in batches: they fill its shadow table, and its own commit is the swap.
-    if rebuild or any(r.width > size for r in plan.ranges):
-        started_at: dict[int, float] = {}
-
-        def stage_batch(batch: RunPlan, k: int, n: int) -> int:
-            started_at[k] = time.monotonic()
-            with progress.action(sum(r.width for r in batch.ranges)):
-                return _stage(spark, spec, batch.run_id, batch.ranges, db_url, kafka, schemas)
-
-        def commit_batch(batch: RunPlan, k: int, n: int, rows: int) -> None:
-            result = commit_staged_batch(engine, spec, batch.run_id, rows)
-            progress.finished(result.records_read, sum(r.width for r in batch.ranges))
-            seconds = time.monotonic() - started_at[k]
-            log.info(
-                "batch run_id=%s pipeline=%s %d of %d records=%d upserted=%d dead_letters=%d rows_per_s=%.0f",
-                run_id, spec.name, k + 1, n, result.records_read, result.rows_upserted, result.dead_letters,
-                result.records_read / seconds if seconds else 0,
-            )  # fmt: skip
-
-        run_in_batches(engine, plan, size, stage_batch, commit_batch)
-        rows = None  # the batches hold the data; the run itself has no stage
-    else:
-        offsets = sum(r.width for r in plan.ranges)
-        with progress.action(offsets):
-            rows = _stage(spark, spec, plan.run_id, plan.ranges, db_url, kafka, schemas)
-        progress.finished(_records_staged(spec, plan.run_id, db_url), offsets)
-    progress.close()
-    with engine.begin() as conn:
-        store.mark_staged(conn, run_id, rows)
-    log.info(
-        "stage run_id=%s pipeline=%s ranges=%d seconds=%.1f",
-        run_id, spec.name, len(plan.ranges), time.monotonic() - started,
-    )  # fmt: skip
-    engine.dispose()
-    return True
+    def committed(self, stage: Read, records: int) -> None:
+        self.progress.finished(records, stage.offsets)
 
 
 def _records_staged(spec: PipelineSpec, stage_id: str, db_url: str) -> int:
@@ -206,7 +154,7 @@ def stage_window(
     """
     with live_attempt(libpq_url(db_url), check_id):  # the next check's cleanup never drops ours
         schemas = writer_schemas(spec, ranges, registry_config)
-        return _stage(spark, spec, check_id, ranges, db_url, kafka, schemas, check=True)
+        return stage_ranges(spark, spec, check_id, ranges, db_url, kafka, schemas, check=True)
 
 
 WARM_UP_STAGE: Final = "warm-up"
@@ -224,14 +172,14 @@ def warm_up(
     in the session the runs share (Python workers belong to a session).
     """
     try:
-        return _stage(spark, spec, WARM_UP_STAGE, ranges, db_url, kafka, writer_schemas(spec, ranges, None))
+        return stage_ranges(spark, spec, WARM_UP_STAGE, ranges, db_url, kafka, writer_schemas(spec, ranges, None))
     finally:
         with psycopg2.connect(libpq_url(db_url)) as pg:
             drop_stage(pg, spec, WARM_UP_STAGE)
         pg.close()
 
 
-def _stage(
+def stage_ranges(
     spark: SparkSession,
     spec: PipelineSpec,
     stage_id: str,

@@ -167,13 +167,14 @@ def stage_over_connect(
     """Stage a planned run as the DAG's Spark Connect launcher does: the job runs in this process,
     its Spark work on the session's Connect server. ``db_url`` replaces the app database's URL
     (a proxy in front of it)."""
-    from reprocess.spark.job import stage_job
+    from reprocess.runner.spark_run import read_job
 
     kafka = kafka if kafka is not None else _kafka_from_env()
     with connect_session(conf) as spark:
-        stage_job(
+        read_job(
             spark,
             spec=str(spec.source_file),
+            fingerprint=spec.fingerprint,
             run_id=run_id,
             db_url=db_url or os.environ["AIRFLOW_CONN_REPROCESS_DB"],
             kafka_config=json.dumps(kafka),

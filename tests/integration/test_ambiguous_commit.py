@@ -24,6 +24,7 @@ from reprocess.operations.plan import plan_run
 from reprocess.operations.rebuild import swap_in
 from reprocess.postgres.commit import commit_run
 from reprocess.postgres.db import make_engine
+from reprocess.runner.start import start_run
 from tests.integration.commit_cut_proxy import commit_cut_proxy
 from tests.integration.helpers import (
     assert_matches_oracle,
@@ -130,7 +131,7 @@ def test_rebuild_swap_cut_while_its_commit_is_in_flight_is_resolved_by_the_retry
     first = plan_run(engine, kafka_config, spec, RunRequest.from_params({}), f"{unique_name}-first")
     run_spark_stage(spec, first.run_id)
     commit_run(engine, spec, first.run_id)
-    rebuild = plan_run(engine, kafka_config, spec, RunRequest.from_params({"mode": "rebuild"}), unique_name)
+    rebuild, _ = start_run(engine, kafka_config, spec, RunRequest.from_params({"mode": "rebuild"}), unique_name)
     run_spark_stage(spec, rebuild.run_id)
 
     # The swap's client connection is cut at its COMMIT, which the proxy holds: the server still

@@ -32,11 +32,11 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench import cdc_source as cdc
 from devstack import debezium, kafka_connect
-from reprocess.core.runs import RunKind, RunRequest
+from reprocess.core.runs import RunKind, RunMode, RunRequest
 from reprocess.core.spec import PipelineSpec
-from reprocess.operations.plan import plan_run
 from reprocess.operations.rebuild import swap_in
 from reprocess.postgres.commit import commit_run
+from reprocess.runner.start import start_run
 from tests.integration.helpers import run_spark_stage
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("postgres")]
@@ -60,9 +60,9 @@ def _run(engine: Any, kafka_config: dict[str, Any], spec: PipelineSpec, run_id: 
     """Plan, stage (over Connect, in batches when ``params`` has a batch_size) and commit one run: an
     incremental, or a backfill of ``params``."""
     request = RunRequest.incremental() if params is None else RunRequest.from_params(params, RunKind.BACKFILL)
-    plan_run(engine, kafka_config, spec, request, run_id)
+    start_run(engine, kafka_config, spec, request, run_id)
     run_spark_stage(spec, run_id, batch_size=request.batch_size)
-    if request.rebuild:
+    if request.mode is RunMode.REBUILD:
         return swap_in(engine, kafka_config, spec, run_id)
     return commit_run(engine, spec, run_id)
 

@@ -11,11 +11,12 @@ from typing import Any
 
 from sqlalchemy import text
 
+from reprocess.core.names import child_run_id
 from reprocess.core.ranges import OffsetRange
 from reprocess.core.spec import PipelineSpec
 from reprocess.operations.redrive import plan_redrive
 from reprocess.postgres import store
-from reprocess.postgres.commit import commit_run, commit_staged_batch
+from reprocess.postgres.commit import commit_run
 from tests.integration.staging import Record, mark_staged, plan_ranges, stage_and_commit, write_stage
 
 AMOUNT = "missing required field amount"
@@ -85,9 +86,10 @@ def test_a_burst_of_bad_records_inside_one_batch_is_judged_against_the_whole_run
     with engine.begin() as conn:
         store.create_batch_runs(conn, run_id, batches)
     for k in range(3):
-        child = store.child_run_id(run_id, k)
+        child = child_run_id(run_id, k)
         records = [Record(0, o, None) if o in burst else _good(o) for o in range(k * 1000, (k + 1) * 1000)]
-        commit_staged_batch(engine, spec, child, write_stage(db_url, spec, child, records))
+        mark_staged(engine, child, write_stage(db_url, spec, child, records))
+        commit_run(engine, spec, child)
     mark_staged(engine, run_id, 0)
     result = commit_run(engine, spec, run_id)
 

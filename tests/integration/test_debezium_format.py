@@ -40,6 +40,7 @@ from reprocess.core.spec import PipelineSpec
 from reprocess.operations.plan import plan_run
 from reprocess.operations.rebuild import swap_in
 from reprocess.postgres.commit import commit_run
+from reprocess.runner.start import start_run
 from tests.integration.helpers import reconcile_over_connect, run_spark_stage
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("postgres")]
@@ -453,7 +454,9 @@ def test_primary_key_changes_over_unchanged_large_values_keep_them_whatever_the_
     with pytest.raises(ReconciliationGap, match="8 values incomplete: the connector left them out"):
         reconcile_over_connect(engine, fresh, now - timedelta(hours=1), now + timedelta(minutes=5), f"{fresh.name}-c")
     rebuild = f"{incremental.name}-rebuild"
-    plan_run(engine, kafka_config, incremental, RunRequest.from_params({"mode": "rebuild", "batch_size": 100}), rebuild)
+    start_run(
+        engine, kafka_config, incremental, RunRequest.from_params({"mode": "rebuild", "batch_size": 100}), rebuild
+    )
     run_spark_stage(incremental, rebuild, batch_size=100)
     assert swap_in(engine, kafka_config, incremental, rebuild).values_incomplete == 0
     assert stored(incremental) == expected

@@ -24,6 +24,7 @@ from reprocess.postgres import queries
 from reprocess.postgres.commit import commit_run
 from reprocess.postgres.db import libpq_url
 from reprocess.postgres.stage import create_stage
+from reprocess.runner.start import start_run
 from tests.integration.helpers import ledger, log_ends, orders_spec, run_spark_stage, start_spark_stage
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("spark")]
@@ -98,7 +99,7 @@ def test_key_type_change_is_rebuilt_resumed_verified_and_swapped_atomically(kafk
     v2 = orders_spec(unique_name, unique_name, key=["id"], columns={**COLUMNS, "id": {"type": "bigint"}})
     with pytest.raises(SchemaChangeError, match=r"column id: type text → bigint.*mode=rebuild"):
         plan_run(engine, kafka_config, v2, RunRequest.incremental(), f"{unique_name}-inc")
-    plan = plan_run(engine, kafka_config, v2, RunRequest.from_params({"mode": "rebuild", "batch_size": 40}),
+    plan, _ = start_run(engine, kafka_config, v2, RunRequest.from_params({"mode": "rebuild", "batch_size": 40}),
                     f"{unique_name}-rebuild")  # fmt: skip
     assert _live(engine, v1) == before
 

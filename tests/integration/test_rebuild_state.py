@@ -25,6 +25,7 @@ from reprocess.kafka.clients import make_producer
 from reprocess.operations.plan import plan_run
 from reprocess.operations.rebuild import swap_in
 from reprocess.postgres.commit import commit_run
+from reprocess.runner.start import start_run
 from tests.integration.helpers import orders_spec, run_spark_stage
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("spark")]
@@ -79,7 +80,7 @@ def test_typed_keys_and_deleted_keys_verify_and_swap_in(kafka_config, engine, un
     live = plan_run(engine, kafka_config, spec, RunRequest.incremental(), f"{unique_name}-live")
     run_spark_stage(spec, live.run_id)
     commit_run(engine, spec, live.run_id)
-    rebuild = plan_run(engine, kafka_config, spec, RunRequest.from_params(REBUILD), f"{unique_name}-rebuild")
+    rebuild, _ = start_run(engine, kafka_config, spec, RunRequest.from_params(REBUILD), f"{unique_name}-rebuild")
     run_spark_stage(spec, rebuild.run_id, batch_size=4)
     swap_in(engine, kafka_config, spec, rebuild.run_id)
 
@@ -138,7 +139,7 @@ def test_a_rebuild_writes_only_shadow_state_until_its_swap_which_carries_what_ha
 
     v2 = orders_spec(unique_name, unique_name, key=["id"], tombstones="delete", max_dead_letter_ratio=0.5,
                      columns={"id": {"type": "bigint"}, "s": {"type": "text"}})  # fmt: skip
-    rebuild = plan_run(engine, kafka_config, v2, RunRequest.from_params(REBUILD), f"{unique_name}-rebuild")
+    rebuild, _ = start_run(engine, kafka_config, v2, RunRequest.from_params(REBUILD), f"{unique_name}-rebuild")
     run_spark_stage(v2, rebuild.run_id, batch_size=2)
     # Batches committed: the live pipeline's table, markers and dead letters are as they were.
     assert (_table(engine, v1.qualified_target, "id, s"), _table(engine, markers, "id, _kafka_offset")) == live_state
@@ -204,7 +205,7 @@ def test_the_swap_keeps_rows_the_log_no_longer_holds_unless_their_loss_is_allowe
     deleted = admin.delete_records([TopicPartition(unique_name, 0, 3)], operation_timeout=30)
     assert [f.result().low_watermark for f in deleted.values()] == [3]
 
-    refused = plan_run(engine, kafka, spec, RunRequest.from_params(REBUILD), f"{unique_name}-rebuild")
+    refused, _ = start_run(engine, kafka, spec, RunRequest.from_params(REBUILD), f"{unique_name}-rebuild")
     assert [(r.start, r.end) for r in refused.ranges] == [(3, 6)]
     run_spark_stage(spec, refused.run_id, batch_size=4, kafka=kafka)
     with pytest.raises(ReprocessError, match=r"would drop 3 rows .*\[0\]: 3 rows from offset 0 below the log "
@@ -212,8 +213,8 @@ def test_the_swap_keeps_rows_the_log_no_longer_holds_unless_their_loss_is_allowe
         swap_in(engine, kafka, spec, refused.run_id)
     assert sorted(_table(engine, spec.qualified_target, "id, s")) == [(f"k{i}", f"v{i}") for i in range(6)]
 
-    allowed = plan_run(engine, kafka, spec, RunRequest.from_params({**REBUILD, "allow_data_loss": True}),
-                       f"{unique_name}-allowed")  # fmt: skip
+    allowed, _ = start_run(engine, kafka, spec, RunRequest.from_params({**REBUILD, "allow_data_loss": True}),
+                           f"{unique_name}-allowed")  # fmt: skip
     run_spark_stage(spec, allowed.run_id, batch_size=4, kafka=kafka)
     swap_in(engine, kafka, spec, allowed.run_id)
     assert sorted(_table(engine, spec.qualified_target, "id, s")) == [(f"k{i}", f"v{i}") for i in range(3, 6)]
@@ -224,23 +225,27 @@ def test_the_swap_keeps_rows_the_log_no_longer_holds_unless_their_loss_is_allowe
 
 def test_a_rebuild_with_nothing_to_read_commits_only_by_its_swap(kafka_config, engine, unique_name):
     """An empty topic: the rebuild's plan is empty. Committing it as a plain empty run (what the
-    DAG did) marks it committed with the old table still live; it must go through the swap."""
-    from reprocess.postgres.commit import commit_empty_run
+    DAG once did) would mark it committed with the old table still live; its stages end in the
+    swap, and a plain commit of it is refused."""
+    from reprocess.core.stages import Commit, PrepareShadow, Swap, build_stages
+    from reprocess.runner.evaluate import RunContext, evaluate
 
     v1 = orders_spec(unique_name, unique_name, key=["id"], columns={"id": "text", "s": "text"})
     demo_data.create_topic(kafka_config, unique_name, 1)
-    live = plan_run(engine, kafka_config, v1, RunRequest.incremental(), f"{unique_name}-live")
-    commit_empty_run(engine, v1, live.run_id)
+    start_run(engine, kafka_config, v1, RunRequest.incremental(), f"{unique_name}-live")  # commits the empty plan
     v2 = orders_spec(unique_name, unique_name, key=["id"], columns={"id": "bigint", "s": "text"})
-    rebuild = plan_run(engine, kafka_config, v2, RunRequest.from_params(REBUILD), f"{unique_name}-rebuild")
+    request = RunRequest.from_params(REBUILD)
+    rebuild = plan_run(engine, kafka_config, v2, request, f"{unique_name}-rebuild")
     assert rebuild.is_empty
+    stages = build_stages(rebuild, request.mode, 4)
+    assert stages == (PrepareShadow(rebuild.run_id), Swap(rebuild.run_id, empty=True))
 
+    context = RunContext(engine, v2, kafka_config)
+    evaluate(stages[:1], context)
     with pytest.raises(ReprocessError, match="commits by swapping its shadow in"):
-        commit_empty_run(engine, v2, rebuild.run_id)
+        evaluate([Commit(rebuild.run_id, empty=True)], context)
     assert _runs(engine, v2)[rebuild.run_id][0] != "committed"
-    from reprocess.operations.rebuild import swap_in_empty
-
-    swap_in_empty(engine, kafka_config, v2, rebuild.run_id)
+    evaluate(stages[1:], context)
     with engine.connect() as conn:
         id_type = conn.execute(
             text("SELECT data_type FROM information_schema.columns WHERE table_schema = :s AND table_name = :t "

@@ -20,9 +20,9 @@ import yaml
 from reprocess.core.runs import RunKind, RunRequest
 from reprocess.kafka import demo_data
 from reprocess.kafka.clients import make_producer
-from reprocess.operations.plan import plan_run
 from reprocess.operations.rebuild import swap_in
 from reprocess.operations.redrive import plan_redrive
+from reprocess.runner.start import start_run
 from tests import oracle
 from tests.integration.helpers import (
     ORDERS_SPEC,
@@ -161,7 +161,7 @@ def test_aborted_and_open_transactions_are_invisible_to_every_read_and_covered_b
     assert target_rows(engine, fixed) == oracle_rows(everything)
 
     # 5. A rebuild from the log start gives the same table.
-    rebuild = plan_run(engine, kafka, fixed, RunRequest.from_params({"mode": "rebuild"}), f"{unique_name}-rebuild")
+    rebuild, _ = start_run(engine, kafka, fixed, RunRequest.from_params({"mode": "rebuild"}), f"{unique_name}-rebuild")
     run_spark_stage(fixed, rebuild.run_id)
     swap_in(engine, kafka, fixed, rebuild.run_id)
     assert target_rows(engine, fixed) == oracle_rows(everything)

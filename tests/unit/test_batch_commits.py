@@ -1,7 +1,8 @@
-"""A chunked run commits batch k while batch k+1 stages, and never commits past a failed commit.
+"""A chunked run commits batch k while batch k+1 reads, and never commits past a failed commit:
+the evaluator of a run's stages (reprocess.runner.evaluate).
 
-The store is replaced by a few lines (a unit test: the integration tests in test_batches.py run
-chunked runs against PostgreSQL, Kafka and Spark).
+The store and the commit are replaced by a few lines (a unit test: the integration tests in
+test_batches.py run chunked runs against PostgreSQL, Kafka and Spark).
 """
 
 from __future__ import annotations
@@ -14,8 +15,11 @@ from typing import Any
 import pytest
 
 from reprocess.core.ranges import OffsetRange
-from reprocess.core.runs import RunKind, RunPlan, RunState
-from reprocess.postgres import batches, store
+from reprocess.core.runs import RunKind, RunMode, RunPlan
+from reprocess.core.stages import Read, build_stages
+from reprocess.postgres import store
+from reprocess.postgres.commit import CommitResult
+from reprocess.runner import evaluate
 
 WAIT_S = 10.0
 
@@ -24,101 +28,126 @@ class _Engine:
     def begin(self) -> Any:
         return nullcontext(None)
 
-    def connect(self) -> Any:
-        return nullcontext(None)
+
+def _stages(batch_count: int, committed: frozenset[str] = frozenset()) -> Any:
+    plan = RunPlan("run", "p", RunKind.BACKFILL, (OffsetRange("t", 0, 0, 10 * batch_count),))
+    stages = build_stages(plan, RunMode.MERGE, 10, committed=committed)
+    return stages[:-1]  # the Spark task's part: the run's own commit is the commit task's
 
 
-def _plan(batch_count: int) -> RunPlan:
-    return RunPlan("run", "p", RunKind.BACKFILL, (OffsetRange("t", 0, 0, 10 * batch_count),))
+class _Reader:
+    def __init__(self, read: Callable[[int], int]) -> None:
+        self._read = read
+
+    def read(self, stage: Read) -> int:
+        return self._read(stage.batch or 0)
+
+    def committed(self, stage: Read, records: int) -> None:
+        pass
+
+
+def _result(run_id: str) -> CommitResult:
+    return CommitResult(run_id, False, 0, 0, 0, 0, 0, 0)
 
 
 @pytest.fixture
-def fake_store(monkeypatch: pytest.MonkeyPatch) -> dict[str, RunState]:
-    states: dict[str, RunState] = {}
-    monkeypatch.setattr(store, "create_batch_runs", lambda conn, parent, cut: dict(states))
-    monkeypatch.setattr(store, "load_plan", lambda conn, run_id: RunPlan(run_id, "p", RunKind.BACKFILL, ()))
-    return states
+def commits(monkeypatch: pytest.MonkeyPatch) -> list[Callable[[str], None]]:
+    """Replace the store and the commit; the test appends the commit's behaviour (by run id)."""
+    behaviour: list[Callable[[str], None]] = []
+    monkeypatch.setattr(store, "create_batch_runs", lambda conn, parent, cut: {})
+    monkeypatch.setattr(store, "mark_staged", lambda conn, run_id, rows: None)
+    monkeypatch.setattr(evaluate, "check_spec_version", lambda *a, **k: 1)
+
+    def commit_run(engine: Any, spec: Any, run_id: str) -> CommitResult:
+        for b in behaviour:
+            b(run_id)
+        return _result(run_id)
+
+    monkeypatch.setattr(evaluate, "commit_run", commit_run)
+    return behaviour
 
 
-def test_a_batch_commits_while_the_next_one_stages(fake_store: dict[str, RunState]) -> None:
+def _run(stages: Any, read: Callable[[int], int]) -> None:
+    spec = type("Spec", (), {"name": "p"})()
+    evaluate.evaluate(stages, evaluate.RunContext(_Engine(), spec, {}, reader=_Reader(read)))  # type: ignore[arg-type]
+
+
+def test_a_batch_commits_while_the_next_one_reads(commits: list[Callable[[str], None]]) -> None:
     events: list[str] = []
     first_commit_started = threading.Event()
 
-    def stage(plan: RunPlan, k: int, n: int) -> int:
+    def read(k: int) -> int:
         if k == 1:  # only returns once batch 0's commit runs beside it
-            assert first_commit_started.wait(WAIT_S), "batch 0 did not commit while batch 1 staged"
-        events.append(f"stage {k}")
+            assert first_commit_started.wait(WAIT_S), "batch 0 did not commit while batch 1 read"
+        events.append(f"read {k}")
         return k
 
-    def commit(plan: RunPlan, k: int, n: int, rows: int) -> None:
-        if k == 0:
+    def commit(run_id: str) -> None:
+        if run_id == "run#0":
             first_commit_started.set()
-        events.append(f"commit {k} ({plan.run_id}, {rows} rows)")
+        events.append(f"commit {run_id}")
 
-    assert batches.run_in_batches(_Engine(), _plan(3), 10, stage, commit) == 3  # type: ignore[arg-type]
-    commits = [e for e in events if e.startswith("commit")]
-    assert commits == ["commit 0 (run#0, 0 rows)", "commit 1 (run#1, 1 rows)", "commit 2 (run#2, 2 rows)"]
+    commits.append(commit)
+    _run(_stages(3), read)
+    assert [e for e in events if e.startswith("commit")] == ["commit run#0", "commit run#1", "commit run#2"]
 
 
-def test_no_batch_commits_after_a_failed_commit(fake_store: dict[str, RunState]) -> None:
-    committed: list[int] = []
+def test_no_batch_commits_after_a_failed_commit(commits: list[Callable[[str], None]]) -> None:
+    committed: list[str] = []
 
-    def commit(plan: RunPlan, k: int, n: int, rows: int) -> None:
-        if k == 1:
+    def commit(run_id: str) -> None:
+        if run_id == "run#1":
             raise RuntimeError("merge refused")
-        committed.append(k)
+        committed.append(run_id)
 
+    commits.append(commit)
     with pytest.raises(RuntimeError, match="merge refused"):
-        batches.run_in_batches(_Engine(), _plan(4), 10, lambda plan, k, n: 0, commit)  # type: ignore[arg-type]
-    assert committed == [0]
+        _run(_stages(4), lambda k: 0)
+    assert committed == ["run#0"]
 
 
-def _stage_failing_in_batch_1(release: threading.Event) -> Callable[[RunPlan, int, int], int]:
-    """A stage that fails on batch 1, once it let batch 0's commit go on (``release``)."""
+def _read_failing_in_batch_1(release: threading.Event) -> Callable[[int], int]:
+    """A read that fails on batch 1, once it let batch 0's commit go on (``release``)."""
 
-    def stage(plan: RunPlan, k: int, n: int) -> int:
+    def read(k: int) -> int:
         if k == 1:
             release.set()
             raise RuntimeError("Spark failed")
         return 0
 
-    return stage
+    return read
 
 
-def test_a_failed_stage_waits_for_the_commit_in_flight(fake_store: dict[str, RunState]) -> None:
+def test_a_failed_read_waits_for_the_commit_in_flight(commits: list[Callable[[str], None]]) -> None:
     release = threading.Event()
-    finished: list[int] = []
+    finished: list[str] = []
 
-    def commit(plan: RunPlan, k: int, n: int, rows: int) -> None:
+    def commit(run_id: str) -> None:
         assert release.wait(WAIT_S)
-        finished.append(k)
+        finished.append(run_id)
 
+    commits.append(commit)
     with pytest.raises(RuntimeError, match="Spark failed"):
-        batches.run_in_batches(_Engine(), _plan(3), 10, _stage_failing_in_batch_1(release), commit)  # type: ignore[arg-type]
-    assert finished == [0]  # batch 0's commit ended before the error left run_in_batches
+        _run(_stages(3), _read_failing_in_batch_1(release))
+    assert finished == ["run#0"]  # batch 0's commit ended before the error left the evaluator
 
 
-def test_a_failed_stage_and_a_failed_commit_are_both_told(
-    fake_store: dict[str, RunState], caplog: pytest.LogCaptureFixture
+def test_a_failed_read_and_a_failed_commit_are_both_told(
+    commits: list[Callable[[str], None]], caplog: pytest.LogCaptureFixture
 ) -> None:
     release = threading.Event()
 
-    def commit(plan: RunPlan, k: int, n: int, rows: int) -> None:
+    def commit(run_id: str) -> None:
         assert release.wait(WAIT_S)
         raise RuntimeError("merge refused")
 
+    commits.append(commit)
     with pytest.raises(RuntimeError, match="Spark failed"):
-        batches.run_in_batches(_Engine(), _plan(3), 10, _stage_failing_in_batch_1(release), commit)  # type: ignore[arg-type]
+        _run(_stages(3), _read_failing_in_batch_1(release))
     assert "a batch's commit failed as well: merge refused" in caplog.text
 
 
-def test_committed_batches_are_skipped_on_resume(fake_store: dict[str, RunState]) -> None:
-    fake_store.update({"run#0": RunState.COMMITTED, "run#1": RunState.COMMITTED})
-    staged: list[int] = []
-
-    def stage(plan: RunPlan, k: int, n: int) -> int:
-        staged.append(k)
-        return 0
-
-    batches.run_in_batches(_Engine(), _plan(3), 10, stage, lambda plan, k, n, rows: None)  # type: ignore[arg-type]
-    assert staged == [2]
+def test_committed_batches_are_left_out_on_resume(commits: list[Callable[[str], None]]) -> None:
+    read: list[int] = []
+    _run(_stages(3, frozenset({"run#0", "run#1"})), lambda k: read.append(k) or 0)
+    assert read == [2]

@@ -16,7 +16,7 @@ from reprocess.core.errors import SparkConnectError
 def _task() -> SparkJobOperator:
     return SparkJobOperator(
         task_id="spark_job",
-        job="reprocess.spark.job:stage_job",
+        job="reprocess.runner.spark_run:read_job",
         args={"spec": "/specs/orders.yaml", "run_id": "r1"},
         secrets={"db_url": "postgresql://u:secret@db/app"},
     )
@@ -32,7 +32,7 @@ def test_a_spark_connection_runs_spark_submit_with_secrets_only_in_the_environme
     monkeypatch.setattr(SparkSubmitOperator, "execute", execute)
     _task().execute({})
     assert seen["application"].endswith("spark_apps/run_job.py")
-    assert seen["args"] == ["reprocess.spark.job:stage_job", "--spec", "/specs/orders.yaml", "--run-id", "r1"]
+    assert seen["args"] == ["reprocess.runner.spark_run:read_job", "--spec", "/specs/orders.yaml", "--run-id", "r1"]
     assert seen["env"] == {"REPROCESS_DB_URL": "postgresql://u:secret@db/app"}
 
 
