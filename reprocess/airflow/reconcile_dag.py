@@ -9,6 +9,7 @@ from typing import Any, cast
 from airflow.sdk import DAG, task
 
 from reprocess.airflow.common import app_engine, default_args, epoch, kafka_config, pipeline_spark_task
+from reprocess.core import names
 from reprocess.core.errors import ReprocessError
 from reprocess.core.ranges import BACKFILL_CONF_KEYS
 from reprocess.core.runs import HEALS_WINDOW
@@ -86,7 +87,7 @@ Past days: `airflow backfill create --dag-id {spec.dag_id("reconcile")} --from-d
             ranges = window_of(kafka_config(), spec, start, end)
             # One id per attempt: the heal reads only what THIS check recorded, never a gap row
             # left by an earlier check of the same window or run.
-            check_id = f"{dag.dag_id}/{run_id}/{uuid.uuid4().hex[:12]}"
+            check_id = names.check_id(dag.dag_id, run_id or "", uuid.uuid4().hex[:12])
             return {
                 "check_id": check_id,
                 "starting": offsets_json(ranges, "start"),

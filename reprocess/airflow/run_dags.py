@@ -19,6 +19,7 @@ from reprocess.airflow.common import (
     topic_partition_params,
 )
 from reprocess.airflow.payloads import PLAN_TASK, PlannedRun
+from reprocess.core import names
 from reprocess.core.errors import ReprocessError, SpecError
 from reprocess.core.runs import HEALED_BY, RECHECK_WINDOW, RunKind, RunRequest, window_text
 from reprocess.core.spec import PipelineSpec
@@ -177,7 +178,7 @@ def build_run_dag(spec: PipelineSpec, kind: RunKind) -> DAG:
             from reprocess.postgres.store import lost_dict
             from reprocess.runner.start import start_run
 
-            run_key = f"{dag.dag_id}/{run_id}"
+            run_key = names.run_key(dag.dag_id, run_id or "")
             engine = app_engine()
             try:
                 request = RunRequest.from_params(params or {}, kind) if is_backfill else RunRequest.incremental()

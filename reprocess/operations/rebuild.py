@@ -43,6 +43,7 @@ from psycopg2 import sql
 from sqlalchemy import Connection, Engine, text
 
 from reprocess.core.errors import ReprocessError
+from reprocess.core.names import kept_table
 from reprocess.core.runs import LostRange, RunMode, RunPlan, RunState
 from reprocess.core.spec import PipelineSpec, TombstoneMode
 from reprocess.operations.rebuild_verify import verify_shadow
@@ -168,10 +169,10 @@ def swap_in(
         if _exists(conn, target_identifier(spec)):  # a pipeline's first run may be its rebuild
             _check_rows_beyond_the_log(conn, spec, plan)
             _carry_over(conn, spec, stamp)
-            _rename(conn, spec.target_schema, spec.target_table, f"{spec.target_table[:43]}__old_{stamp}")
+            _rename(conn, spec.target_schema, spec.target_table, kept_table(spec.target_table, stamp))
         _rename(conn, shadow.target_schema, shadow.target_table, spec.target_table)
         if _exists(conn, markers_identifier(spec)):
-            _rename(conn, MARKERS_SCHEMA, spec.markers_table or spec.name, f"{spec.name[:43]}__old_{stamp}")
+            _rename(conn, MARKERS_SCHEMA, spec.markers_table or spec.name, kept_table(spec.name, stamp))
         if _exists(conn, markers_identifier(shadow)):
             _rename(conn, MARKERS_SCHEMA, shadow.markers_table, spec.markers_table or spec.name)
         dead = {"pipeline": spec.name, "owner": dead_letters_owner(spec, rebuild=True), "run_id": run_id}
@@ -186,8 +187,8 @@ def swap_in(
             conn.execute(queries.RESET_LEDGER, params)
             conn.execute(queries.INSERT_COMMITTED_RANGE, params)
         conn.execute(_SET_LIVE_VERSION, {"pipeline": spec.name, "run_id": run_id, "spec": json.dumps(spec.as_dict())})
-    log.info("rebuild run_id=%s pipeline=%s swapped in: %s, previous table kept as %s.%s__old_%s %s", run_id,
-             spec.name, checked, spec.target_schema, spec.target_table[:43], stamp, totals)  # fmt: skip
+    log.info("rebuild run_id=%s pipeline=%s swapped in: %s, previous table kept as %s.%s %s", run_id,
+             spec.name, checked, spec.target_schema, kept_table(spec.target_table, stamp), totals)  # fmt: skip
     return CommitResult(run_id, False, **totals)
 
 
