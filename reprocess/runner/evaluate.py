@@ -23,7 +23,7 @@ from typing import Any, Protocol
 from sqlalchemy import Engine
 
 from reprocess.core.errors import ReprocessError, SchemaChangeError
-from reprocess.core.names import parent_run_id
+from reprocess.core.names import child_run_id, parent_run_id
 from reprocess.core.runs import RunState
 from reprocess.core.spec import PipelineSpec
 from reprocess.core.stages import Commit, CutBatches, PrepareShadow, Read, Stage, Swap, describe
@@ -142,7 +142,12 @@ def _evaluate(ctx: RunContext, stage: Stage) -> CommitResult | None:
     if isinstance(stage, CutBatches):
         with ctx.engine.begin() as conn:
             states = store.create_batch_runs(conn, stage.run_id, stage.batches)
-            if all(state is RunState.COMMITTED for state in states.values()):  # resumed after its last batch
+            children = [child_run_id(stage.run_id, k) for k in range(len(stage.batches))]
+            done = [k for k, child in enumerate(children) if states.get(child) is RunState.COMMITTED]
+            for k in done:
+                log.info("batch run_id=%s %d of %d already committed: resuming after it", stage.run_id, k + 1,
+                         len(stage.batches))  # fmt: skip
+            if len(done) == len(stage.batches):  # resumed after its last batch
                 store.mark_staged(conn, stage.run_id, None)
         return None
     if isinstance(stage, Read):

@@ -61,7 +61,7 @@ def test_killed_chunked_run_resumes_after_the_last_committed_batch(kafka_config,
     # Second attempt resumes: committed batches are not redone, the rest commit one by one. It runs
     # on the warm Connect server (the DAG's default launcher; the resume is the job's own whichever
     # launcher runs it, and a second cold spark-submit JVM costs ~20 s of CPU).
-    with caplog.at_level(logging.INFO, logger="reprocess.postgres.batches"):
+    with caplog.at_level(logging.INFO, logger="reprocess.runner.evaluate"):
         run_spark_stage(spec, plan.run_id, batch_size=60)
     assert "already committed: resuming after it" in caplog.text
     after = _batches(engine, plan.run_id)
