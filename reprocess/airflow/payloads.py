@@ -1,21 +1,68 @@
-"""What a run's tasks hand each other, typed: the planning task's :class:`PlannedRun` is the one
-XCom value the Spark, commit, mirror and report tasks read, in Python and in Jinja templates
-(:meth:`PlannedRun.template` refuses a field it does not have)."""
+"""What a DAG's tasks hand each other, typed. Each payload is the XCom value of one task: the
+later tasks read it back with ``from_xcom`` in Python, and Jinja templates name its fields through
+``template``, which refuses a field the payload does not have. Values cross XCom as JSON: an enum
+by its value, a datetime as ISO 8601 text, each converted in exactly one place.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
-from typing import Any, Final
+from dataclasses import dataclass, fields
+from datetime import datetime
+from enum import Enum
+from typing import Any, ClassVar, Self
 
 from reprocess.core.runs import RunMode
 
-PLAN_TASK: Final = "plan_offsets"
+
+class Payload:
+    """A dataclass a task returns as its XCom value (``TASK`` is that task's id)."""
+
+    TASK: ClassVar[str]
+
+    def to_xcom(self) -> dict[str, Any]:
+        return {f.name: _to_json(getattr(self, f.name)) for f in fields(self)}  # type: ignore[arg-type]
+
+    @classmethod
+    def from_xcom(cls, value: Mapping[str, Any]) -> Self:
+        return cls(**{name: _from_json(v, cls._KINDS.get(name)) for name, v in value.items()})
+
+    _KINDS: ClassVar[Mapping[str, type]] = {}  # the fields whose JSON form is not their value
+
+    @classmethod
+    def template(cls, name: str) -> str:
+        """A Jinja expression of one field, pulled from the task's XCom.
+
+        >>> PlannedRun.template("run_id")
+        "ti.xcom_pull(task_ids='plan_offsets')['run_id']"
+        """
+        if name not in {f.name for f in fields(cls)}:  # type: ignore[arg-type]
+            raise KeyError(f"{cls.__name__} has no field {name!r}")
+        return f"ti.xcom_pull(task_ids='{cls.TASK}')[{name!r}]"
+
+
+def _to_json(value: Any) -> Any:
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return value
+
+
+def _from_json(value: Any, kind: type | None) -> Any:
+    if kind is None or value is None:
+        return value
+    if kind is datetime:
+        return datetime.fromisoformat(value)
+    return kind(value)
 
 
 @dataclass(frozen=True, slots=True)
-class PlannedRun:
-    """A planned run as its later tasks need it."""
+class PlannedRun(Payload):
+    """A planned run (the backfill and incremental DAGs' ``plan_offsets``) as its later tasks need it."""
+
+    TASK: ClassVar[str] = "plan_offsets"
+    _KINDS: ClassVar[Mapping[str, type]] = {"mode": RunMode}
 
     run_id: str
     ranges: list[dict[str, Any]]  # core.ranges.ranges_to_rows
@@ -26,22 +73,19 @@ class PlannedRun:
     warnings: list[str]
     mode: RunMode
     stages: str  # core.stages.describe, for the log and the UI
-    heals_window: str | None = None  # core.runs.window_text
+    heals_window: str | None = None  # core.runs.window_text: a conf value as the reconcile DAG reads it
 
-    def to_xcom(self) -> dict[str, Any]:
-        return {**asdict(self), "mode": self.mode.value}
 
-    @classmethod
-    def from_xcom(cls, value: Mapping[str, Any]) -> PlannedRun:
-        return cls(**{**value, "mode": RunMode(value["mode"])})
+@dataclass(frozen=True, slots=True)
+class PlannedWindow(Payload):
+    """A reconciliation's window (the reconcile DAG's ``plan_window``) and this attempt's check."""
 
-    @classmethod
-    def template(cls, name: str) -> str:
-        """A Jinja expression of one field, pulled from the planning task's XCom.
+    TASK: ClassVar[str] = "plan_window"
+    _KINDS: ClassVar[Mapping[str, type]] = {"window_start": datetime, "window_end": datetime}
 
-        >>> PlannedRun.template("run_id")
-        "ti.xcom_pull(task_ids='plan_offsets')['run_id']"
-        """
-        if name not in {f.name for f in fields(cls)}:
-            raise KeyError(f"PlannedRun has no field {name!r}")
-        return f"ti.xcom_pull(task_ids='{PLAN_TASK}')[{name!r}]"
+    check_id: str
+    starting: str  # Spark's startingOffsets JSON of the window's ranges
+    ending: str
+    window_start: datetime
+    window_end: datetime
+    healed_by: str | None = None  # the backfill whose heal this check is

@@ -9,6 +9,7 @@ from typing import Any, cast
 from airflow.sdk import DAG, task
 
 from reprocess.airflow.common import app_engine, default_args, epoch, kafka_config, pipeline_spark_task
+from reprocess.airflow.payloads import PlannedWindow
 from reprocess.core import names
 from reprocess.core.errors import ReprocessError
 from reprocess.core.ranges import BACKFILL_CONF_KEYS
@@ -59,7 +60,7 @@ Past days: `airflow backfill create --dag-id {spec.dag_id("reconcile")} --from-d
     with dag:
 
         @task(
-            task_id="plan_window",
+            task_id=PlannedWindow.TASK,
             doc_md="The window's offset range per partition and this attempt's check id; drops the stages that "
             "earlier checks left when they failed.",
         )
@@ -68,7 +69,7 @@ Past days: `airflow backfill create --dag-id {spec.dag_id("reconcile")} --from-d
             data_interval_end: Any = None,
             run_id: str | None = None,
             dag_run: Any = None,
-        ) -> dict[str, str | None]:
+        ) -> dict[str, Any]:
             import uuid
 
             from reprocess.core.ranges import offsets_json
@@ -88,17 +89,17 @@ Past days: `airflow backfill create --dag-id {spec.dag_id("reconcile")} --from-d
             # One id per attempt: the heal reads only what THIS check recorded, never a gap row
             # left by an earlier check of the same window or run.
             check_id = names.check_id(dag.dag_id, run_id or "", uuid.uuid4().hex[:12])
-            return {
-                "check_id": check_id,
-                "starting": offsets_json(ranges, "start"),
-                "ending": offsets_json(ranges, "end"),
-                "window_start": start.isoformat(),
-                "window_end": end.isoformat(),
-                "healed_by": conf.get(HEALED_BY) or None,
-            }
+            return PlannedWindow(
+                check_id=check_id,
+                starting=offsets_json(ranges, "start"),
+                ending=offsets_json(ranges, "end"),
+                window_start=start,
+                window_end=end,
+                healed_by=conf.get(HEALED_BY) or None,
+            ).to_xcom()
 
         def window(field: str) -> str:
-            return "{{ ti.xcom_pull(task_ids='plan_window')['" + field + "'] }}"
+            return "{{ " + PlannedWindow.template(field) + " }}"
 
         spark = pipeline_spark_task(
             spec,
@@ -114,21 +115,20 @@ Past days: `airflow backfill create --dag-id {spec.dag_id("reconcile")} --from-d
             task_id="reconcile",
             doc_md="Anti-join the staged newest records with the target and the ledger in Postgres; record verdicts.",
         )
-        def reconcile(window: dict[str, str]) -> list[str]:
-            from datetime import datetime
-
+        def reconcile(planned: dict[str, Any]) -> list[str]:
             from reprocess.core.ranges import window_ranges
             from reprocess.operations.reconcile import record_verdicts
 
-            ranges = window_ranges(window["starting"], window["ending"])
-            start, end = datetime.fromisoformat(window["window_start"]), datetime.fromisoformat(window["window_end"])
+            window = PlannedWindow.from_xcom(planned)
+            ranges = window_ranges(window.starting, window.ending)
             verdicts = record_verdicts(
-                app_engine(), spec, ranges, start, end, window["check_id"], healed_by=window.get("healed_by")
-            )
+                app_engine(), spec, ranges, window.window_start, window.window_end, window.check_id,
+                healed_by=window.healed_by,
+            )  # fmt: skip
             return [f"{v.range}: {v.detail()}" for v in verdicts]
 
         planned = plan_window()
-        checked = reconcile(cast(dict[str, str], planned))
+        checked = reconcile(cast(dict[str, Any], planned))
         planned >> spark >> checked
         if spec.auto_heal:
 
@@ -138,26 +138,22 @@ Past days: `airflow backfill create --dag-id {spec.dag_id("reconcile")} --from-d
                 doc_md="The backfill conf stored on this run's gap rows; skips the heal when none was recorded.",
             )
             def recorded_gap(ti: Any = None) -> dict[str, Any]:
-                from datetime import datetime
-
                 from airflow.sdk.exceptions import AirflowSkipException
 
                 from reprocess.core.runs import window_text
                 from reprocess.operations.reconcile import recorded_heal_conf
 
-                window = ti.xcom_pull(task_ids="plan_window") or {}
-                if window.get("healed_by"):  # a heal's own check: never heal again (no loop), the run fails
-                    raise AirflowSkipException(f"the heal by {window['healed_by']} left a gap; see reconcile's log")
-                if not window.get("check_id"):
+                planned = ti.xcom_pull(task_ids=PlannedWindow.TASK)
+                if not planned:
                     raise AirflowSkipException("the window was never planned: nothing to heal")
-                start, end = (
-                    datetime.fromisoformat(window["window_start"]),
-                    datetime.fromisoformat(window["window_end"]),
-                )
-                conf = recorded_heal_conf(app_engine(), spec, start, window["check_id"])
+                window = PlannedWindow.from_xcom(planned)
+                if window.healed_by:  # a heal's own check: never heal again (no loop), the run fails
+                    raise AirflowSkipException(f"the heal by {window.healed_by} left a gap; see reconcile's log")
+                conf = recorded_heal_conf(app_engine(), spec, window.window_start, window.check_id)
                 if conf is None:
                     raise AirflowSkipException("reconcile failed without recording a gap: nothing to heal")
-                conf.setdefault(HEALS_WINDOW, window_text(start, end))  # gap rows stored before heals_window
+                # gap rows stored before heals_window
+                conf.setdefault(HEALS_WINDOW, window_text(window.window_start, window.window_end))
                 log.info("healing the recorded gap with %s", conf)
                 return conf
 

@@ -18,7 +18,7 @@ from reprocess.airflow.common import (
     registry_config,
     topic_partition_params,
 )
-from reprocess.airflow.payloads import PLAN_TASK, PlannedRun
+from reprocess.airflow.payloads import PlannedRun
 from reprocess.core import names
 from reprocess.core.errors import ReprocessError, SpecError
 from reprocess.core.runs import HEALED_BY, RECHECK_WINDOW, RunKind, RunRequest, window_text
@@ -171,7 +171,10 @@ def build_run_dag(spec: PipelineSpec, kind: RunKind) -> DAG:
     )
     with dag:
 
-        @task(task_id=PLAN_TASK, doc_md="Snapshot offsets into Postgres, store the planned ranges, build the stages.")
+        @task(
+            task_id=PlannedRun.TASK,
+            doc_md="Snapshot offsets into Postgres, store the planned ranges, build the stages.",
+        )
         def plan_offsets(params: dict[str, Any] | None = None, run_id: str | None = None) -> dict[str, Any]:
             from reprocess.core.ranges import ranges_to_rows
             from reprocess.core.stages import describe
