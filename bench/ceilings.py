@@ -17,8 +17,8 @@ def ceiling_a_pg_merge(bench: Bench, ds: Dataset) -> Result:
     """Ceiling A: Postgres alone. COPY the N parsed rows and tombstones (CSV, pre-built in memory)
     into the product's stage, then the product's merge and delete statements into an empty
     target, in one transaction. No Kafka, no Spark, no JSON parsing."""
+    from reprocess.postgres.merge import apply_tombstones_sql, drop_superseded_markers_sql, merge_sql
     from reprocess.postgres.stage import create_stage, stage_identifier
-    from reprocess.postgres.target import apply_tombstones_sql, drop_superseded_markers_sql, merge_sql
 
     spec = bench.spec("ceil_a", ds.topic)
     bench.create_target(spec)

@@ -26,7 +26,7 @@ or, with ``encoding: avro``, an Avro converter in the Confluent wire format.
   under REPLICA IDENTITY DEFAULT: PostgreSQL does not send it) is left out, never written: it is listed in
   ``_unchanged`` (:data:`~reprocess.core.stage_rows.UNCHANGED`), the stage keeps the value of
   the key's newest record in the range that sent one (:func:`reprocess.spark.transform.to_stage`),
-  else the merge keeps the target row's current value (:func:`reprocess.postgres.target.merge_sql`).
+  else the merge keeps the target row's current value (:func:`reprocess.postgres.merge.merge_sql`).
   The event's other columns are applied as usual. An ``expr`` all of whose inputs the event left
   out is left out too (its inputs did not change); one that reads a left-out value beside a sent
   one, or a ``where`` that reads a left-out value, cannot be derived from the event: the event is

@@ -50,11 +50,11 @@ from reprocess.operations.rebuild_verify import verify_shadow
 from reprocess.postgres import attached, queries, store
 from reprocess.postgres.commit import CommitResult, commit_run, outcome_unknown_on_disconnect, sum_committed_batches
 from reprocess.postgres.db import pg_cursor
+from reprocess.postgres.dead_letters import dead_letters_owner
 from reprocess.postgres.target import (
     MARKERS_SCHEMA,
     create_markers_sql,
     create_target_sql,
-    dead_letters_owner,
     markers_identifier,
     shadow_spec,
     target_identifier,

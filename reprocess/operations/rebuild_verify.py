@@ -31,8 +31,9 @@ from reprocess.core.stage_rows import ROW, TOMBSTONE
 from reprocess.operations.record_fields import avro_decoder, json_doc, record_fields
 from reprocess.postgres import store
 from reprocess.postgres.db import pg_cursor
+from reprocess.postgres.dead_letters import dead_letters_owner
 from reprocess.postgres.key_checks import key_checks_sql
-from reprocess.postgres.target import dead_letters_owner, shadow_spec, target_identifier
+from reprocess.postgres.target import shadow_spec, target_identifier
 
 _DEAD_OFFSETS: Final = text(
     'SELECT "offset" FROM reprocess.dead_letters WHERE pipeline = :pipeline AND topic = :topic '

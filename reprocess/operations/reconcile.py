@@ -39,6 +39,7 @@ from reprocess.core.spec import PipelineSpec
 from reprocess.core.stage_rows import DEAD
 from reprocess.operations.plan import offsets_for_time, take_snapshot
 from reprocess.postgres.db import one_row, pg_cursor
+from reprocess.postgres.dead_letters import dead_letter_of
 from reprocess.postgres.evolve import stale_in_range
 from reprocess.postgres.key_checks import key_checks_sql
 from reprocess.postgres.stage import drop_stage, stage_identifier
@@ -153,10 +154,9 @@ def _dead_checks_sql(stage: sql.Composable) -> sql.Composed:
     """Per (topic, partition): the window's invalid records, and those not in the dead letters."""
     return sql.SQL(
         'SELECT s._kafka_topic, s._kafka_partition, count(*), count(*) FILTER (WHERE d."offset" IS NULL) '
-        "FROM {stage} s LEFT JOIN reprocess.dead_letters d ON d.pipeline = %(pipeline)s "
-        'AND d.topic = s._kafka_topic AND d.partition = s._kafka_partition AND d."offset" = s._kafka_offset '
+        "FROM {stage} s LEFT JOIN reprocess.dead_letters d ON d.pipeline = %(pipeline)s AND {same_record} "
         "WHERE s._kind = {dead} GROUP BY 1, 2"
-    ).format(stage=stage, dead=sql.Literal(DEAD))
+    ).format(stage=stage, same_record=dead_letter_of("d", "s"), dead=sql.Literal(DEAD))
 
 
 def record_verdicts(

@@ -31,19 +31,15 @@ from reprocess.core.runs import RunKind, RunMode, RunState
 from reprocess.core.spec import PipelineSpec, TombstoneMode
 from reprocess.postgres import left_out, queries, store
 from reprocess.postgres.db import one_row, pg_cursor
-from reprocess.postgres.stage import drop_stage, stage_identifier
-from reprocess.postgres.target import (
-    apply_tombstones_sql,
+from reprocess.postgres.dead_letters import (
     dead_letters_owner,
     dead_letters_sql,
-    drop_superseded_markers_sql,
     known_dead_letters_sql,
-    merge_sql,
     resolve_dead_letters_sql,
-    shadow_spec,
-    split_keys_sql,
-    stage_counts_sql,
 )
+from reprocess.postgres.merge import apply_tombstones_sql, drop_superseded_markers_sql, merge_sql, split_keys_sql
+from reprocess.postgres.stage import drop_stage, stage_counts_sql, stage_identifier
+from reprocess.postgres.target import shadow_spec
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,8 @@ from psycopg2 import sql
 from reprocess.core.ordering import LINEAGE_ORDER
 from reprocess.core.spec import PipelineSpec, TombstoneMode
 from reprocess.core.stage_rows import ROW
-from reprocess.postgres.target import markers_identifier, newest_per_key, target_identifier
+from reprocess.postgres.merge import newest_per_key
+from reprocess.postgres.target import markers_identifier, target_identifier
 
 EXAMPLE_KEYS = 2  # example keys named in a verdict's detail
 

@@ -1,7 +1,7 @@
 """Bookkeeping DML as named ``text()`` constants; each comment says why it has its shape.
 
-SQL that depends on a spec's identifiers (target merge, stage DDL) lives in ``target.py`` and
-``stage.py`` and is composed with ``psycopg2.sql``.
+SQL that depends on a spec's identifiers (target DDL, merge, dead letters, stage DDL) lives in
+``target.py``, ``merge.py``, ``dead_letters.py`` and ``stage.py`` and is composed with ``psycopg2.sql``.
 """
 
 from typing import Final

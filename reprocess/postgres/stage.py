@@ -19,7 +19,7 @@ from sqlalchemy import Engine, text
 
 from reprocess.core.names import parent_run_id
 from reprocess.core.spec import PipelineSpec
-from reprocess.core.stage_rows import LINKS, UNCHANGED, stage_columns
+from reprocess.core.stage_rows import DEAD, FILTERED, LINKS, MOVED, ROW, TOMBSTONE, UNCHANGED, stage_columns
 from reprocess.postgres.stage_write import forget_writes, stage_oid
 
 if TYPE_CHECKING:
@@ -82,6 +82,24 @@ def drop_stage(conn: Any, spec: PipelineSpec, run_id: str) -> None:
     with conn.cursor() as cur:
         cur.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(stage_identifier(spec, run_id)))
         forget_writes(cur, spec.stage_table(run_id))
+
+
+def stage_counts_sql(stage: sql.Composable) -> sql.Composed:
+    """(records read, good rows and tombstones staged, dead letters, records filtered out by the
+    spec's ``where``, stage rows holding that count, moved rows: the deletes of primary-key
+    changes staged again with their values) from the stage."""
+    return sql.SQL(
+        "SELECT coalesce(sum(_records), 0), count(*) FILTER (WHERE _kind IN ({row}, {tombstone})), "
+        "count(*) FILTER (WHERE _kind = {dead}), coalesce(sum(_records) FILTER (WHERE _kind = {filtered}), 0), "
+        "count(*) FILTER (WHERE _kind = {filtered}), count(*) FILTER (WHERE _kind = {moved}) FROM {stage}"
+    ).format(
+        stage=stage,
+        moved=sql.Literal(MOVED),
+        row=sql.Literal(ROW),
+        tombstone=sql.Literal(TOMBSTONE),
+        dead=sql.Literal(DEAD),
+        filtered=sql.Literal(FILTERED),
+    )
 
 
 def _attempt_key(run_id: str) -> str:

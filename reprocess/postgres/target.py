@@ -1,19 +1,8 @@
-"""SQL for a pipeline's target table: its DDL and the idempotent merge from the stage.
+"""A pipeline's target table and its deletion markers: their names and their idempotent DDL.
 
-Identifiers come from the spec and go through ``psycopg2.sql.Identifier``; values are bound.
-
-Deletes (spec ``tombstones: delete``, offset ordering only) are ordered events, like rows. A
-tombstone that is newer than the key's row deletes the row and leaves a **deletion marker** in
-``reprocess_deleted.<pipeline>`` (the key plus the tombstone's lineage). The invariant, per key:
-at most one of (target row, marker) exists, and it carries the lineage of the newest record the
-pipeline has committed for the key. A replayed older record loses against the marker exactly as
-it would against a row, so a replay never resurrects a deleted key; a newer record replaces the
-marker with a row.
-
-For reconciliation: a key whose newest valid record in a window is a tombstone is correct when
-the target has NO row for it and its marker (:func:`markers_identifier`) carries that
-tombstone's (topic, partition, offset), or a newer record's lineage (row or marker). A marker
-whose lineage is older than the key's newest record is stale, exactly like a row.
+Identifiers come from the spec and go through ``psycopg2.sql.Identifier``. The SQL that writes
+them from the stage is in :mod:`reprocess.postgres.merge`; the dead letters' in
+:mod:`reprocess.postgres.dead_letters`.
 """
 
 from __future__ import annotations
@@ -22,10 +11,8 @@ from typing import Final
 
 from psycopg2 import sql
 
-from reprocess.core.ordering import LINEAGE_ORDER
-from reprocess.core.spec import PipelineSpec, TombstoneMode
-from reprocess.core.stage_rows import DEAD, FILTERED, LINEAGE, MOVED, ROW, TOMBSTONE
-from reprocess.postgres.column_sql import comparable
+from reprocess.core.spec import PipelineSpec
+from reprocess.core.stage_rows import LINEAGE
 
 _LINEAGE_DDL = (
     "_kafka_topic text NOT NULL, _kafka_partition int NOT NULL, _kafka_offset bigint NOT NULL, "
@@ -47,13 +34,6 @@ def shadow_spec(spec: PipelineSpec) -> PipelineSpec:
     )
 
 
-def dead_letters_owner(spec: PipelineSpec, *, rebuild: bool) -> str:
-    """The ``pipeline`` value of the dead letters a run writes: a rebuild's are kept apart (under
-    ``<pipeline>/rebuild``, never a pipeline name) until its swap moves them to the pipeline, so
-    a rebuild that is never swapped in leaves the live dead letters as they were."""
-    return f"{spec.name}/rebuild" if rebuild else spec.name
-
-
 def target_identifier(spec: PipelineSpec) -> sql.Composed:
     return sql.SQL("{}.{}").format(sql.Identifier(spec.target_schema), sql.Identifier(spec.target_table))
 
@@ -66,7 +46,7 @@ def markers_identifier(spec: PipelineSpec) -> sql.Composed:
     return sql.SQL("{}.{}").format(sql.Identifier(MARKERS_SCHEMA), sql.Identifier(spec.markers_table or spec.name))
 
 
-def _marker_order(spec: PipelineSpec) -> list[str]:
+def marker_order(spec: PipelineSpec) -> list[str]:
     """The ordering column a marker carries besides the key: only a pipeline whose deletes carry
     a version (Debezium's source position) orders deletes by a column (core/spec.py)."""
     column = spec.ordering.column
@@ -85,7 +65,7 @@ def create_markers_sql(spec: PipelineSpec) -> sql.Composed:
         markers=markers_identifier(spec),
         key_columns=sql.SQL(", ").join(
             sql.SQL("{} {} NOT NULL").format(sql.Identifier(c.name), sql.SQL(c.sql_type))
-            for c in [*spec.key_columns, *(by_name[n] for n in _marker_order(spec))]
+            for c in [*spec.key_columns, *(by_name[n] for n in marker_order(spec))]
         ),
         lineage=sql.SQL(_LINEAGE_DDL),
         key=sql.SQL(", ").join(map(sql.Identifier, spec.key)),
@@ -115,275 +95,4 @@ def create_target_sql(spec: PipelineSpec) -> sql.Composed:
         columns=columns,
         lineage=sql.SQL(_LINEAGE_DDL),
         key=sql.SQL(", ").join(map(sql.Identifier, spec.key)),
-    )
-
-
-def merge_sql(spec: PipelineSpec, stage: sql.Composable) -> sql.Composed:
-    """Stage → target upsert; binds ``run_id`` and ``spec_version``; returns ONE row:
-    (rows written, of them inserted, of them re-derived, rows restamped).
-
-    A row is replaced when the incoming record is newer by the pipeline's
-    :class:`~reprocess.core.ordering.Ordering`, OR when it is the same record and the derived row
-    differs (payload columns or the spec version that derived it, ``IS DISTINCT FROM``): a
-    replay after a spec or transform change re-derives exactly the rows that differ, a replay
-    with an unchanged spec changes nothing, and an older record never wins. A row the new spec
-    version derives to the same values is only restamped with that version (not counted as
-    written): its ``_updated_at`` and ``_run_id`` stay, so they keep saying when its values last
-    changed, and reconciliation no longer counts it as derived by an older version.
-
-    ``DISTINCT ON (key)`` guards against a stage that holds a key twice (a Spark task that
-    committed its COPY and was then re-run): ``ON CONFLICT DO UPDATE`` must not touch a row
-    twice in one statement. Both the ``DISTINCT ON`` order and the ``WHERE`` come from the
-    pipeline's :class:`~reprocess.core.ordering.Ordering`, so the stage's winner and the target's
-    comparison are the same rule. ``RETURNING old.…`` (PostgreSQL 18) tells an insert (no old
-    row), a re-derived row (same lineage) and a newer record apart.
-
-    With ``tombstones: delete`` the newest record per key is chosen among rows AND tombstones,
-    and a row is written only when it is also newer than the key's deletion marker;
-    :func:`apply_tombstones_sql` then handles the keys whose newest record is a tombstone.
-    """
-    payload = [c.name for c in spec.columns]
-    all_cols = [*payload, *LINEAGE]
-    values = [c for c in payload if c not in spec.key]
-    derived = [*values, "_spec_version"]
-    ident = sql.Identifier
-    key = sql.SQL(", ").join(map(ident, spec.key))
-    cols = sql.SQL(", ").join(map(ident, all_cols))
-    if spec.tombstones is TombstoneMode.DELETE:
-        source = sql.SQL(
-            "SELECT {incoming}, %(run_id)s, %(spec_version)s FROM ({newest}) AS _w WHERE _w._kind = {row} "
-            "AND NOT EXISTS (SELECT 1 FROM {markers} AS _m WHERE {same_key} AND NOT {newer_than_marker})"
-        ).format(
-            incoming=sql.SQL(", ").join(sql.SQL("_w.{}").format(ident(c)) for c in all_cols),
-            newest=newest_per_key(spec, stage),
-            row=sql.Literal(ROW),
-            markers=markers_identifier(spec),
-            same_key=_same_key(spec, ident("_m"), ident("_w")),
-            newer_than_marker=spec.ordering.newer_sql(ident("_m"), ident("_w")),
-        )
-    else:
-        source = sql.SQL(
-            "SELECT DISTINCT ON ({key}) {cols}, %(run_id)s, %(spec_version)s FROM {stage} WHERE _kind = {row} "
-            "ORDER BY {key}, {order}"
-        ).format(key=key, cols=cols, stage=stage, row=sql.Literal(ROW), order=spec.ordering.newest_first_sql())
-    alias = ident(spec.target_table)
-    excluded = sql.SQL("EXCLUDED")
-    kinds = {c.name: c.type for c in spec.columns}
-
-    def row_of(table: sql.Composable, columns: list[str]) -> sql.Composed:
-        return sql.SQL("ROW({})").format(
-            sql.SQL(", ").join(comparable(sql.SQL("{}.{}").format(table, ident(c)), kinds.get(c)) for c in columns)
-        )
-
-    return sql.SQL(
-        "WITH merged AS (INSERT INTO {target} AS {alias} ({cols}, _run_id, _spec_version) {source} "
-        "ON CONFLICT ({key}) DO UPDATE SET {updates}, "
-        "_run_id = CASE WHEN {changed} THEN EXCLUDED._run_id ELSE {alias}._run_id END, "
-        "_spec_version = EXCLUDED._spec_version, "
-        "_updated_at = CASE WHEN {changed} THEN now() ELSE {alias}._updated_at END "
-        "WHERE {newer} OR ({same} AND {old_row} IS DISTINCT FROM {new_row}) "
-        "RETURNING old._kafka_offset IS NULL AS inserted, {old_lineage} = {new_lineage} AS same_record, "
-        "{old_values} IS NOT DISTINCT FROM {new_values} AS same_values) "
-        "SELECT count(*) FILTER (WHERE NOT (same_record AND same_values) OR inserted), "
-        "count(*) FILTER (WHERE inserted), "
-        "count(*) FILTER (WHERE same_record AND NOT same_values), count(*) FILTER (WHERE same_record AND same_values) "
-        "FROM merged"
-    ).format(
-        target=target_identifier(spec),
-        alias=alias,
-        cols=cols,
-        source=source,
-        key=key,
-        updates=sql.SQL(", ").join(
-            sql.SQL("{} = EXCLUDED.{}").format(ident(c), ident(c)) for c in all_cols if c not in spec.key
-        ),
-        newer=spec.ordering.newer_sql(alias, excluded),
-        same=spec.ordering.same_record_sql(alias, excluded),
-        changed=sql.SQL("{} OR {} IS DISTINCT FROM {}").format(
-            spec.ordering.newer_sql(alias, excluded), row_of(alias, values), row_of(excluded, values)
-        ),
-        old_values=row_of(sql.SQL("old"), values),
-        new_values=row_of(sql.SQL("new"), values),
-        old_row=row_of(alias, derived),
-        new_row=row_of(excluded, derived),
-        old_lineage=row_of(sql.SQL("old"), list(LINEAGE_ORDER)),
-        new_lineage=row_of(sql.SQL("new"), list(LINEAGE_ORDER)),
-    )
-
-
-def newest_per_key(spec: PipelineSpec, stage: sql.Composable) -> sql.Composed:
-    """The stage's newest record per key among rows and tombstones (by the pipeline's ordering)."""
-    return sql.SQL(
-        "SELECT DISTINCT ON ({key}) * FROM {stage} WHERE _kind IN ({row}, {tombstone}) ORDER BY {key}, {order}"
-    ).format(
-        key=sql.SQL(", ").join(map(sql.Identifier, spec.key)),
-        stage=stage,
-        row=sql.Literal(ROW),
-        tombstone=sql.Literal(TOMBSTONE),
-        order=spec.ordering.newest_first_sql(),
-    )
-
-
-def _same_key(spec: PipelineSpec, a: sql.Identifier, b: sql.Identifier) -> sql.Composed:
-    return sql.SQL(" AND ").join(
-        sql.SQL("{}.{} = {}.{}").format(a, sql.Identifier(k), b, sql.Identifier(k)) for k in spec.key
-    )
-
-
-def apply_tombstones_sql(spec: PipelineSpec, stage: sql.Composable) -> sql.Composed:
-    """Keys whose newest staged record is a tombstone newer than their row: delete the row and
-    record (or advance) the deletion marker. Binds ``run_id``; returns (rows deleted, markers written).
-
-    Runs after :func:`merge_sql` in the same transaction (the two touch disjoint keys: a key's
-    newest staged record is either a row or a tombstone).
-    """
-    ident = sql.Identifier
-    carried = [*_marker_order(spec), *LINEAGE]
-    lineage = sql.SQL(", ").join(map(ident, carried))
-    return sql.SQL(
-        "WITH _t AS (SELECT * FROM ({newest}) AS _w WHERE _w._kind = {tombstone} AND NOT EXISTS "
-        "(SELECT 1 FROM {target} AS _x WHERE {same_key_x} AND NOT {newer_than_row})), "
-        "_gone AS (DELETE FROM {target} AS _x USING _t WHERE {same_key_xt} RETURNING 1), "
-        "_marked AS (INSERT INTO {markers} AS _m ({key}, {lineage}, _run_id) "
-        "SELECT {key}, {lineage}, %(run_id)s FROM _t ON CONFLICT ({key}) DO UPDATE SET {updates}, "
-        "_run_id = EXCLUDED._run_id, _updated_at = now() WHERE {newer_than_marker} RETURNING 1) "
-        "SELECT (SELECT count(*) FROM _gone), (SELECT count(*) FROM _marked)"
-    ).format(
-        newest=newest_per_key(spec, stage),
-        tombstone=sql.Literal(TOMBSTONE),
-        target=target_identifier(spec),
-        same_key_x=_same_key(spec, ident("_x"), ident("_w")),
-        newer_than_row=spec.ordering.newer_sql(ident("_x"), ident("_w")),
-        same_key_xt=_same_key(spec, ident("_x"), ident("_t")),
-        markers=markers_identifier(spec),
-        key=sql.SQL(", ").join(map(ident, spec.key)),
-        lineage=lineage,
-        updates=sql.SQL(", ").join(sql.SQL("{} = EXCLUDED.{}").format(ident(c), ident(c)) for c in carried),
-        newer_than_marker=spec.ordering.newer_sql(ident("_m"), sql.SQL("EXCLUDED")),
-    )
-
-
-def drop_superseded_markers_sql(spec: PipelineSpec, stage: sql.Composable) -> sql.Composed:
-    """Markers of keys that got a row in this commit: :func:`merge_sql` wrote the row only because
-    it was newer than the marker, so the marker is history (keeps "row XOR marker" per key)."""
-    ident = sql.Identifier
-    return sql.SQL(
-        "DELETE FROM {markers} AS _m USING {stage} AS _s WHERE _s._kind = {row} AND {same_key_ms} "
-        "AND EXISTS (SELECT 1 FROM {target} AS _x WHERE {same_key_xm})"
-    ).format(
-        markers=markers_identifier(spec),
-        stage=stage,
-        row=sql.Literal(ROW),
-        same_key_ms=_same_key(spec, ident("_m"), ident("_s")),
-        target=target_identifier(spec),
-        same_key_xm=_same_key(spec, ident("_x"), ident("_m")),
-    )
-
-
-def split_keys_sql(spec: PipelineSpec, stage: sql.Composable, examples: int) -> sql.Composed:
-    """Keys whose staged records, row or deletion marker sit on more than one (topic, partition):
-    (key text, the partitions), at most ``examples`` per check. Under offset ordering such
-    records have no order (the Spark job keeps the newest per key AND partition, so they reach the
-    stage). One grouping of the stage and one join per stored table.
-
-    Both run over every staged key, since a stage that passes has no split key to stop at: the
-    grouping compares raw columns and formats only its examples, and each join is computed whole
-    (``MATERIALIZED``), because under a bare ``LIMIT`` the planner probed the target's index once
-    per staged key. A 1 M-key stage against 1 M rows: 1.4-1.5 s (it was 1.9-2.3 s)."""
-    ident = sql.Identifier
-    key = sql.SQL(", ").join(map(ident, spec.key))
-    staged = sql.SQL("SELECT {key}, _kafka_topic, _kafka_partition FROM {stage} WHERE _kind IN ({row}, {tomb})").format(
-        key=key, stage=stage, row=sql.Literal(ROW), tomb=sql.Literal(TOMBSTONE)
-    )
-
-    def where(alias: str) -> sql.Composed:
-        return sql.SQL("{a}._kafka_topic || '[' || {a}._kafka_partition || ']'").format(a=ident(alias))
-
-    def key_text(alias: str) -> sql.Composed:
-        return sql.SQL("concat_ws('|', {})").format(
-            sql.SQL(", ").join(sql.SQL("{}.{}::text").format(ident(alias), ident(k)) for k in spec.key)
-        )
-
-    within = sql.SQL(
-        "(SELECT {key_text}, string_agg(DISTINCT {where}, ', ') FROM ({staged}) AS _s WHERE ({key}) IN "
-        "(SELECT {key} FROM ({staged}) AS _g GROUP BY {key} HAVING min(_kafka_topic) <> max(_kafka_topic) "
-        "OR min(_kafka_partition) <> max(_kafka_partition) LIMIT {n}) GROUP BY {key})"
-    ).format(key_text=key_text("_s"), where=where("_s"), staged=staged, key=key, n=sql.Literal(examples))
-    current = [target_identifier(spec)]
-    if spec.tombstones is TombstoneMode.DELETE:
-        current.append(markers_identifier(spec))
-    stored = [
-        sql.SQL(
-            "(WITH _j AS MATERIALIZED (SELECT {key_text}, {old} || ', ' || {new} FROM ({staged}) AS _s "
-            "JOIN {table} AS _x ON {same} WHERE (_x._kafka_topic, _x._kafka_partition) <> "
-            "(_s._kafka_topic, _s._kafka_partition)) SELECT * FROM _j LIMIT {n})"
-        ).format(
-            key_text=key_text("_s"),
-            old=where("_x"),
-            new=where("_s"),
-            staged=staged,
-            table=table,
-            same=_same_key(spec, ident("_x"), ident("_s")),
-            n=sql.Literal(examples),
-        )
-        for table in current
-    ]
-    return sql.SQL("{} LIMIT {}").format(sql.SQL(" UNION ALL ").join([within, *stored]), sql.Literal(examples))
-
-
-def dead_letters_sql(stage: sql.Composable) -> sql.Composed:
-    """Stage dead rows → ``reprocess.dead_letters``; binds ``pipeline`` and ``run_id``."""
-    return sql.SQL(
-        "INSERT INTO reprocess.dead_letters "
-        '(pipeline, topic, partition, "offset", run_id, key, value, error, kafka_timestamp) '
-        "SELECT %(pipeline)s, _kafka_topic, _kafka_partition, _kafka_offset, %(run_id)s, "
-        "decode(_raw_key, 'hex'), decode(_raw_value, 'hex'), _error, _kafka_timestamp "
-        "FROM {stage} WHERE _kind = {dead} "
-        # A record that fails again keeps its first dead letter; one that had been resolved and
-        # fails again (a spec regression) is reopened with this run's error.
-        'ON CONFLICT (pipeline, topic, partition, "offset") DO UPDATE SET run_id = EXCLUDED.run_id, '
-        "error = EXCLUDED.error, resolved_run_id = NULL, resolved_at = NULL "
-        "WHERE reprocess.dead_letters.resolved_run_id IS NOT NULL"
-    ).format(stage=stage, dead=sql.Literal(DEAD))
-
-
-def known_dead_letters_sql(stage: sql.Composable) -> sql.Composed:
-    """Stage dead rows that are already open dead letters (a replay or a redrive read them again
-    and they still fail): not new, so the dead-letter ratio does not count them. Binds ``pipeline``."""
-    return sql.SQL(
-        "SELECT count(*) FROM {stage} s JOIN reprocess.dead_letters d ON d.pipeline = %(pipeline)s "
-        'AND d.topic = s._kafka_topic AND d.partition = s._kafka_partition AND d."offset" = s._kafka_offset '
-        "AND d.resolved_run_id IS NULL WHERE s._kind = {dead}"
-    ).format(stage=stage, dead=sql.Literal(DEAD))
-
-
-def resolve_dead_letters_sql(stage: sql.Composable) -> sql.Composed:
-    """Open dead letters inside the run's ranges whose record is not dead in this run's stage:
-    the record was read again and now parses (a redrive). They are kept, marked with the run.
-    Binds ``pipeline`` and ``run_id``."""
-    return sql.SQL(
-        "UPDATE reprocess.dead_letters d SET resolved_run_id = %(run_id)s, resolved_at = now() "
-        "FROM reprocess.run_ranges r "
-        "WHERE r.run_id = %(run_id)s AND d.pipeline = %(pipeline)s AND d.resolved_run_id IS NULL "
-        'AND d.topic = r.topic AND d.partition = r.partition AND d."offset" >= r.start_offset '
-        'AND d."offset" < r.end_offset AND NOT EXISTS (SELECT 1 FROM {stage} s WHERE s._kind = {dead} '
-        'AND s._kafka_topic = d.topic AND s._kafka_partition = d.partition AND s._kafka_offset = d."offset")'
-    ).format(stage=stage, dead=sql.Literal(DEAD))
-
-
-def stage_counts_sql(stage: sql.Composable) -> sql.Composed:
-    """(records read, good rows and tombstones staged, dead letters, records filtered out by the
-    spec's ``where``, stage rows holding that count, moved rows: the deletes of primary-key
-    changes staged again with their values) from the stage."""
-    return sql.SQL(
-        "SELECT coalesce(sum(_records), 0), count(*) FILTER (WHERE _kind IN ({row}, {tombstone})), "
-        "count(*) FILTER (WHERE _kind = {dead}), coalesce(sum(_records) FILTER (WHERE _kind = {filtered}), 0), "
-        "count(*) FILTER (WHERE _kind = {filtered}), count(*) FILTER (WHERE _kind = {moved}) FROM {stage}"
-    ).format(
-        stage=stage,
-        moved=sql.Literal(MOVED),
-        row=sql.Literal(ROW),
-        tombstone=sql.Literal(TOMBSTONE),
-        dead=sql.Literal(DEAD),
-        filtered=sql.Literal(FILTERED),
     )

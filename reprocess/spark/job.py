@@ -28,9 +28,15 @@ from reprocess.formats.contract import WriterSchemas
 from reprocess.formats.debezium import key_subjects
 from reprocess.kafka import registry
 from reprocess.postgres.db import libpq_url, one_row
-from reprocess.postgres.stage import STAGE_SCHEMA, create_stage, drop_stage, live_attempt, stage_identifier
+from reprocess.postgres.stage import (
+    STAGE_SCHEMA,
+    create_stage,
+    drop_stage,
+    live_attempt,
+    stage_counts_sql,
+    stage_identifier,
+)
 from reprocess.postgres.stage_write import TaskWrite, written_tasks
-from reprocess.postgres.target import stage_counts_sql
 from reprocess.spark.progress import RunProgress
 from reprocess.spark.read import data_loss, read_ranges
 from reprocess.spark.stage_task import TASK_WRITE_SCHEMA, StageTask, TaskFault

@@ -1,0 +1,69 @@
+"""SQL for the dead letters a run's stage holds: storing them, telling the ones already open
+apart, resolving the ones that parse now, and whose they are (``reprocess.dead_letters``).
+
+A stage row and a dead letter are the same record when their (topic, partition, offset) are:
+:func:`dead_letter_of` is that join, the only one between a stage and the dead letters. Values are
+bound; a stage's identifier comes from :func:`reprocess.postgres.stage.stage_identifier`.
+"""
+
+from __future__ import annotations
+
+from psycopg2 import sql
+
+from reprocess.core.spec import PipelineSpec
+from reprocess.core.stage_rows import DEAD
+
+
+def dead_letters_owner(spec: PipelineSpec, *, rebuild: bool) -> str:
+    """The ``pipeline`` value of the dead letters a run writes: a rebuild's are kept apart (under
+    ``<pipeline>/rebuild``, never a pipeline name) until its swap moves them to the pipeline, so
+    a rebuild that is never swapped in leaves the live dead letters as they were."""
+    return f"{spec.name}/rebuild" if rebuild else spec.name
+
+
+def dead_letter_of(dead_letter: str, stage_row: str) -> sql.Composed:
+    """The join condition: the dead letter aliased ``dead_letter`` holds the record that the stage
+    row aliased ``stage_row`` staged. It does not scope the dead letters to a pipeline (an owner,
+    :func:`dead_letters_owner`): each caller does."""
+    return sql.SQL(
+        '{d}.topic = {s}._kafka_topic AND {d}.partition = {s}._kafka_partition AND {d}."offset" = {s}._kafka_offset'
+    ).format(d=sql.Identifier(dead_letter), s=sql.Identifier(stage_row))
+
+
+def dead_letters_sql(stage: sql.Composable) -> sql.Composed:
+    """Stage dead rows → ``reprocess.dead_letters``; binds ``pipeline`` and ``run_id``."""
+    return sql.SQL(
+        "INSERT INTO reprocess.dead_letters "
+        '(pipeline, topic, partition, "offset", run_id, key, value, error, kafka_timestamp) '
+        "SELECT %(pipeline)s, _kafka_topic, _kafka_partition, _kafka_offset, %(run_id)s, "
+        "decode(_raw_key, 'hex'), decode(_raw_value, 'hex'), _error, _kafka_timestamp "
+        "FROM {stage} WHERE _kind = {dead} "
+        # A record that fails again keeps its first dead letter; one that had been resolved and
+        # fails again (a spec regression) is reopened with this run's error.
+        'ON CONFLICT (pipeline, topic, partition, "offset") DO UPDATE SET run_id = EXCLUDED.run_id, '
+        "error = EXCLUDED.error, resolved_run_id = NULL, resolved_at = NULL "
+        "WHERE reprocess.dead_letters.resolved_run_id IS NOT NULL"
+    ).format(stage=stage, dead=sql.Literal(DEAD))
+
+
+def known_dead_letters_sql(stage: sql.Composable) -> sql.Composed:
+    """Stage dead rows that are already open dead letters (a replay or a redrive read them again
+    and they still fail): not new, so the dead-letter ratio does not count them. Binds ``pipeline``."""
+    return sql.SQL(
+        "SELECT count(*) FROM {stage} s JOIN reprocess.dead_letters d ON d.pipeline = %(pipeline)s "
+        "AND {same_record} AND d.resolved_run_id IS NULL WHERE s._kind = {dead}"
+    ).format(stage=stage, same_record=dead_letter_of("d", "s"), dead=sql.Literal(DEAD))
+
+
+def resolve_dead_letters_sql(stage: sql.Composable) -> sql.Composed:
+    """Open dead letters inside the run's ranges whose record is not dead in this run's stage:
+    the record was read again and now parses (a redrive). They are kept, marked with the run.
+    Binds ``pipeline`` and ``run_id``."""
+    return sql.SQL(
+        "UPDATE reprocess.dead_letters d SET resolved_run_id = %(run_id)s, resolved_at = now() "
+        "FROM reprocess.run_ranges r "
+        "WHERE r.run_id = %(run_id)s AND d.pipeline = %(pipeline)s AND d.resolved_run_id IS NULL "
+        'AND d.topic = r.topic AND d.partition = r.partition AND d."offset" >= r.start_offset '
+        'AND d."offset" < r.end_offset AND NOT EXISTS (SELECT 1 FROM {stage} s WHERE s._kind = {dead} '
+        "AND {same_record})"
+    ).format(stage=stage, dead=sql.Literal(DEAD), same_record=dead_letter_of("d", "s"))
