@@ -5,7 +5,8 @@ The folders are the layers; each may import only the layers below it (no cycles)
 - ``core``: the pipeline spec, ordering, offset ranges, runs, stage row shape and errors. Pure
   Python: no Airflow, Spark, Kafka or Postgres clients.
 - ``formats``: one decoder per spec ``format`` (Spark SQL over the Kafka records); imports core.
-- ``kafka``: the Kafka clients (one module builds them) and the records read on the driver.
+- ``kafka``: the Kafka clients (one module builds them), the log's offsets, and the records read on
+  the driver.
 - ``postgres``: the app database: migrations, target and stage tables, the run store, the commit.
 - ``spark``: the Spark job: transform, the stage job, the Connect session and spark-submit conf;
   imports core, formats, kafka, postgres.

@@ -37,7 +37,7 @@ from reprocess.core.ranges import OffsetRange, TopicPartition, backfill_conf, he
 from reprocess.core.runs import HEALS_WINDOW, window_text
 from reprocess.core.spec import PipelineSpec
 from reprocess.core.stage_rows import DEAD
-from reprocess.operations.plan import offsets_for_time, take_snapshot
+from reprocess.kafka.offsets import offsets_for_time, take_snapshot
 from reprocess.postgres.db import one_row, pg_cursor
 from reprocess.postgres.dead_letters import dead_letter_of
 from reprocess.postgres.evolve import stale_in_range

@@ -21,7 +21,7 @@ from reprocess.core.errors import SpecError
 from reprocess.core.ranges import PartitionSnapshot, TopicPartition
 from reprocess.core.runs import parse_timestamp
 from reprocess.core.spec import PipelineSpec
-from reprocess.operations.plan import offsets_for_time, take_snapshot
+from reprocess.kafka.offsets import offsets_for_time, take_snapshot
 from reprocess.postgres import queries
 
 log = logging.getLogger(__name__)

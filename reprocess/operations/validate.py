@@ -247,7 +247,7 @@ def sample_records(kafka: Mapping[str, Any], spec: PipelineSpec, per_partition: 
     from confluent_kafka import TopicPartition as KTP
 
     from reprocess.kafka.clients import make_consumer
-    from reprocess.operations.plan import take_snapshot
+    from reprocess.kafka.offsets import take_snapshot
 
     out: list[SampleRecord] = []
     consumer = make_consumer(kafka)

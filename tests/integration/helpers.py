@@ -56,7 +56,7 @@ def ledger(engine: Engine, spec: PipelineSpec) -> dict[int, int]:
 def group_offsets(kafka: dict[str, Any], group: str, topic: str, partitions: int) -> dict[int, int]:
     """The consumer group's committed offsets, asked of the broker by a plain consumer of the group
     (it never joins it). Not the admin API's ListConsumerGroupOffsets: librdkafka 2.16 crashes the
-    process when that answer carries an error, as after a broker restart (reprocess.operations.plan)."""
+    process when that answer carries an error, as after a broker restart (reprocess.kafka.clients.committed_offsets)."""
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": kafka["bootstrap.servers"], "group.id": group})

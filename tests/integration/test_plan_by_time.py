@@ -70,7 +70,7 @@ TIMES = [(0, 50), (37, 120), (100, 10_000)]
 def test_the_plan_by_time_is_the_first_record_at_or_after_each_time_and_the_brokers_own_answer(
     kafka_config, engine, unique_name, start_s, end_s, caplog
 ):
-    with caplog.at_level(logging.INFO, logger="reprocess.operations.plan"):
+    with caplog.at_level(logging.INFO, logger="reprocess.kafka.offsets"):
         planned, expected, broker, _ = _plan_by_time(kafka_config, engine, unique_name, start_s, end_s, 0)
     assert planned == expected == broker
     assert "broker said" not in caplog.text  # the broker's answer was taken, not searched for
@@ -84,7 +84,7 @@ def test_a_commit_marker_answered_for_a_time_is_replaced_by_the_first_record_at_
     marker carries the broker's clock, so Apache Kafka answers its offset (which holds no record)
     for every earlier time after it. The planner's check sees the marker's offset is not the first
     record at/after the time and searches the records instead."""
-    with caplog.at_level(logging.INFO, logger="reprocess.operations.plan"):
+    with caplog.at_level(logging.INFO, logger="reprocess.kafka.offsets"):
         planned, expected, broker, produced = _plan_by_time(kafka_config, engine, unique_name, start_s, end_s, 40)
     assert planned == expected
     delivered = {(p, o) for p, o, *_ in produced.messages}

@@ -27,7 +27,7 @@ from reprocess.core.errors import DataLossError
 from reprocess.core.ranges import OffsetRange
 from reprocess.kafka import demo_data
 from reprocess.kafka.clients import make_producer
-from reprocess.operations.plan import take_snapshot
+from reprocess.kafka.offsets import take_snapshot
 from reprocess.spark.read import data_loss, read_ranges
 from tests.integration.helpers import connect_session, orders_spec
 

@@ -9,9 +9,9 @@ import pytest
 
 from reprocess.core.errors import DataLossError, SpecError
 from reprocess.core.ranges import OffsetRange, PartitionSnapshot, TopicPartition
+from reprocess.core.resolve import resolve
 from reprocess.core.runs import EndMode, LostRange, RunKind, RunRequest, StartMode
 from reprocess.core.spec import PipelineSpec
-from reprocess.operations.plan import resolve
 
 SPEC = PipelineSpec.from_mapping(
     {"name": "p", "topics": ["t", "u"], "key": ["id"], "target_table": "public.p",

@@ -1,0 +1,155 @@
+"""What Kafka holds at a moment, asked of the broker: a snapshot of each partition's log start,
+log end and the consumer group's committed offset, and the first offset at or after a time.
+
+The only Kafka I/O of planning; resolving a run request against a snapshot is pure
+(:mod:`reprocess.core.resolve`). confluent-kafka is imported where it is used, as in
+:mod:`reprocess.kafka.clients`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
+
+from reprocess.core.errors import OffsetLookupError
+from reprocess.core.ranges import PartitionSnapshot, TopicPartition
+from reprocess.core.spec import PipelineSpec
+from reprocess.kafka.clients import committed_offsets, make_admin, make_consumer
+
+log = logging.getLogger(__name__)
+
+
+def take_snapshot(kafka: Mapping[str, Any], spec: PipelineSpec, topics: Iterable[str]) -> list[PartitionSnapshot]:
+    """Log start, log end (read_committed) and the group's committed offset per partition."""
+    from confluent_kafka import IsolationLevel, KafkaException, TopicCollection
+    from confluent_kafka import TopicPartition as KTP
+    from confluent_kafka.admin import OffsetSpec
+
+    admin = make_admin(kafka)
+    partitions: list[KTP] = []
+    for topic in topics:
+        meta = admin.list_topics(topic, timeout=15).topics.get(topic)
+        if meta is None or meta.error is not None or not meta.partitions:
+            reason = meta.error.str() if meta is not None and meta.error is not None else "no partitions"
+            raise OffsetLookupError(f"{spec.name}: topic {topic!r} is unknown to the broker ({reason})")
+        partitions.extend(KTP(topic, p) for p in sorted(meta.partitions))
+
+    def offsets(spec_factory: Any) -> dict[tuple[str, int], int]:
+        futures = admin.list_offsets(
+            {tp: spec_factory() for tp in partitions},
+            isolation_level=IsolationLevel.READ_COMMITTED,
+            request_timeout=30,
+        )
+        out = {}
+        for tp, fut in futures.items():
+            try:
+                out[(tp.topic, tp.partition)] = fut.result().offset
+            except KafkaException as exc:
+                raise OffsetLookupError(
+                    f"{spec.name}: list_offsets failed for {tp.topic}[{tp.partition}]: {exc}"
+                ) from exc
+        return out
+
+    starts, ends = offsets(OffsetSpec.earliest), offsets(OffsetSpec.latest)
+    # A topic deleted and re-created under its name gets a new id: its offsets start over.
+    described = admin.describe_topics(TopicCollection(list(dict.fromkeys(tp.topic for tp in partitions))))
+    ids = {topic: str(fut.result().topic_id) for topic, fut in described.items()}
+    committed: dict[tuple[str, int], int] = {}
+    try:
+        committed = committed_offsets(kafka, spec.consumer_group, [(tp.topic, tp.partition) for tp in partitions])
+    except KafkaException as exc:
+        log.warning("pipeline=%s group=%s committed offsets unavailable: %s", spec.name, spec.consumer_group, exc)
+    return [
+        PartitionSnapshot(tp.topic, tp.partition, starts[(tp.topic, tp.partition)], ends[(tp.topic, tp.partition)],
+                          committed.get((tp.topic, tp.partition)), ids.get(tp.topic))
+        for tp in partitions
+    ]  # fmt: skip
+
+
+PROBE_FETCH_WAIT_MS: Final = 10
+
+
+def offsets_for_time(
+    kafka: Mapping[str, Any], snapshots: list[PartitionSnapshot], ts_ms: int
+) -> dict[TopicPartition, int]:
+    """The first offset whose record timestamp is >= ``ts_ms``, per partition.
+
+    The broker's answer (``offsets_for_times``) is checked against the records' own
+    timestamps and replaced by a binary search over them when inconsistent. Apache Kafka
+    itself answers wrong when records carry producer-set timestamps older than their
+    transaction's commit: the commit marker holds the broker's clock, so its offset (no
+    record) is the answer for every earlier time (tests/integration/test_plan_by_time.py). A
+    partition with no record at or after the time resolves to its log end.
+    """
+    from confluent_kafka import TopicPartition as KTP
+
+    # Each check and search step reads ONE record at a fresh position: a broker that holds a
+    # fetch for its max wait (500 ms by default) would cost that per step.
+    consumer = make_consumer({**kafka, "fetch.wait.max.ms": PROBE_FETCH_WAIT_MS})
+    try:
+        answers = consumer.offsets_for_times([KTP(s.topic, s.partition, ts_ms) for s in snapshots], timeout=15)
+        broker = {(a.topic, a.partition): a.offset for a in answers}
+        out = {}
+        for s in snapshots:
+            first_ts = _first_timestamp_at(consumer, s, broker.get((s.topic, s.partition), -1))
+            answer = broker.get((s.topic, s.partition), -1)
+            answer = s.log_end if answer < 0 else answer
+            if _consistent(consumer, s, answer, ts_ms, first_ts):
+                out[s.tp] = answer
+            else:
+                out[s.tp] = _search(consumer, s, ts_ms)
+                log.info("offset for time %d on %s: broker said %d, records say %d", ts_ms, s.tp, answer, out[s.tp])
+        return out
+    finally:
+        consumer.close()
+
+
+def _record_at_or_after(consumer: Any, s: PartitionSnapshot, offset: int) -> tuple[int, int] | None:
+    """(offset, timestamp ms) of the first record at or after ``offset`` below the log end."""
+    from confluent_kafka import KafkaError
+    from confluent_kafka import TopicPartition as KTP
+
+    if offset >= s.log_end:
+        return None
+    consumer.assign([KTP(s.topic, s.partition, offset)])
+    for _ in range(20):
+        msg = consumer.poll(1.0)
+        if msg is None:
+            continue
+        if msg.error():
+            if msg.error().code() == KafkaError._PARTITION_EOF:
+                return None
+            raise OffsetLookupError(f"{s.tp}: reading offset {offset} failed: {msg.error().str()}")
+        return (msg.offset(), msg.timestamp()[1]) if msg.offset() < s.log_end else None
+    raise OffsetLookupError(f"{s.tp}: no record returned at offset {offset} within 20s")
+
+
+def _first_timestamp_at(consumer: Any, s: PartitionSnapshot, offset: int) -> int | None:
+    rec = _record_at_or_after(consumer, s, max(offset, s.log_start))
+    return rec[1] if rec else None
+
+
+def _consistent(consumer: Any, s: PartitionSnapshot, answer: int, ts_ms: int, first_ts: int | None) -> bool:
+    """The answer is right if its record is at/after the time and the one before is not."""
+    if answer < s.log_end:
+        rec = _record_at_or_after(consumer, s, answer)
+        if rec is None or rec[1] < ts_ms:
+            return False
+    if answer <= s.log_start:
+        return True
+    previous = _record_at_or_after(consumer, s, answer - 1)
+    return previous is None or previous[0] >= answer or previous[1] < ts_ms
+
+
+def _search(consumer: Any, s: PartitionSnapshot, ts_ms: int) -> int:
+    """Binary search for the first offset whose record timestamp is >= ts_ms."""
+    low, high = s.log_start, s.log_end  # answer in [low, high]
+    while low < high:
+        mid = (low + high) // 2
+        rec = _record_at_or_after(consumer, s, mid)
+        if rec is None or rec[1] >= ts_ms:
+            high = mid
+        else:
+            low = rec[0] + 1
+    return low
