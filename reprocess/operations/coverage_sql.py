@@ -134,7 +134,8 @@ CALENDAR: Final = text(
     """
 SELECT x.window_start, x.window_end, x.topic, x.partition, x.kafka_start, x.kafka_end,
        CASE WHEN x.verdict = 'ok' AND gap.checked_at IS NOT NULL THEN 'healed' ELSE x.verdict END AS verdict,
-       x.detail, x.checked_at, x.heal_conf, x.healed_by_run, gap.detail AS gap_detail, gap.checked_at AS gap_checked_at
+       x.detail, x.checked_at, x.heal_conf, x.healed_by_run AS healed_by, gap.detail AS gap_detail,
+       gap.checked_at AS gap_checked_at
   FROM reprocess.reconciliations x
   LEFT JOIN LATERAL (
         SELECT h.detail, h.checked_at FROM reprocess.reconciliation_history h

@@ -3,11 +3,13 @@ ones that ended lately, from ``reprocess.run_progress`` (written by the stage jo
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Final
+from typing import Final
 
 from sqlalchemy import Connection, text
+
+from reprocess.operations.views import View, column, from_row
 
 # Runs still going, plus those that ended in the last 15 minutes (the page shows where they ended).
 _PROGRESS: Final = text(
@@ -18,8 +20,8 @@ _PROGRESS: Final = text(
 )
 
 
-@dataclass(frozen=True, slots=True)
-class RunProgressRow:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunProgressRow(View):
     run_id: str
     planned: int
     records_read: int
@@ -29,16 +31,9 @@ class RunProgressRow:
     done: bool
     started_at: datetime
     updated_at: datetime
-    quiet_s: float  # seconds since the last line: a run quiet for long has likely died
-
-    def as_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["started_at"], out["updated_at"] = self.started_at.isoformat(), self.updated_at.isoformat()
-        return out
+    # seconds since the last line: a run quiet for long has likely died
+    quiet_s: float = field(metadata=column(read=float))
 
 
 def run_progress(conn: Connection, pipeline: str) -> list[RunProgressRow]:
-    return [
-        RunProgressRow(**{**r._asdict(), "quiet_s": float(r.quiet_s)})
-        for r in conn.execute(_PROGRESS, {"pipeline": pipeline})
-    ]
+    return [from_row(RunProgressRow, r) for r in conn.execute(_PROGRESS, {"pipeline": pipeline})]
