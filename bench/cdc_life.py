@@ -130,7 +130,7 @@ class Life:
 
 
 def _spec(bench: Bench, label: str, topic: str, **settings: Any) -> Any:
-    from reprocess.core.spec import PipelineSpec
+    from reprocess.core.spec_parse import read_spec
 
     name = f"{bench.tag}_{label}"
     columns = {c.name: dict(c.spec) for c in cdc.LIFE_COLUMNS}
@@ -139,7 +139,7 @@ def _spec(bench: Bench, label: str, topic: str, **settings: Any) -> Any:
     path = bench.out / "specs" / f"{name}.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(raw, allow_unicode=True))
-    return PipelineSpec.from_file(path)
+    return read_spec(path)
 
 
 def _run(bench: Bench, spec: Any, run_id: str, params: dict[str, Any] | None) -> Any:

@@ -12,6 +12,7 @@ import yaml
 from psycopg2 import sql
 
 from reprocess.core.spec import PipelineSpec
+from reprocess.core.spec_parse import read_spec
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +72,7 @@ class Bench:
         path = (folder or self.out / "specs") / f"{name}.yaml"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(yaml.safe_dump(raw, sort_keys=False))
-        return PipelineSpec.from_file(path)
+        return read_spec(path)
 
     def create_target(self, spec: PipelineSpec) -> None:
         from reprocess.postgres.target import create_markers_sql, create_target_sql

@@ -157,7 +157,7 @@ def warm_up() -> None:
     import yaml
 
     from reprocess.core.ranges import OffsetRange
-    from reprocess.core.spec import PipelineSpec
+    from reprocess.core.spec_parse import parse_spec
     from reprocess.postgres.db import make_engine, migrate
     from reprocess.spark.connect import client_env, shared_session
     from reprocess.spark.job import warm_up as stage_warm_up
@@ -176,7 +176,7 @@ def warm_up() -> None:
         return
     raw = yaml.safe_load((jvm.POMS.parent.parent / "pipelines" / "orders.yaml").read_text())
     raw.update({"name": WARM_UP_TOPIC, "topics": [WARM_UP_TOPIC], "target_table": f"{WARM_UP_TOPIC}.orders"})
-    spec = PipelineSpec.from_mapping(raw, source="devstack warm-up")
+    spec = parse_spec(raw, source="devstack warm-up")
     ranges = [OffsetRange(WARM_UP_TOPIC, p, low, high) for p, (low, high) in kafka.items()]
     started = time.monotonic()
     try:

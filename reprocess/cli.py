@@ -34,7 +34,8 @@ from sqlalchemy import Engine, text
 from sqlalchemy.exc import OperationalError
 
 from reprocess.core.errors import ReprocessError
-from reprocess.core.spec import pipeline_dag_id, pipelines_dir
+from reprocess.core.spec import pipeline_dag_id
+from reprocess.core.spec_catalog import pipelines_dir
 from reprocess.kafka import demo_data
 from reprocess.kafka.clients import config_from_env, make_admin
 from reprocess.operations import coverage, redrive
@@ -166,7 +167,7 @@ def run_backfill(engine: Engine, pipeline: str) -> bool:
 
 def reset(args: argparse.Namespace) -> int:
     """Dry run by default: print current → new per partition; ``--execute`` applies and audits."""
-    from reprocess.core.spec import find_spec
+    from reprocess.core.spec_catalog import find_spec
     from reprocess.operations.reset import ResetMode, ResetRequest, execute_reset, format_reset, plan_reset
 
     spec = find_spec(args.pipeline)

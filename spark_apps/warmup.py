@@ -18,7 +18,7 @@ from typing import Any, Final
 
 from pyspark.sql import DataFrame, SparkSession
 
-from reprocess.core.spec import PipelineSpec
+from reprocess.core.spec_parse import read_spec
 from reprocess.postgres.stage_write import TaskWrite
 from reprocess.spark.stage_task import TASK_WRITE_SCHEMA, task_write_batch
 from reprocess.spark.transform import to_stage
@@ -50,7 +50,7 @@ def count_rows(batches: Iterator[Any]) -> Iterator[Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--spec", required=True, type=Path, help="pipeline spec YAML whose columns the warm-up parses")
-    spec = PipelineSpec.from_file(parser.parse_args(argv).spec)
+    spec = read_spec(parser.parse_args(argv).spec)
     spark = SparkSession.builder.appName("reprocess-warmup").getOrCreate()
     try:
         to_stage(records(spark), spec).mapInArrow(count_rows, TASK_WRITE_SCHEMA).collect()

@@ -17,7 +17,8 @@ from reprocess.airflow.reset_dag import build_reset_dag
 from reprocess.airflow.run_dags import build_run_dag
 from reprocess.core.errors import SpecError
 from reprocess.core.runs import RunKind
-from reprocess.core.spec import PIPELINES_DIR_ENV, PipelineSpec, load_specs
+from reprocess.core.spec import PipelineSpec
+from reprocess.core.spec_catalog import PIPELINES_DIR_ENV, load_specs
 
 
 def dags_from_specs(folder: str | Path, *, relative_to: str | Path | None = None) -> dict[str, DAG]:

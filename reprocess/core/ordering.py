@@ -2,8 +2,8 @@
 
 A pipeline's :class:`Ordering` is built once from its spec and asked by every consumer: the
 in-run dedupe in Spark (:meth:`Ordering.fields`), the merge's ``WHERE`` and its ``DISTINCT ON``
-(:meth:`Ordering.newer_sql`, :meth:`Ordering.newest_first_sql`), reconciliation and the model
-test (:meth:`Ordering.sort_key`). No consumer writes its own field list, so they cannot drift.
+(:meth:`Ordering.newer_sql`, :meth:`Ordering.newest_first_sql`). No consumer writes its own
+field list, so they cannot drift.
 
 The order is TOTAL (a lexicographic tuple of NOT NULL values), so ``DISTINCT ON``, Spark's
 ``max_by`` and a Python ``max`` pick the same record:
@@ -38,7 +38,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from psycopg2 import sql
 
@@ -123,26 +123,6 @@ class Ordering:
     def fields(self) -> tuple[str, ...]:
         """Stage/target columns that decide "newer", most significant first (all NOT NULL)."""
         return ((self.column,) if self.column else ()) + LINEAGE_ORDER
-
-    def sort_key(self, version: Any, topic: str, partition: int, offset: int) -> tuple[Any, ...]:
-        """The same order in Python: ``max(records, key=...)`` picks the merge's winner.
-
-        ``version`` is the ordering column's value (ignored for offset ordering); it must not
-        be None, as the spec makes the column required.
-
-        Examples
-        --------
-        >>> o = Ordering(OrderingMode.COLUMN, "version")
-        >>> o.sort_key(2, "t", 0, 5) < o.sort_key(2, "t", 0, 9) < o.sort_key(3, "t", 0, 1)
-        True
-        >>> Ordering().sort_key(None, "t", 0, 5) < Ordering().sort_key(None, "t", 0, 6)
-        True
-        """
-        if self.column is not None:
-            if version is None:
-                raise ValueError(f"ordering column {self.column} is NULL; the spec makes it required")
-            return (version, topic, partition, offset)
-        return (topic, partition, offset)
 
     def newer_sql(self, existing: sql.Composable, incoming: sql.Composable) -> sql.Composed:
         """``(existing fields) < (incoming fields)``: true when the incoming record is newer.

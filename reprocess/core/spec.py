@@ -1,46 +1,34 @@
-"""Pipeline specs: YAML under ``pipelines/`` parsed once into a frozen :class:`PipelineSpec`.
+"""The pipeline spec: a frozen :class:`PipelineSpec` holding everything a run needs (topics, key,
+column mapping, ordering, batch size, schedules), so adding a pipeline is adding a file.
 
-A spec declares everything a run needs (topics, key, column mapping, ordering, batch size,
-schedules), so adding a pipeline is adding a file. Every problem raises :class:`SpecError`
-naming the file and the field, which Airflow shows as a DAG import error.
+Each field of :class:`PipelineSpec` declares once which key of a spec file it is read from and its
+default: the parser's known keys (:data:`SPEC_FIELDS`) and defaults (:data:`SPEC_DEFAULTS`) are
+derived from it, and a test holds the JSON Schema shipped for editors (``spec.schema.json``) to it.
+Reading a file is :mod:`reprocess.core.spec_parse`; a folder of them, :mod:`reprocess.core.spec_catalog`.
 """
 
 from __future__ import annotations
 
 import enum
-import functools
 import re
-from collections.abc import Collection, Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Mapping
+from dataclasses import MISSING, Field, dataclass, field, fields
+from types import MappingProxyType
 from typing import Any, Final
 
-import yaml
-
 from reprocess.core.column_types import ColumnType as ColumnType  # re-exported: specs name column types
-from reprocess.core.column_types import DecimalHandling, parse_type, sql_type
-from reprocess.core.derive import Transform, parse_transform, value_fields
-from reprocess.core.errors import SpecError
-from reprocess.core.formats import Encoding, Format, path_problem
+from reprocess.core.column_types import DecimalHandling, sql_type
+from reprocess.core.derive import Transform
+from reprocess.core.formats import Encoding, Format
 from reprocess.core.ordering import Ordering
 
-# The fields a spec may have; the JSON Schema shipped next to this module (spec.schema.json, for
-# editors and ``reprocess validate``) declares the same (tests/unit/test_spec_schema.py).
-SPEC_FIELDS: Final = frozenset({
-    "name", "description", "topics", "consumer_group", "key", "columns", "target_table", "ordering", "tombstones",
-    "batch_size", "max_record_bytes", "max_dead_letter_ratio", "schedule", "reconcile", "owner", "tags", "format",
-    "where", "transform", "transform_version", "encoding", "schema_registry", "unavailable_value_placeholder",
-    "decimal_handling_mode",
-})  # fmt: skip
 # What Debezium writes for a value it did not read (an unchanged TOASTed value), unless the
 # connector's `unavailable.value.placeholder` says otherwise; the spec's setting of that name follows it.
 DEBEZIUM_PLACEHOLDER: Final = "__debezium_unavailable_value"
-SCHEMA_FILE: Final = "spec.schema.json"
-# The bookkeeping schemas (runs and ledger, stages, deletion markers): never a pipeline's target.
-RESERVED_SCHEMAS: Final = frozenset({"reprocess", "reprocess_stage", "reprocess_deleted"})
-_IDENT: Final = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
-# The DAGs that read a pipeline's data (dagfactory.build_dags; reading its coverage needs read
-# access to all of them); every generated DAG's id, the reset DAG's too, names the pipeline.
+# The Airflow connection of the Schema Registry, unless a spec names another.
+DEFAULT_REGISTRY_CONN: Final = "schema_registry_default"
+# The DAGs that read a pipeline's data (reprocess.airflow.factory builds them; reading its coverage
+# needs read access to all of them); every generated DAG's id, the reset DAG's too, names the pipeline.
 DAG_KINDS: Final = ("backfill", "incremental", "reconcile")
 _DAG_ID: Final = re.compile(r"^reprocess_(?P<pipeline>[a-z_][a-z0-9_]*)_(backfill|incremental|reconcile|reset)$")
 
@@ -63,14 +51,11 @@ def pipeline_of_dag(dag_id: str) -> str | None:
     return match.group("pipeline") if match else None
 
 
-DEFAULT_REGISTRY_CONN: Final = "schema_registry_default"
-
-
 class TombstoneMode(enum.StrEnum):
     """What a record with a null value (a Kafka tombstone) does."""
 
     DEAD_LETTER = "dead_letter"  # kept as a dead letter ("empty value"), the key's row untouched
-    DELETE = "delete"  # deletes the key's row, as an ordered event (see reprocess/target.py)
+    DELETE = "delete"  # deletes the key's row, as an ordered event (see reprocess.postgres.target)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,40 +88,55 @@ class ColumnSpec:
         return "$." + self.path
 
 
+def _read_from(*keys: str) -> dict[str, tuple[str, ...]]:
+    """A field's metadata when the spec file's keys it is read from are not its own name: a dotted
+    key is a key inside another (``reconcile.cron``); no key, a field the file does not set."""
+    return {"file_keys": keys}
+
+
 @dataclass(frozen=True, slots=True)
 class PipelineSpec:
+    """A pipeline as its spec file declares it, parsed by :func:`reprocess.core.spec_parse.parse_spec`.
+
+    Every field is read from the spec file's key of the same name unless its metadata names others
+    (:func:`file_keys`); a default here is the default of that key.
+    """
+
     name: str
     topics: tuple[str, ...]
-    consumer_group: str
+    consumer_group: str  # default reprocess-<name>
     key: tuple[str, ...]
     columns: tuple[ColumnSpec, ...]
-    target_schema: str
-    target_table: str
+    target_schema: str = field(metadata=_read_from("target_table"))  # its schema part; default public
+    target_table: str  # default <name>
     ordering: Ordering = field(default_factory=Ordering)
     format: Format = Format.JSON
-    encoding: Encoding = Encoding.JSON  # the value's serialization (``avro`` for the avro format)
+    # the value's serialization (``avro`` for the avro format; only a debezium spec chooses it)
+    encoding: Encoding = Encoding.JSON
     schema_registry: str = DEFAULT_REGISTRY_CONN  # the Airflow connection of the Schema Registry
     unavailable_value_placeholder: str = DEBEZIUM_PLACEHOLDER  # debezium: the connector's placeholder text
     # debezium with the JSON converter: the connector's decimal.handling.mode (how a numeric reads)
-    decimal_handling: DecimalHandling = DecimalHandling.STRING
-    tombstones: TombstoneMode = TombstoneMode.DEAD_LETTER
+    decimal_handling: DecimalHandling = field(
+        default=DecimalHandling.STRING, metadata=_read_from("decimal_handling_mode")
+    )
+    tombstones: TombstoneMode = TombstoneMode.DEAD_LETTER  # debezium: delete, always
     batch_size: int = 1_000_000
     max_record_bytes: int = 1_048_576
     max_dead_letter_ratio: float = 0.05
     schedule: str | None = None
-    reconcile_cron: str = "0 0 * * *"
-    auto_heal: bool = False
+    reconcile_cron: str = field(default="0 0 * * *", metadata=_read_from("reconcile.cron"))
+    auto_heal: bool = field(default=False, metadata=_read_from("reconcile.auto_heal"))
     owner: str = "data-eng"
     description: str = ""
-    source_file: str = ""
+    source_file: str = field(default="", metadata=_read_from())  # the file it was read from
     tags: tuple[str, ...] = field(default_factory=tuple)
     where: str | None = None  # Spark SQL predicate: records it does not keep are counted, not staged
-    transform: Transform | None = None
+    transform: Transform | None = field(default=None, metadata=_read_from("transform", "transform_version"))
     # Paths of the decoded value the expressions read beyond the path-mapped columns (core.derive).
-    value_fields: tuple[str, ...] = ()
+    value_fields: tuple[str, ...] = field(default=(), metadata=_read_from())
     # The deletion markers' table (schema reprocess_deleted); empty: the pipeline's name. Not a
     # spec field: a rebuild's shadow spec names its own (postgres.target.shadow_spec).
-    markers_table: str = ""
+    markers_table: str = field(default="", metadata=_read_from())
 
     @property
     def key_columns(self) -> tuple[ColumnSpec, ...]:
@@ -172,18 +172,6 @@ class PipelineSpec:
 
         digest = hashlib.sha1(run_id.encode()).hexdigest()[:16]
         return f"{self.name[:40]}_{digest}"
-
-    @classmethod
-    def from_file(cls, path: Path) -> PipelineSpec:
-        try:
-            raw = yaml.safe_load(path.read_text())
-        except yaml.YAMLError as exc:
-            raise SpecError(f"{path}: not valid YAML: {exc}") from exc
-        return cls.from_mapping(raw, source=str(path))
-
-    @classmethod
-    def from_mapping(cls, raw: object, source: str = "<spec>") -> PipelineSpec:
-        return _SpecParser(source).parse(raw)
 
     @property
     def fingerprint(self) -> str:
@@ -253,295 +241,26 @@ class PipelineSpec:
         }
 
 
-class _SpecParser:
-    """Turns a YAML mapping into a spec; each error names the file and the field."""
-
-    def __init__(self, source: str) -> None:
-        self.source = source
-        self.paths: dict[str, str] = {}
-
-    def fail(self, field_name: str, problem: str) -> SpecError:
-        return SpecError(f"{self.source}: field '{field_name}': {problem}")
-
-    def ident(self, value: object, field_name: str) -> str:
-        if not isinstance(value, str) or not _IDENT.match(value):
-            raise self.fail(field_name, f"{value!r} is not a lowercase SQL identifier ([a-z_][a-z0-9_]*)")
-        return value
-
-    def positive_int(self, raw: Mapping[str, Any], name: str, default: int) -> int:
-        value = raw.get(name, default)
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise self.fail(name, f"must be a positive integer, got {value!r}")
-        return value
-
-    def parse(self, raw: object) -> PipelineSpec:
-        if not isinstance(raw, Mapping):
-            raise SpecError(f"{self.source}: a pipeline spec must be a mapping, got {type(raw).__name__}")
-        unknown = sorted(map(str, set(raw) - SPEC_FIELDS))
-        if unknown:
-            raise self.fail(unknown[0], f"unknown field (allowed: {', '.join(sorted(SPEC_FIELDS))})")
-        fmt, encoding = self.format(raw)
-        name = self.ident(raw.get("name"), "name")
-        topics = raw.get("topics")
-        if not isinstance(topics, list) or not topics or not all(isinstance(t, str) and t for t in topics):
-            raise self.fail("topics", f"must be a non-empty list of topic names, got {topics!r}")
-        columns = self.columns(raw.get("columns"), fmt)
-        self.paths = {c.name: c.path for c in columns}
-        names = {c.name for c in columns}
-        key = raw.get("key")
-        if isinstance(key, str):
-            key = [key]
-        if not isinstance(key, list) or not key or not all(k in names for k in key):
-            raise self.fail("key", f"must list one or more of the columns {sorted(names)}, got {key!r}")
-        columns = tuple(c.with_required() if c.name in key else c for c in columns)
-        ordering = Ordering.parse(
-            raw.get("ordering", "offset"),
-            required={c.name: c.required for c in columns},
-            topics=topics,
-            fail=self.fail,
-        )
-        schema, _, table = str(raw.get("target_table", f"public.{name}")).rpartition(".")
-        if schema in RESERVED_SCHEMAS:
-            raise self.fail("target_table", f"schema {schema!r} holds the pipelines' bookkeeping; use another schema")
-        ratio = raw.get("max_dead_letter_ratio", 0.05)
-        if isinstance(ratio, bool) or not isinstance(ratio, int | float) or not 0 <= ratio <= 1:
-            raise self.fail("max_dead_letter_ratio", f"must be a number in [0, 1], got {ratio!r}")
-        reconcile = raw.get("reconcile", {}) or {}
-        if not isinstance(reconcile, Mapping):
-            raise self.fail("reconcile", "must be a mapping with 'cron' and 'auto_heal'")
-        group = raw.get("consumer_group", f"reprocess-{name}")
-        if not isinstance(group, str) or not group:
-            raise self.fail("consumer_group", f"must be a non-empty string, got {group!r}")
-        schedule = raw.get("schedule")
-        if schedule is not None and not isinstance(schedule, str):
-            raise self.fail("schedule", f"must be a cron string or preset like '@hourly', got {schedule!r}")
-        tombstones = self.tombstones(raw.get("tombstones", _default_tombstones(fmt)), ordering, fmt)
-        where, fields = self.derivations(
-            columns, raw.get("where"), key if tombstones is TombstoneMode.DELETE else (), fmt
-        )
-        return PipelineSpec(
-            name=name,
-            topics=tuple(topics),
-            consumer_group=group,
-            key=tuple(key),
-            columns=columns,
-            target_schema=self.ident(schema or "public", "target_table"),
-            target_table=self.ident(table, "target_table"),
-            ordering=ordering,
-            format=fmt,
-            encoding=encoding,
-            schema_registry=self.registry(raw),
-            unavailable_value_placeholder=self.placeholder(raw, fmt),
-            decimal_handling=self.decimal_handling(raw, fmt),
-            tombstones=tombstones,
-            batch_size=self.positive_int(raw, "batch_size", 1_000_000),
-            max_record_bytes=self.positive_int(raw, "max_record_bytes", 1_048_576),
-            max_dead_letter_ratio=float(ratio),
-            schedule=schedule,
-            reconcile_cron=str(reconcile.get("cron", "0 0 * * *")),
-            auto_heal=bool(reconcile.get("auto_heal", False)),
-            owner=str(raw.get("owner", "data-eng")),
-            description=str(raw.get("description") or "").strip(),
-            source_file=self.source,
-            tags=self.tags(raw.get("tags")),
-            where=where,
-            transform=parse_transform(raw.get("transform"), raw.get("transform_version"), self.fail),
-            value_fields=fields,
-        )
-
-    def derivations(
-        self, columns: tuple[ColumnSpec, ...], where: object, tombstone_key: Collection[str], fmt: Format
-    ) -> tuple[str | None, tuple[str, ...]]:
-        """Check every ``expr`` and the ``where`` predicate (core.derive); returns the predicate and
-        the value paths they read. An expression reads path-mapped columns, not other expressions
-        (one evaluation step); a tombstone has no value, so its key columns cannot be derived."""
-        plain = {c.name for c in columns if c.expr is None}
-        check = functools.partial(path_problem, fmt=fmt)
-        fields: list[str] = []
-        for c in columns:
-            if c.expr is None:
-                continue
-            if c.name in tombstone_key:
-                problem = "a key column of 'tombstones: delete' needs a path: a tombstone has no value to evaluate on"
-                raise self.fail(f"columns.{c.name}.expr", f"{problem}; map it by path (from the Kafka key)")
-            found = value_fields(c.expr, plain, functools.partial(self.fail, f"columns.{c.name}.expr"), check)
-            derived = [f for f in found if f.split(".")[0] in {d.name for d in columns}]
-            if derived:
-                problem = f"reads {derived[0]!r}, itself an expr column: an expr reads path-mapped columns"
-                raise self.fail(f"columns.{c.name}.expr", f"{problem} and value fields (repeat that expression)")
-            fields += [f for f in found if f not in fields]
-        if where is not None:
-            found = value_fields(where, {c.name for c in columns}, functools.partial(self.fail, "where"), check)
-            fields += [f for f in found if f not in fields]
-            where = str(where)
-        return where, tuple(fields)
-
-    def format(self, raw: Mapping[str, Any]) -> tuple[Format, Encoding]:
-        try:
-            fmt = Format(str(raw.get("format", "json")))
-        except ValueError:
-            allowed = ", ".join(f.value for f in Format)
-            raise self.fail("format", f"{raw.get('format')!r} is not one of: {allowed}") from None
-        if "encoding" in raw and fmt is not Format.DEBEZIUM:
-            raise self.fail("encoding", f"only a debezium pipeline chooses its encoding; format {fmt.value} has one")
-        try:
-            encoding = Encoding(str(raw.get("encoding", "avro" if fmt is Format.AVRO else "json")))
-        except ValueError:
-            raise self.fail("encoding", f"{raw.get('encoding')!r} is not 'json' or 'avro'") from None
-        return fmt, encoding
-
-    def placeholder(self, raw: Mapping[str, Any], fmt: Format) -> str:
-        """The text that marks a value the connector left out (its ``unavailable.value.placeholder``)."""
-        if "unavailable_value_placeholder" not in raw:
-            return DEBEZIUM_PLACEHOLDER
-        value = raw["unavailable_value_placeholder"]
-        if fmt is not Format.DEBEZIUM:
-            raise self.fail("unavailable_value_placeholder", f"only a debezium pipeline has one; format {fmt.value}")
-        if not isinstance(value, str) or not value:
-            raise self.fail(
-                "unavailable_value_placeholder",
-                f"must be the connector's unavailable.value.placeholder text, got {value!r}",
-            )
-        return value
-
-    def decimal_handling(self, raw: Mapping[str, Any], fmt: Format) -> DecimalHandling:
-        """How the connector writes a numeric (its ``decimal.handling.mode``): under the JSON
-        converter a ``precise`` decimal is base64 bytes that cannot be told from a ``string`` one by
-        its text, so the spec says which (Avro's schema says it itself)."""
-        if "decimal_handling_mode" not in raw:
-            return DecimalHandling.STRING
-        if fmt is not Format.DEBEZIUM:
-            raise self.fail("decimal_handling_mode", f"only a debezium pipeline has one; format {fmt.value}")
-        try:
-            return DecimalHandling(str(raw["decimal_handling_mode"]))
-        except ValueError:
-            raise self.fail(
-                "decimal_handling_mode",
-                f"{raw['decimal_handling_mode']!r} is not 'string' (also reads 'double') or 'precise': "
-                "copy the connector's decimal.handling.mode",
-            ) from None
-
-    def registry(self, raw: Mapping[str, Any]) -> str:
-        conn_id = raw.get("schema_registry", DEFAULT_REGISTRY_CONN)
-        if not isinstance(conn_id, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", conn_id):
-            raise self.fail("schema_registry", f"must name an Airflow connection, got {conn_id!r}")
-        return conn_id
-
-    def tombstones(self, raw: object, ordering: Ordering, fmt: Format) -> TombstoneMode:
-        """A tombstone has no payload, so it carries no version: it can only be ordered by its
-        place in its partition's log. Under column ordering that place says nothing about the
-        versions on other partitions, so ``delete`` needs offset ordering.
-
-        Debezium is the exception: its delete event (``op: d``) carries the source position
-        the pipeline orders by, and the Kafka tombstone after it is only for compaction
-        (:mod:`reprocess.formats.debezium`), so deletes order by that position."""
-        try:
-            mode = TombstoneMode(str(raw))
-        except ValueError:
-            raise self.fail("tombstones", f"{raw!r} is not 'dead_letter' or 'delete'") from None
-        if fmt is Format.DEBEZIUM and mode is not TombstoneMode.DELETE:
-            raise self.fail("tombstones", "a debezium pipeline deletes on op d and tombstones: use 'delete'")
-        if fmt is Format.DEBEZIUM and ordering.column is not None and not self.paths[ordering.column].startswith("$"):
-            raise self.fail(
-                "ordering.column",
-                f"a debezium pipeline's deletes carry no row to read {ordering.column!r} from: order it by offset "
-                "(the default, as Debezium's own sinks do; a key's changes stay in order on its partition), or map "
-                f"{ordering.column!r} to a commit-ordered envelope path ($...)",
-            )
-        if mode is TombstoneMode.DELETE and ordering.column is not None and fmt is not Format.DEBEZIUM:
-            raise self.fail(
-                "tombstones",
-                f"'delete' needs ordering: offset; this pipeline orders by {ordering.column!r}, and a tombstone "
-                "(null value) has no version to compare, so an older version could resurrect the key or a newer "
-                "one be deleted. Order the pipeline by offset to delete on tombstones, or keep them as dead letters",
-            )
-        return mode
-
-    def tags(self, raw: object) -> tuple[str, ...]:
-        if raw is None:
-            return ()
-        if isinstance(raw, str):
-            return (raw,)
-        if not isinstance(raw, list):
-            raise self.fail("tags", f"must be a list of strings, got {raw!r}")
-        return tuple(str(t) for t in raw)
-
-    def columns(self, raw: object, fmt: Format) -> tuple[ColumnSpec, ...]:
-        if not isinstance(raw, Mapping) or not raw:
-            raise self.fail("columns", "must map column name → {type, path, required}")
-        out = []
-        for col_name, col in raw.items():
-            where = f"columns.{col_name}"
-            self.ident(col_name, where)
-            if col_name.startswith("_kafka") or col_name == "_run_id":
-                raise self.fail(where, "names starting with _kafka and _run_id are lineage columns")
-            col = {"type": col} if isinstance(col, str) else col
-            if not isinstance(col, Mapping):
-                raise self.fail(where, f"must be a type name or a mapping, got {col!r}")
-            parsed = parse_type(col.get("type", "text"))
-            if isinstance(parsed, str):
-                raise self.fail(f"{where}.type", parsed)
-            col_type, numeric = parsed
-            expr = col.get("expr")
-            if expr is not None and "path" in col:
-                raise self.fail(f"{where}.expr", "a column takes its value from 'path' or from 'expr', not both")
-            path = self.path(col.get("path", col_name), f"{where}.path", fmt)
-            out.append(ColumnSpec(col_name, col_type, path, bool(col.get("required", False)), expr, numeric))
-        return tuple(out)
-
-    def path(self, path: object, where: str, fmt: Format) -> str:
-        problem = path_problem(path, fmt)
-        if problem is not None:
-            raise self.fail(where, problem)
-        return str(path)
+def file_keys(spec_field: Field[Any]) -> tuple[str, ...]:
+    """The spec file's keys a :class:`PipelineSpec` field is read from (none: the file does not set it)."""
+    return tuple(spec_field.metadata.get("file_keys", (spec_field.name,)))
 
 
-def _default_tombstones(fmt: Format) -> str:
-    return TombstoneMode.DELETE.value if fmt is Format.DEBEZIUM else TombstoneMode.DEAD_LETTER.value
+def _as_written(value: object) -> object:
+    """A default as a spec file (and the JSON Schema) writes it."""
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, Ordering):  # the default orders by offset, which names no column
+        return value.mode.value
+    return list(value) if isinstance(value, tuple) else value
 
 
-# Points the DAG files and the ``reprocess`` command at another folder of specs (the tests use it).
-PIPELINES_DIR_ENV: Final = "REPROCESS_PIPELINES_DIR"
-
-
-def pipelines_dir() -> Path:
-    """The folder of specs: ``REPROCESS_PIPELINES_DIR`` (the tests use it) or the repo's ``pipelines/``."""
-    import os
-
-    return Path(os.environ.get(PIPELINES_DIR_ENV) or Path(__file__).resolve().parents[2] / "pipelines")
-
-
-def spec_schema() -> dict[str, Any]:
-    """The JSON Schema of a spec file (``reprocess/core/spec.schema.json`` in the installed package)."""
-    import json
-    from importlib.resources import files
-
-    return dict(json.loads((files("reprocess.core") / SCHEMA_FILE).read_text()))
-
-
-def find_spec(name: str, directory: Path | None = None) -> PipelineSpec:
-    """The spec named ``name``; the error lists the pipelines that exist."""
-    specs = load_specs(directory or pipelines_dir())
-    for spec in specs:
-        if spec.name == name:
-            return spec
-    raise SpecError(f"no pipeline named {name!r} in {directory or pipelines_dir()} (have: {[s.name for s in specs]})")
-
-
-def load_specs(directory: Path) -> list[PipelineSpec]:
-    """Every ``*.yaml`` spec in a folder, sorted by name; a name or a target table used twice is an
-    error (a pipeline's ledger, ordering and deletion markers describe its own table alone)."""
-    specs = [PipelineSpec.from_file(p) for p in sorted(directory.glob("*.yaml"))]
-    names: dict[str, str] = {}
-    targets: dict[str, str] = {}
-    for s in specs:
-        if s.name in names:
-            raise SpecError(f"{s.source_file}: field 'name': {s.name!r} is also used by {names[s.name]}")
-        if s.qualified_target in targets:
-            raise SpecError(
-                f"{s.source_file}: field 'target_table': {s.qualified_target} is also the target of "
-                f"{targets[s.qualified_target]}; two pipelines cannot share a table. Give each its own target_table"
-            )
-        names[s.name] = s.source_file
-        targets[s.qualified_target] = s.source_file
-    return specs
+# Every key a spec file may have.
+SPEC_FIELDS: Final = frozenset(key.partition(".")[0] for f in fields(PipelineSpec) for key in file_keys(f))
+# The default of each key that one field alone is read from, as a spec file writes it; the keys
+# without one are required or default to what other keys say (consumer_group, target_table).
+SPEC_DEFAULTS: Final[Mapping[str, Any]] = MappingProxyType({
+    keys[0]: _as_written(f.default if f.default_factory is MISSING else f.default_factory())
+    for f in fields(PipelineSpec)
+    if len(keys := file_keys(f)) == 1 and (f.default is not MISSING or f.default_factory is not MISSING)
+})  # fmt: skip

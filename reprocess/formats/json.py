@@ -65,7 +65,8 @@ def json_schema(spec: PipelineSpec) -> str:
 
     Examples
     --------
-    >>> spec = PipelineSpec.from_mapping({"name": "p", "topics": ["t"], "key": ["id"],
+    >>> from reprocess.core.spec_parse import parse_spec
+    >>> spec = parse_spec({"name": "p", "topics": ["t"], "key": ["id"],
     ...     "columns": {"id": "text", "n": {"type": "bigint", "path": "meta.n"}, "x": "numeric"}})
     >>> json_schema(spec)
     'struct<`id`:string,`meta`:struct<`n`:string>,`x`:variant,`_corrupt_record`:string>'

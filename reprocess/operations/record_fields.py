@@ -95,8 +95,8 @@ def semantic_text(c: ColumnSpec, node: Any, spec: PipelineSpec) -> str | None:
 
     Examples
     --------
-    >>> from reprocess.core.spec import PipelineSpec
-    >>> spec = PipelineSpec.from_mapping({"name": "p", "topics": ["t"], "key": ["d"], "format": "debezium",
+    >>> from reprocess.core.spec_parse import parse_spec
+    >>> spec = parse_spec({"name": "p", "topics": ["t"], "key": ["d"], "format": "debezium",
     ...     "decimal_handling_mode": "precise", "columns": {"d": "date", "n": "numeric(5,2)", "b": "bytea"}})
     >>> d, n, b = spec.columns
     >>> semantic_text(d, 19782, spec), semantic_text(n, "/4M=", spec), semantic_text(b, "AAH/", spec)

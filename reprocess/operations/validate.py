@@ -1,7 +1,7 @@
 """Check pipeline specs before a run does: every problem at once, each with its fix.
 
 Offline: each file against the JSON Schema shipped in the package (what an editor shows too),
-then the spec's own rules (:meth:`PipelineSpec.from_mapping`: key columns are columns, the
+then the spec's own rules (:func:`~reprocess.core.spec_parse.parse_spec`: key columns are columns, the
 ordering column is required, ...), and names unique across the folder. Online, per valid spec:
 the topics exist (their partition counts), a sample of the newest records decodes by the Spark
 job's own rules (the caller passes the decoder: this layer never imports Spark) and carries the
@@ -23,7 +23,8 @@ from sqlalchemy import Engine
 from reprocess.core.errors import SpecError
 from reprocess.core.ordering import UNORDERED_POSITIONS
 from reprocess.core.sample import SampleRecord, SampleResult
-from reprocess.core.spec import PipelineSpec, spec_schema
+from reprocess.core.spec import PipelineSpec
+from reprocess.core.spec_parse import parse_spec, spec_schema
 from reprocess.postgres.evolve import table_diff
 
 SAMPLE_TIMEOUT_S: Final = 10
@@ -94,7 +95,7 @@ def validate_offline(paths: Iterable[Path]) -> Report:
         if schema_errors:
             continue
         try:
-            report.specs.append(PipelineSpec.from_mapping(raw, source=str(path)))
+            report.specs.append(parse_spec(raw, source=str(path)))
         except SpecError as exc:
             report.findings.append(
                 Finding(

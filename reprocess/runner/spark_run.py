@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from reprocess.core.errors import ReprocessError
 from reprocess.core.runs import RunState
 from reprocess.core.spec import PipelineSpec
+from reprocess.core.spec_parse import read_spec
 from reprocess.core.stages import launched_with_spark
 from reprocess.postgres import store
 from reprocess.postgres.db import libpq_url, make_engine
@@ -52,7 +53,7 @@ def read_job(
         The spec file is not the spec the DAG was built from (:func:`~reprocess.spark.job.spec_as_built`),
         or not the one the run was planned under: nothing is read.
     """
-    spec_ = spec_as_built(spec, fingerprint) if fingerprint else PipelineSpec.from_file(Path(spec))
+    spec_ = spec_as_built(spec, fingerprint) if fingerprint else read_spec(Path(spec))
     size = int(batch_size) if batch_size else None
     with live_attempt(libpq_url(db_url), run_id):  # plan_run's stage cleanup never drops ours
         return read_run(spark, spec_, run_id, db_url, json.loads(kafka_config), size, registry_config)

@@ -20,6 +20,7 @@ from psycopg2 import sql
 from reprocess.core.errors import SchemaChangeError, SpecError
 from reprocess.core.ranges import OffsetRange, window_ranges
 from reprocess.core.spec import Format, PipelineSpec
+from reprocess.core.spec_parse import read_spec
 from reprocess.core.stage_rows import stage_columns
 from reprocess.core.stages import Read
 from reprocess.formats import record_parts
@@ -58,7 +59,7 @@ def spec_as_built(path: str, fingerprint: str) -> PipelineSpec:
     SchemaChangeError
         The file holds another spec now.
     """
-    spec = PipelineSpec.from_file(Path(path))
+    spec = read_spec(Path(path))
     if spec.fingerprint != fingerprint:
         raise SchemaChangeError(
             f"{spec.name}: {path} changed since the DAG was built from it (fingerprint {spec.fingerprint[:12]}, "

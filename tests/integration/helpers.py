@@ -16,6 +16,7 @@ import yaml
 from sqlalchemy import Engine, text
 
 from reprocess.core.spec import PipelineSpec
+from reprocess.core.spec_parse import read_spec
 from tests import oracle
 
 ORDERS_SPEC = Path(__file__).resolve().parents[2] / "pipelines" / "orders.yaml"
@@ -31,7 +32,7 @@ def orders_spec(name: str, topic: str, base: Path = ORDERS_SPEC, **overrides: An
     raw.update(overrides)
     path = Path(os.environ["REPROCESS_PIPELINES_DIR"]) / f"{name}.yaml"
     path.write_text(yaml.safe_dump(raw))
-    return PipelineSpec.from_file(path)
+    return read_spec(path)
 
 
 def target_rows(engine: Engine, spec: PipelineSpec) -> dict[str, tuple[str, str, int, int]]:

@@ -25,6 +25,7 @@ from sqlalchemy import text
 
 from reprocess.core.runs import RunRequest
 from reprocess.core.spec import PipelineSpec
+from reprocess.core.spec_parse import read_spec
 from reprocess.kafka.registry import RegistryError
 from reprocess.operations.plan import plan_run
 from reprocess.postgres.commit import commit_run
@@ -62,7 +63,7 @@ def _spec(name: str, topic: str) -> PipelineSpec:
     }  # fmt: skip
     path = Path(os.environ["REPROCESS_PIPELINES_DIR"]) / f"{name}.yaml"
     path.write_text(yaml.safe_dump(raw))
-    return PipelineSpec.from_file(path)
+    return read_spec(path)
 
 
 def _order(i: int, customer: str, **more: Any) -> dict[str, Any]:

@@ -34,6 +34,7 @@ from bench import cdc_source as cdc
 from devstack import debezium, kafka_connect
 from reprocess.core.runs import RunKind, RunMode, RunRequest
 from reprocess.core.spec import PipelineSpec
+from reprocess.core.spec_parse import read_spec
 from reprocess.operations.rebuild import swap_in
 from reprocess.postgres.commit import commit_run
 from reprocess.runner.start import start_run
@@ -52,7 +53,7 @@ def _spec(name: str, topic: str) -> PipelineSpec:
     }  # fmt: skip
     path = Path(os.environ["REPROCESS_PIPELINES_DIR"]) / f"{name}.yaml"
     path.write_text(yaml.safe_dump(raw, allow_unicode=True))
-    return PipelineSpec.from_file(path)
+    return read_spec(path)
 
 
 def _run(engine: Any, kafka_config: dict[str, Any], spec: PipelineSpec, run_id: str,

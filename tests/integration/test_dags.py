@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from reprocess.core.spec import load_specs
+from reprocess.core.spec_catalog import load_specs
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.integration("airflow")

@@ -14,6 +14,7 @@ from sqlalchemy import text
 from reprocess.core.names import child_run_id
 from reprocess.core.ranges import OffsetRange
 from reprocess.core.spec import PipelineSpec
+from reprocess.core.spec_parse import parse_spec
 from reprocess.operations.redrive import plan_redrive
 from reprocess.postgres import store
 from reprocess.postgres.commit import commit_run
@@ -24,7 +25,7 @@ MALFORMED = "malformed JSON or not a JSON object: x"
 
 
 def _spec(name: str) -> PipelineSpec:
-    return PipelineSpec.from_mapping(
+    return parse_spec(
         {"name": name, "topics": [name], "key": ["id"], "columns": {"id": "text", "amount": "bigint"},
          "target_table": f"{name}.items", "max_dead_letter_ratio": 0.05},
         source=f"{name}.yaml",

@@ -37,6 +37,7 @@ from devstack import debezium, kafka_connect, registry
 from reprocess.core.errors import ReconciliationGap
 from reprocess.core.runs import RunKind, RunRequest
 from reprocess.core.spec import PipelineSpec
+from reprocess.core.spec_parse import read_spec
 from reprocess.operations.plan import plan_run
 from reprocess.operations.rebuild import swap_in
 from reprocess.postgres.commit import commit_run
@@ -84,7 +85,7 @@ def _spec(name: str, topic: str, encoding: str, by_lsn: bool = False, **settings
     raw.update(settings)
     path = Path(os.environ["REPROCESS_PIPELINES_DIR"]) / f"{name}.yaml"
     path.write_text(yaml.safe_dump(raw))
-    return PipelineSpec.from_file(path)
+    return read_spec(path)
 
 
 def _large(tag: str) -> str:

@@ -18,6 +18,7 @@ from sqlalchemy import text
 from reprocess.core.errors import OrderingError, StageRefusedError
 from reprocess.core.runs import RunRequest
 from reprocess.core.spec import PipelineSpec
+from reprocess.core.spec_parse import read_spec
 from reprocess.kafka import demo_data
 from reprocess.operations.plan import plan_run
 from reprocess.postgres.commit import commit_run
@@ -33,7 +34,7 @@ def _spec(tmp_path: Path, name: str, **extra: object) -> PipelineSpec:
            "target_table": f"{name}.items", **extra}  # fmt: skip
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(raw))
-    return PipelineSpec.from_file(path)
+    return read_spec(path)
 
 
 def _produce(kafka_config, topic: str, values: list[tuple[int, bytes]]) -> None:

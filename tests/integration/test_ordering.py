@@ -12,11 +12,12 @@ from typing import Any
 from sqlalchemy import text
 
 from reprocess.core.spec import PipelineSpec
+from reprocess.core.spec_parse import parse_spec
 from tests.integration.staging import Record, stage_and_commit
 
 
 def _spec(name: str, ordering: Any) -> PipelineSpec:
-    return PipelineSpec.from_mapping(
+    return parse_spec(
         {
             "name": name,
             "topics": [name],

@@ -26,7 +26,7 @@ from sqlalchemy import text
 
 from reprocess.core.errors import FencedRunError
 from reprocess.core.ranges import OffsetRange
-from reprocess.core.spec import PipelineSpec
+from reprocess.core.spec_parse import parse_spec
 from reprocess.postgres.commit import commit_run
 from reprocess.postgres.target import MARKERS_SCHEMA
 from tests.integration.staging import Record, mark_staged, plan_ranges, write_stage
@@ -71,7 +71,7 @@ class CommitProtocol(RuleBasedStateMachine):
         self.by_version = by_version
         self.log = data.draw(_log(by_version), label="log")
         ordering: Any = {"mode": "column", "column": "v"} if by_version else "offset"
-        self.spec = PipelineSpec.from_mapping(
+        self.spec = parse_spec(
             {"name": self.name, "topics": [self.name], "key": ["id"], "target_table": f"{self.name}.t",
              "columns": {"id": "text", "v": {"type": "bigint", "required": True}, "s": "text"},
              "ordering": ordering, "tombstones": "dead_letter" if by_version else "delete",

@@ -13,6 +13,7 @@ from sqlalchemy import text
 from reprocess.core.errors import ReconciliationGap
 from reprocess.core.ranges import OffsetRange
 from reprocess.core.spec import PipelineSpec
+from reprocess.core.spec_parse import parse_spec
 from reprocess.operations.reconcile import record_verdicts
 from reprocess.postgres.target import MARKERS_SCHEMA
 from tests.integration.staging import Record, stage_and_commit, write_stage
@@ -25,7 +26,7 @@ WINDOW = (datetime(2026, 11, 1, tzinfo=UTC), datetime(2026, 11, 2, tzinfo=UTC))
 def _spec(name: str, **extra: object) -> PipelineSpec:
     raw = {"name": name, "topics": [name], "key": ["id"], "columns": {"id": "text", "s": "text"},
            "target_table": f"{name}.items", **extra}  # fmt: skip
-    return PipelineSpec.from_mapping(raw, source=f"{name}.yaml")
+    return parse_spec(raw, source=f"{name}.yaml")
 
 
 def _check(engine, db_url, spec, check_id: str, records: list[Record], end: int) -> list[str]:

@@ -15,7 +15,9 @@ from sqlalchemy import text
 from reprocess.core.errors import OrderingError, SchemaChangeError, SpecError
 from reprocess.core.ranges import OffsetRange
 from reprocess.core.runs import RunKind, RunRequest
-from reprocess.core.spec import PipelineSpec, load_specs
+from reprocess.core.spec import PipelineSpec
+from reprocess.core.spec_catalog import load_specs
+from reprocess.core.spec_parse import parse_spec
 from reprocess.kafka import demo_data
 from reprocess.operations.plan import plan_run
 from reprocess.postgres.commit import commit_run
@@ -33,7 +35,7 @@ def _raw(name: str, **extra: object) -> dict[str, object]:
 
 
 def _spec(name: str, **extra: object) -> PipelineSpec:
-    return PipelineSpec.from_mapping(_raw(name, **extra), source=f"{name}.yaml")
+    return parse_spec(_raw(name, **extra), source=f"{name}.yaml")
 
 
 def _topic(kafka_config, topic: str, records: int) -> None:

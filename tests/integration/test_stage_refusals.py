@@ -21,6 +21,7 @@ import pytest
 
 from reprocess.core.runs import RunRequest
 from reprocess.core.spec import PipelineSpec
+from reprocess.core.spec_parse import parse_spec
 from reprocess.core.stage_rows import stage_columns
 from reprocess.operations.plan import plan_run
 from reprocess.postgres.commit import commit_run
@@ -44,7 +45,7 @@ BAD = {
 
 
 def _spec(name: str) -> PipelineSpec:
-    return PipelineSpec.from_mapping(
+    return parse_spec(
         {
             "name": name,
             "topics": [name],

@@ -15,6 +15,7 @@ from sqlalchemy import text
 
 from reprocess.core.runs import RunKind, RunRequest
 from reprocess.core.spec import PipelineSpec
+from reprocess.core.spec_parse import parse_spec
 from reprocess.operations.plan import plan_run
 from reprocess.postgres.commit import commit_run
 from reprocess.postgres.target import MARKERS_SCHEMA
@@ -23,7 +24,7 @@ from tests.integration.staging import Record, stage_and_commit
 
 
 def _spec(name: str) -> PipelineSpec:
-    return PipelineSpec.from_mapping(
+    return parse_spec(
         {"name": name, "topics": [name], "key": ["id"], "columns": {"id": "text", "s": "text"},
          "tombstones": "delete", "target_table": f"{name}.items"},
         source=f"{name}.yaml",

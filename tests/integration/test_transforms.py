@@ -23,6 +23,7 @@ from sqlalchemy import text
 from reprocess.core.errors import SpecError
 from reprocess.core.runs import RunRequest
 from reprocess.core.spec import PipelineSpec
+from reprocess.core.spec_parse import read_spec
 from reprocess.kafka import demo_data
 from reprocess.operations.plan import plan_run
 from reprocess.operations.summary import format_summary, run_summary
@@ -191,6 +192,6 @@ def test_spark_submit_reaches_the_transform_through_py_files(kafka_config, engin
 
 
 def test_the_example_spec_loads() -> None:
-    spec = PipelineSpec.from_file(SPEC)
+    spec = read_spec(SPEC)
     assert spec.value_fields == ("amount_cents",) and spec.transform is not None
     assert yaml.safe_load(SPEC.read_text())["where"] == spec.where

@@ -11,14 +11,13 @@ import pytest
 from reprocess.core.column_types import ColumnType, format_type, parse_type
 from reprocess.core.errors import SpecError
 from reprocess.core.spec import DecimalHandling, PipelineSpec
+from reprocess.core.spec_parse import parse_spec
 from reprocess.postgres.evolve import diff_schema
 from reprocess.postgres.target import create_target_sql
 
 
 def _spec(columns: dict[str, Any], **settings: Any) -> PipelineSpec:
-    return PipelineSpec.from_mapping(
-        {"name": "p", "topics": ["t"], "key": ["id"], "columns": {"id": "bigint", **columns}, **settings}
-    )
+    return parse_spec({"name": "p", "topics": ["t"], "key": ["id"], "columns": {"id": "bigint", **columns}, **settings})
 
 
 NEW_TYPES = {

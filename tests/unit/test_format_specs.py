@@ -9,7 +9,9 @@ from typing import Any
 import pytest
 
 from reprocess.core.errors import SpecError
-from reprocess.core.spec import Encoding, Format, PipelineSpec, TombstoneMode, load_specs
+from reprocess.core.spec import Encoding, Format, TombstoneMode
+from reprocess.core.spec_catalog import load_specs
+from reprocess.core.spec_parse import parse_spec
 from reprocess.core.stage_rows import LINKS, UNCHANGED, stage_columns
 from reprocess.formats import record_parts
 from reprocess.kafka.registry import client_config, registry_from_env
@@ -26,21 +28,21 @@ def _cdc(**overrides: Any) -> dict[str, Any]:
 
 
 def test_debezium_deletes_by_its_source_position_and_defaults_to_json():
-    spec = PipelineSpec.from_mapping(_cdc())
+    spec = parse_spec(_cdc())
     assert (spec.format, spec.encoding, spec.tombstones) == (Format.DEBEZIUM, Encoding.JSON, TombstoneMode.DELETE)
     assert not spec.needs_registry
-    assert PipelineSpec.from_mapping(_cdc(encoding="avro")).needs_registry
+    assert parse_spec(_cdc(encoding="avro")).needs_registry
 
 
 def test_the_fingerprint_changes_with_the_format_but_not_for_json_specs():
     json_spec = {"name": "p", "topics": ["t"], "key": ["id"], "columns": {"id": "text"}}
-    assert PipelineSpec.from_mapping(json_spec).fingerprint == PipelineSpec.from_mapping(
+    assert parse_spec(json_spec).fingerprint == parse_spec(
         {**json_spec, "format": "json"}).fingerprint  # fmt: skip
-    assert PipelineSpec.from_mapping(_cdc()).fingerprint != PipelineSpec.from_mapping(_cdc(encoding="avro")).fingerprint
+    assert parse_spec(_cdc()).fingerprint != parse_spec(_cdc(encoding="avro")).fingerprint
     # Debezium's own placeholder, written out or not, keeps the fingerprint; another one changes it.
-    default = PipelineSpec.from_mapping(_cdc(unavailable_value_placeholder="__debezium_unavailable_value"))
-    assert default.fingerprint == PipelineSpec.from_mapping(_cdc()).fingerprint
-    assert PipelineSpec.from_mapping(_cdc(unavailable_value_placeholder="<t>")).fingerprint != default.fingerprint
+    default = parse_spec(_cdc(unavailable_value_placeholder="__debezium_unavailable_value"))
+    assert default.fingerprint == parse_spec(_cdc()).fingerprint
+    assert parse_spec(_cdc(unavailable_value_placeholder="<t>")).fingerprint != default.fingerprint
 
 
 @pytest.mark.parametrize(
@@ -87,11 +89,11 @@ def test_the_fingerprint_changes_with_the_format_but_not_for_json_specs():
 )
 def test_format_mistakes_are_refused_with_the_field(raw, message):
     with pytest.raises(SpecError, match=message.replace("(", r"\(").replace("$", r"\$")):
-        PipelineSpec.from_mapping(raw, source="p.yaml")
+        parse_spec(raw, source="p.yaml")
 
 
 def test_columns_from_the_key_headers_and_metadata():
-    spec = PipelineSpec.from_mapping({"name": "p", "topics": ["t"], "key": ["id"], "columns": {
+    spec = parse_spec({"name": "p", "topics": ["t"], "key": ["id"], "columns": {
         "id": {"type": "bigint", "path": "$key.id"}, "kind": {"path": "$headers.event-type"},
         "at": {"type": "timestamptz", "path": "$timestamp"}, "p": {"type": "integer", "path": "$partition"},
         "k": {"path": "$key"}, "v": "text"}})  # fmt: skip
@@ -100,28 +102,28 @@ def test_columns_from_the_key_headers_and_metadata():
 
 
 def test_only_a_spec_that_reads_a_header_asks_the_read_for_headers():
-    plain = PipelineSpec.from_mapping({"name": "p", "topics": ["t"], "key": ["id"], "columns": {"id": "text"}})
-    in_expr = PipelineSpec.from_mapping({"name": "p", "topics": ["t"], "key": ["id"], "columns": {
+    plain = parse_spec({"name": "p", "topics": ["t"], "key": ["id"], "columns": {"id": "text"}})
+    in_expr = parse_spec({"name": "p", "topics": ["t"], "key": ["id"], "columns": {
         "id": "text", "tag": {"expr": "concat(id, `$headers.kind`)"}}})  # fmt: skip
     assert not record_parts.reads_headers(plain) and record_parts.reads_headers(in_expr)
 
 
 def test_expressions_read_record_and_envelope_parts_by_their_dollar_path():
-    cdc = PipelineSpec.from_mapping(_cdc(where="`$source.lsn` > 0 AND `$headers.kind` = 'x'", columns={
+    cdc = parse_spec(_cdc(where="`$source.lsn` > 0 AND `$headers.kind` = 'x'", columns={
         "id": "bigint", "v": "text", "lsn": {"type": "bigint", "path": "$source.lsn", "required": True},
         "tag": {"expr": "concat(v, `$key.id`)"}}))  # fmt: skip
     assert cdc.value_fields == ("$key.id", "$source.lsn", "$headers.kind")
     json_spec = {"name": "p", "topics": ["t"], "key": ["id"], "columns": {"id": "text"}, "where": "`$source.lsn` > 0"}
     with pytest.raises(SpecError, match=r"field 'where': '\$source.lsn' is a part of a Debezium envelope"):
-        PipelineSpec.from_mapping(json_spec, source="p.yaml")
+        parse_spec(json_spec, source="p.yaml")
 
 
 def test_only_a_debezium_rows_values_may_be_left_out_and_the_stage_lists_them():
-    cdc = PipelineSpec.from_mapping(_cdc(columns={"id": "bigint", "v": "text", "n": "numeric",
+    cdc = parse_spec(_cdc(columns={"id": "bigint", "v": "text", "n": "numeric",
         "lsn": {"type": "bigint", "path": "$source.lsn", "required": True}, "x": {"expr": "upper(v)"}}))  # fmt: skip
     assert cdc.unchanged_columns == ("v", "n", "x")  # not the key or an envelope part; an expr when its inputs are
     assert stage_columns(cdc)[-1 - len(LINKS) :] == [UNCHANGED, *LINKS]
-    json_spec = PipelineSpec.from_mapping({"name": "p", "topics": ["t"], "key": ["id"], "columns": {"id": "text"}})
+    json_spec = parse_spec({"name": "p", "topics": ["t"], "key": ["id"], "columns": {"id": "text"}})
     assert json_spec.unchanged_columns == () and UNCHANGED not in stage_columns(json_spec)
 
 
@@ -138,11 +140,11 @@ def test_the_example_specs_load():
 
 
 def test_validate_reads_the_registry_connection_from_the_environment(monkeypatch):
-    spec = PipelineSpec.from_mapping(_cdc(encoding="avro", schema_registry="my_registry"))
+    spec = parse_spec(_cdc(encoding="avro", schema_registry="my_registry"))
     monkeypatch.delenv("AIRFLOW_CONN_MY_REGISTRY", raising=False)
     assert registry_from_env(spec) is None
     monkeypatch.setenv("AIRFLOW_CONN_MY_REGISTRY", '{"conn_type": "http", "host": "http://r:1/apis/ccompat/v7", '
                        '"login": "u", "password": "p"}')  # fmt: skip
     expected = {"url": "http://r:1/apis/ccompat/v7", "basic.auth.user.info": "u:p", "timeout": 30}
     assert registry_from_env(spec) == expected
-    assert registry_from_env(PipelineSpec.from_mapping(_cdc())) is None  # JSON-encoded: no registry
+    assert registry_from_env(parse_spec(_cdc())) is None  # JSON-encoded: no registry

@@ -11,9 +11,9 @@ from reprocess.core.errors import DataLossError, SpecError
 from reprocess.core.ranges import OffsetRange, PartitionSnapshot, TopicPartition
 from reprocess.core.resolve import resolve
 from reprocess.core.runs import EndMode, LostRange, RunKind, RunRequest, StartMode
-from reprocess.core.spec import PipelineSpec
+from reprocess.core.spec_parse import parse_spec
 
-SPEC = PipelineSpec.from_mapping(
+SPEC = parse_spec(
     {"name": "p", "topics": ["t", "u"], "key": ["id"], "target_table": "public.p",
      "columns": {"id": "text", "v": {"type": "bigint", "required": True}},
      "ordering": {"mode": "column", "column": "v"}}

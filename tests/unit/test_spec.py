@@ -11,7 +11,9 @@ import yaml
 
 from reprocess.core.errors import SpecError
 from reprocess.core.ordering import Ordering, OrderingMode
-from reprocess.core.spec import ColumnType, PipelineSpec, load_specs
+from reprocess.core.spec import ColumnType
+from reprocess.core.spec_catalog import load_specs
+from reprocess.core.spec_parse import parse_spec, read_spec
 
 ORDERS_YAML = Path(__file__).resolve().parents[2] / "pipelines" / "orders.yaml"
 
@@ -29,7 +31,7 @@ def write_spec(directory: Path, raw: dict[str, Any], filename: str = "spec.yaml"
 
 
 def test_orders_yaml_loads_into_a_typed_spec():
-    spec = PipelineSpec.from_file(ORDERS_YAML)
+    spec = read_spec(ORDERS_YAML)
     assert spec.name == "orders"
     assert spec.topics == ("orders",)
     assert spec.consumer_group == "reprocess-orders"
@@ -46,12 +48,12 @@ def test_orders_yaml_loads_into_a_typed_spec():
 
 
 def test_key_columns_are_always_required():
-    spec = PipelineSpec.from_mapping(orders_raw(columns={"order_id": {"type": "text", "required": False}}))
+    spec = parse_spec(orders_raw(columns={"order_id": {"type": "text", "required": False}}))
     assert spec.columns[0].required
 
 
 def test_column_ordering_names_its_column():
-    spec = PipelineSpec.from_mapping(orders_raw(ordering={"mode": "column", "column": "updated_at"}))
+    spec = parse_spec(orders_raw(ordering={"mode": "column", "column": "updated_at"}))
     assert spec.ordering == Ordering(OrderingMode.COLUMN, "updated_at")
     assert spec.ordering.fields == ("updated_at", "_kafka_topic", "_kafka_partition", "_kafka_offset")
 
@@ -117,7 +119,7 @@ def test_column_ordering_names_its_column():
 def test_spec_error_names_the_file_and_the_field(tmp_path, overrides, field, problem):
     path = write_spec(tmp_path, orders_raw(**overrides))
     with pytest.raises(SpecError) as caught:
-        PipelineSpec.from_file(path)
+        read_spec(path)
     message = str(caught.value)
     assert message.startswith(f"{path}: field '{field}': "), message
     assert problem in message
@@ -126,21 +128,21 @@ def test_spec_error_names_the_file_and_the_field(tmp_path, overrides, field, pro
 def test_lineage_column_names_are_reserved(tmp_path):
     path = write_spec(tmp_path, orders_raw(columns={"order_id": "text", "_kafka_offset": "bigint"}))
     with pytest.raises(SpecError, match=re.escape(f"{path}: field 'columns._kafka_offset': names starting with")):
-        PipelineSpec.from_file(path)
+        read_spec(path)
 
 
 def test_invalid_yaml_names_the_file(tmp_path):
     path = tmp_path / "broken.yaml"
     path.write_text("name: [unclosed\n")
     with pytest.raises(SpecError, match=re.escape(f"{path}: not valid YAML")):
-        PipelineSpec.from_file(path)
+        read_spec(path)
 
 
 def test_a_spec_that_is_not_a_mapping_names_the_file(tmp_path):
     path = tmp_path / "list.yaml"
     path.write_text("- orders\n")
     with pytest.raises(SpecError, match=re.escape(f"{path}: a pipeline spec must be a mapping")):
-        PipelineSpec.from_file(path)
+        read_spec(path)
 
 
 def test_load_specs_returns_every_spec_sorted_by_file(tmp_path):
@@ -159,7 +161,7 @@ def test_load_specs_refuses_two_files_with_the_same_pipeline_name(tmp_path):
 
 
 def test_the_default_folder_of_specs_is_the_repositorys_pipelines_folder(monkeypatch):
-    from reprocess.core.spec import pipelines_dir
+    from reprocess.core.spec_catalog import pipelines_dir
 
     monkeypatch.delenv("REPROCESS_PIPELINES_DIR", raising=False)
     assert pipelines_dir() == Path(__file__).resolve().parents[2] / "pipelines"
@@ -178,4 +180,4 @@ def test_load_specs_refuses_two_specs_with_one_target_table(tmp_path):
 
 def test_a_bookkeeping_schema_is_never_a_target():
     with pytest.raises(SpecError, match="'reprocess_deleted' holds the pipelines' bookkeeping"):
-        PipelineSpec.from_mapping(orders_raw(target_table="reprocess_deleted.orders"))
+        parse_spec(orders_raw(target_table="reprocess_deleted.orders"))

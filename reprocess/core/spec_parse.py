@@ -1,0 +1,296 @@
+"""Reading a pipeline spec: a spec file's YAML, or a mapping, into a :class:`PipelineSpec`.
+
+Every problem raises :class:`SpecError` naming the file and the field, which Airflow shows as a
+DAG import error. The keys a file may have and their defaults come from the model
+(:data:`reprocess.core.spec.SPEC_FIELDS`, :data:`reprocess.core.spec.SPEC_DEFAULTS`); the JSON
+Schema shipped for editors (:func:`spec_schema`) declares the same.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Collection, Mapping
+from pathlib import Path
+from typing import Any, Final
+
+import yaml
+
+from reprocess.core.column_types import DecimalHandling, parse_type
+from reprocess.core.derive import parse_transform, value_fields
+from reprocess.core.errors import SpecError
+from reprocess.core.formats import Encoding, Format, path_problem
+from reprocess.core.ordering import Ordering
+from reprocess.core.spec import SPEC_DEFAULTS, SPEC_FIELDS, ColumnSpec, PipelineSpec, TombstoneMode
+
+SCHEMA_FILE: Final = "spec.schema.json"
+# The bookkeeping schemas (runs and ledger, stages, deletion markers): never a pipeline's target.
+RESERVED_SCHEMAS: Final = frozenset({"reprocess", "reprocess_stage", "reprocess_deleted"})
+_IDENT: Final = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+
+
+def read_spec(path: Path) -> PipelineSpec:
+    """The spec in a YAML file."""
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise SpecError(f"{path}: not valid YAML: {exc}") from exc
+    return parse_spec(raw, source=str(path))
+
+
+def parse_spec(raw: object, source: str = "<spec>") -> PipelineSpec:
+    """The spec a YAML mapping declares; ``source`` names it in the errors (the file's path)."""
+    return _SpecParser(source).parse(raw)
+
+
+def spec_schema() -> dict[str, Any]:
+    """The JSON Schema of a spec file (``reprocess/core/spec.schema.json`` in the installed package)."""
+    import json
+    from importlib.resources import files
+
+    return dict(json.loads((files("reprocess.core") / SCHEMA_FILE).read_text()))
+
+
+class _SpecParser:
+    """Turns a YAML mapping into a spec; each error names the file and the field."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.paths: dict[str, str] = {}
+
+    def fail(self, field_name: str, problem: str) -> SpecError:
+        return SpecError(f"{self.source}: field '{field_name}': {problem}")
+
+    def ident(self, value: object, field_name: str) -> str:
+        if not isinstance(value, str) or not _IDENT.match(value):
+            raise self.fail(field_name, f"{value!r} is not a lowercase SQL identifier ([a-z_][a-z0-9_]*)")
+        return value
+
+    def positive_int(self, raw: Mapping[str, Any], name: str) -> int:
+        value = raw.get(name, SPEC_DEFAULTS[name])
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise self.fail(name, f"must be a positive integer, got {value!r}")
+        return value
+
+    def parse(self, raw: object) -> PipelineSpec:
+        if not isinstance(raw, Mapping):
+            raise SpecError(f"{self.source}: a pipeline spec must be a mapping, got {type(raw).__name__}")
+        unknown = sorted(map(str, set(raw) - SPEC_FIELDS))
+        if unknown:
+            raise self.fail(unknown[0], f"unknown field (allowed: {', '.join(sorted(SPEC_FIELDS))})")
+        fmt, encoding = self.format(raw)
+        name = self.ident(raw.get("name"), "name")
+        topics = raw.get("topics")
+        if not isinstance(topics, list) or not topics or not all(isinstance(t, str) and t for t in topics):
+            raise self.fail("topics", f"must be a non-empty list of topic names, got {topics!r}")
+        columns = self.columns(raw.get("columns"), fmt)
+        self.paths = {c.name: c.path for c in columns}
+        names = {c.name for c in columns}
+        key = raw.get("key")
+        if isinstance(key, str):
+            key = [key]
+        if not isinstance(key, list) or not key or not all(k in names for k in key):
+            raise self.fail("key", f"must list one or more of the columns {sorted(names)}, got {key!r}")
+        columns = tuple(c.with_required() if c.name in key else c for c in columns)
+        ordering = Ordering.parse(
+            raw.get("ordering", SPEC_DEFAULTS["ordering"]),
+            required={c.name: c.required for c in columns},
+            topics=topics,
+            fail=self.fail,
+        )
+        schema, _, table = str(raw.get("target_table", f"public.{name}")).rpartition(".")
+        if schema in RESERVED_SCHEMAS:
+            raise self.fail("target_table", f"schema {schema!r} holds the pipelines' bookkeeping; use another schema")
+        ratio = raw.get("max_dead_letter_ratio", SPEC_DEFAULTS["max_dead_letter_ratio"])
+        if isinstance(ratio, bool) or not isinstance(ratio, int | float) or not 0 <= ratio <= 1:
+            raise self.fail("max_dead_letter_ratio", f"must be a number in [0, 1], got {ratio!r}")
+        reconcile = raw.get("reconcile", {}) or {}
+        if not isinstance(reconcile, Mapping):
+            raise self.fail("reconcile", "must be a mapping with 'cron' and 'auto_heal'")
+        group = raw.get("consumer_group", f"reprocess-{name}")
+        if not isinstance(group, str) or not group:
+            raise self.fail("consumer_group", f"must be a non-empty string, got {group!r}")
+        schedule = raw.get("schedule")
+        if schedule is not None and not isinstance(schedule, str):
+            raise self.fail("schedule", f"must be a cron string or preset like '@hourly', got {schedule!r}")
+        default = TombstoneMode.DELETE if fmt is Format.DEBEZIUM else SPEC_DEFAULTS["tombstones"]
+        tombstones = self.tombstones(raw.get("tombstones", default), ordering, fmt)
+        where, fields = self.derivations(
+            columns, raw.get("where"), key if tombstones is TombstoneMode.DELETE else (), fmt
+        )
+        return PipelineSpec(
+            name=name,
+            topics=tuple(topics),
+            consumer_group=group,
+            key=tuple(key),
+            columns=columns,
+            target_schema=self.ident(schema or "public", "target_table"),
+            target_table=self.ident(table, "target_table"),
+            ordering=ordering,
+            format=fmt,
+            encoding=encoding,
+            schema_registry=self.registry(raw),
+            unavailable_value_placeholder=self.placeholder(raw, fmt),
+            decimal_handling=self.decimal_handling(raw, fmt),
+            tombstones=tombstones,
+            batch_size=self.positive_int(raw, "batch_size"),
+            max_record_bytes=self.positive_int(raw, "max_record_bytes"),
+            max_dead_letter_ratio=float(ratio),
+            schedule=schedule,
+            reconcile_cron=str(reconcile.get("cron", SPEC_DEFAULTS["reconcile.cron"])),
+            auto_heal=bool(reconcile.get("auto_heal", SPEC_DEFAULTS["reconcile.auto_heal"])),
+            owner=str(raw.get("owner", SPEC_DEFAULTS["owner"])),
+            description=str(raw.get("description") or SPEC_DEFAULTS["description"]).strip(),
+            source_file=self.source,
+            tags=self.tags(raw.get("tags")),
+            where=where,
+            transform=parse_transform(raw.get("transform"), raw.get("transform_version"), self.fail),
+            value_fields=fields,
+        )
+
+    def derivations(
+        self, columns: tuple[ColumnSpec, ...], where: object, tombstone_key: Collection[str], fmt: Format
+    ) -> tuple[str | None, tuple[str, ...]]:
+        """Check every ``expr`` and the ``where`` predicate (core.derive); returns the predicate and
+        the value paths they read. An expression reads path-mapped columns, not other expressions
+        (one evaluation step); a tombstone has no value, so its key columns cannot be derived."""
+        plain = {c.name for c in columns if c.expr is None}
+        check = functools.partial(path_problem, fmt=fmt)
+        fields: list[str] = []
+        for c in columns:
+            if c.expr is None:
+                continue
+            if c.name in tombstone_key:
+                problem = "a key column of 'tombstones: delete' needs a path: a tombstone has no value to evaluate on"
+                raise self.fail(f"columns.{c.name}.expr", f"{problem}; map it by path (from the Kafka key)")
+            found = value_fields(c.expr, plain, functools.partial(self.fail, f"columns.{c.name}.expr"), check)
+            derived = [f for f in found if f.split(".")[0] in {d.name for d in columns}]
+            if derived:
+                problem = f"reads {derived[0]!r}, itself an expr column: an expr reads path-mapped columns"
+                raise self.fail(f"columns.{c.name}.expr", f"{problem} and value fields (repeat that expression)")
+            fields += [f for f in found if f not in fields]
+        if where is not None:
+            found = value_fields(where, {c.name for c in columns}, functools.partial(self.fail, "where"), check)
+            fields += [f for f in found if f not in fields]
+            where = str(where)
+        return where, tuple(fields)
+
+    def format(self, raw: Mapping[str, Any]) -> tuple[Format, Encoding]:
+        try:
+            fmt = Format(str(raw.get("format", SPEC_DEFAULTS["format"])))
+        except ValueError:
+            allowed = ", ".join(f.value for f in Format)
+            raise self.fail("format", f"{raw.get('format')!r} is not one of: {allowed}") from None
+        if "encoding" in raw and fmt is not Format.DEBEZIUM:
+            raise self.fail("encoding", f"only a debezium pipeline chooses its encoding; format {fmt.value} has one")
+        default = Encoding.AVRO if fmt is Format.AVRO else SPEC_DEFAULTS["encoding"]
+        try:
+            encoding = Encoding(str(raw.get("encoding", default)))
+        except ValueError:
+            raise self.fail("encoding", f"{raw.get('encoding')!r} is not 'json' or 'avro'") from None
+        return fmt, encoding
+
+    def placeholder(self, raw: Mapping[str, Any], fmt: Format) -> str:
+        """The text that marks a value the connector left out (its ``unavailable.value.placeholder``)."""
+        if "unavailable_value_placeholder" not in raw:
+            return str(SPEC_DEFAULTS["unavailable_value_placeholder"])
+        value = raw["unavailable_value_placeholder"]
+        if fmt is not Format.DEBEZIUM:
+            raise self.fail("unavailable_value_placeholder", f"only a debezium pipeline has one; format {fmt.value}")
+        if not isinstance(value, str) or not value:
+            raise self.fail(
+                "unavailable_value_placeholder",
+                f"must be the connector's unavailable.value.placeholder text, got {value!r}",
+            )
+        return value
+
+    def decimal_handling(self, raw: Mapping[str, Any], fmt: Format) -> DecimalHandling:
+        """How the connector writes a numeric (its ``decimal.handling.mode``): under the JSON
+        converter a ``precise`` decimal is base64 bytes that cannot be told from a ``string`` one by
+        its text, so the spec says which (Avro's schema says it itself)."""
+        if "decimal_handling_mode" not in raw:
+            return DecimalHandling(SPEC_DEFAULTS["decimal_handling_mode"])
+        if fmt is not Format.DEBEZIUM:
+            raise self.fail("decimal_handling_mode", f"only a debezium pipeline has one; format {fmt.value}")
+        try:
+            return DecimalHandling(str(raw["decimal_handling_mode"]))
+        except ValueError:
+            raise self.fail(
+                "decimal_handling_mode",
+                f"{raw['decimal_handling_mode']!r} is not 'string' (also reads 'double') or 'precise': "
+                "copy the connector's decimal.handling.mode",
+            ) from None
+
+    def registry(self, raw: Mapping[str, Any]) -> str:
+        conn_id = raw.get("schema_registry", SPEC_DEFAULTS["schema_registry"])
+        if not isinstance(conn_id, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", conn_id):
+            raise self.fail("schema_registry", f"must name an Airflow connection, got {conn_id!r}")
+        return conn_id
+
+    def tombstones(self, raw: object, ordering: Ordering, fmt: Format) -> TombstoneMode:
+        """A tombstone has no payload, so it carries no version: it can only be ordered by its
+        place in its partition's log. Under column ordering that place says nothing about the
+        versions on other partitions, so ``delete`` needs offset ordering.
+
+        Debezium is the exception: its delete event (``op: d``) carries the source position
+        the pipeline orders by, and the Kafka tombstone after it is only for compaction
+        (:mod:`reprocess.formats.debezium`), so deletes order by that position."""
+        try:
+            mode = TombstoneMode(str(raw))
+        except ValueError:
+            raise self.fail("tombstones", f"{raw!r} is not 'dead_letter' or 'delete'") from None
+        if fmt is Format.DEBEZIUM and mode is not TombstoneMode.DELETE:
+            raise self.fail("tombstones", "a debezium pipeline deletes on op d and tombstones: use 'delete'")
+        if fmt is Format.DEBEZIUM and ordering.column is not None and not self.paths[ordering.column].startswith("$"):
+            raise self.fail(
+                "ordering.column",
+                f"a debezium pipeline's deletes carry no row to read {ordering.column!r} from: order it by offset "
+                "(the default, as Debezium's own sinks do; a key's changes stay in order on its partition), or map "
+                f"{ordering.column!r} to a commit-ordered envelope path ($...)",
+            )
+        if mode is TombstoneMode.DELETE and ordering.column is not None and fmt is not Format.DEBEZIUM:
+            raise self.fail(
+                "tombstones",
+                f"'delete' needs ordering: offset; this pipeline orders by {ordering.column!r}, and a tombstone "
+                "(null value) has no version to compare, so an older version could resurrect the key or a newer "
+                "one be deleted. Order the pipeline by offset to delete on tombstones, or keep them as dead letters",
+            )
+        return mode
+
+    def tags(self, raw: object) -> tuple[str, ...]:
+        if raw is None:
+            return ()
+        if isinstance(raw, str):
+            return (raw,)
+        if not isinstance(raw, list):
+            raise self.fail("tags", f"must be a list of strings, got {raw!r}")
+        return tuple(str(t) for t in raw)
+
+    def columns(self, raw: object, fmt: Format) -> tuple[ColumnSpec, ...]:
+        if not isinstance(raw, Mapping) or not raw:
+            raise self.fail("columns", "must map column name → {type, path, required}")
+        out = []
+        for col_name, col in raw.items():
+            where = f"columns.{col_name}"
+            self.ident(col_name, where)
+            if col_name.startswith("_kafka") or col_name == "_run_id":
+                raise self.fail(where, "names starting with _kafka and _run_id are lineage columns")
+            col = {"type": col} if isinstance(col, str) else col
+            if not isinstance(col, Mapping):
+                raise self.fail(where, f"must be a type name or a mapping, got {col!r}")
+            parsed = parse_type(col.get("type", "text"))
+            if isinstance(parsed, str):
+                raise self.fail(f"{where}.type", parsed)
+            col_type, numeric = parsed
+            expr = col.get("expr")
+            if expr is not None and "path" in col:
+                raise self.fail(f"{where}.expr", "a column takes its value from 'path' or from 'expr', not both")
+            path = self.path(col.get("path", col_name), f"{where}.path", fmt)
+            out.append(ColumnSpec(col_name, col_type, path, bool(col.get("required", False)), expr, numeric))
+        return tuple(out)
+
+    def path(self, path: object, where: str, fmt: Format) -> str:
+        problem = path_problem(path, fmt)
+        if problem is not None:
+            raise self.fail(where, problem)
+        return str(path)
