@@ -33,7 +33,7 @@ from confluent_kafka import KafkaException
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import OperationalError
 
-from reprocess.core.errors import ReprocessError
+from reprocess.core.errors import ConnectionConfigError, ReprocessError
 from reprocess.core.spec import pipeline_dag_id
 from reprocess.core.spec_catalog import pipelines_dir
 from reprocess.kafka import demo_data
@@ -57,15 +57,11 @@ APP_DB_ENV: Final = "AIRFLOW_CONN_REPROCESS_DB"
 SPARK_POOL_SLOTS: Final = 2  # the default size of Airflow's ``spark`` pool: see prepare_airflow
 
 
-class Unreachable(Exception):
-    """A setting is missing or a service did not answer; the message says which and what to set."""
-
-
 def app_db_url() -> str:
     """The app database, from the environment form of Airflow's ``reprocess_db`` connection."""
     url = os.environ.get(APP_DB_ENV)
     if not url:
-        raise Unreachable(
+        raise ConnectionConfigError(
             f"{APP_DB_ENV} is not set: export it as the app database's URL "
             "(postgresql://USER:PASSWORD@HOST:PORT/DB, the reprocess_db connection), or `source scripts/env.sh`"
         )
@@ -403,10 +399,12 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     try:
         return _dispatch(args)
+    except (ConnectionConfigError, OperationalError, KafkaException) as exc:
+        print(f"reprocess {args.command}: {exc}", file=sys.stderr)
+        return EXIT_UNREACHABLE
     except ReprocessError as exc:
         print(f"reprocess {args.command}: {exc}", file=sys.stderr)
         return EXIT_FOUND
-    except (Unreachable, OperationalError, KafkaException) as exc:
         print(f"reprocess {args.command}: {exc}", file=sys.stderr)
         return EXIT_UNREACHABLE
 

@@ -10,7 +10,7 @@ from typing import Any, Final
 from airflow.sdk import Connection, ExceptionRetryPolicy, Param, RetryAction, RetryRule
 
 from reprocess.airflow.spark_task import SPARK_CONN_ID, SparkJobOperator
-from reprocess.core.errors import DataLossError, FencedRunError, ReconciliationGap, SpecError
+from reprocess.core.errors import ConnectionConfigError, DataLossError, FencedRunError, ReconciliationGap, SpecError
 from reprocess.core.spec import PipelineSpec
 
 log = logging.getLogger(__name__)
@@ -20,10 +20,11 @@ KAFKA_CONN_ID: Final = "kafka_default"
 SPARK_POOL: Final = "spark"
 SAMPLE_PER_PARTITION: Final = 100  # records the dry run decodes per partition (reprocess validate's default)
 
-# Validation and fencing errors fail at once: retrying cannot change the answer.
+# Validation, connection and fencing errors fail at once: retrying cannot change the answer.
 RETRY_POLICY: Final = ExceptionRetryPolicy(
     rules=[
         RetryRule(exception=SpecError, action=RetryAction.FAIL, reason="invalid request or spec"),
+        RetryRule(exception=ConnectionConfigError, action=RetryAction.FAIL, reason="a connection needs setting"),
         RetryRule(exception=DataLossError, action=RetryAction.FAIL, reason="data loss needs a decision"),
         RetryRule(exception=FencedRunError, action=RetryAction.FAIL, reason="fenced by another run"),
         RetryRule(exception=ReconciliationGap, action=RetryAction.FAIL, reason="a gap needs a backfill, not a retry"),
@@ -32,7 +33,7 @@ RETRY_POLICY: Final = ExceptionRetryPolicy(
 
 
 def default_args(spec: PipelineSpec) -> dict[str, Any]:
-    """Retries with backoff; validation, fencing and data-loss errors are never retried."""
+    """Retries with backoff; validation, connection, fencing and data-loss errors are never retried."""
     return {
         "owner": spec.owner,
         "retries": 2,
@@ -56,7 +57,7 @@ def kafka_config() -> dict[str, Any]:
     """The Kafka client config from the ``kafka_default`` connection's extra."""
     config = dict(Connection.get(KAFKA_CONN_ID).extra_dejson)
     if not config.get("bootstrap.servers"):
-        raise SpecError(f"connection {KAFKA_CONN_ID} must set 'bootstrap.servers' in its extra")
+        raise ConnectionConfigError(f"connection {KAFKA_CONN_ID} must set 'bootstrap.servers' in its extra")
     return config
 
 

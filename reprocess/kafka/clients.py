@@ -11,7 +11,7 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from reprocess.core.errors import SpecError
+from reprocess.core.errors import ConnectionConfigError
 
 if TYPE_CHECKING:
     from confluent_kafka import Consumer, Producer
@@ -26,7 +26,9 @@ def config_from_env() -> dict[str, Any]:
     """The Kafka config from ``AIRFLOW_CONN_KAFKA_DEFAULT`` (JSON form), as tasks see it."""
     raw = os.environ.get("AIRFLOW_CONN_KAFKA_DEFAULT")
     if not raw:
-        raise SpecError("AIRFLOW_CONN_KAFKA_DEFAULT is not set; source scripts/env.sh or define the connection")
+        raise ConnectionConfigError(
+            "AIRFLOW_CONN_KAFKA_DEFAULT is not set; source scripts/env.sh or define the connection"
+        )
     return dict(json.loads(raw).get("extra", {}))
 
 
@@ -38,7 +40,7 @@ def librdkafka_config(config: KafkaConfig) -> dict[str, Any]:
 
 def _require_bootstrap(config: KafkaConfig) -> None:
     if not config.get("bootstrap.servers"):
-        raise SpecError("Kafka config must set 'bootstrap.servers' (connection extra of kafka_default)")
+        raise ConnectionConfigError("Kafka config must set 'bootstrap.servers' (connection extra of kafka_default)")
 
 
 def make_consumer(config: KafkaConfig) -> Consumer:

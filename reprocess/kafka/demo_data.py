@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+from reprocess.core.errors import ProduceError
 from reprocess.kafka.clients import make_admin, make_producer
 
 log = logging.getLogger(__name__)
@@ -130,8 +131,10 @@ def wait_for_markers(kafka: Mapping[str, Any], topic: str, ends: Mapping[int, in
         for part, end in ends.items():
             while consumer.get_watermark_offsets(TopicPartition(topic, part), timeout=10, cached=False)[1] < end:
                 if time.monotonic() > deadline:
-                    raise RuntimeError(
-                        f"{topic}[{part}]: the commit marker at {end - 1} was not written in {timeout_s}s"
+                    raise ProduceError(
+                        f"{topic}[{part}]: the commit marker at {end - 1} was not written in {timeout_s}s",
+                        topic=topic,
+                        partition=part,
                     )
                 time.sleep(0.02)
     finally:
@@ -205,7 +208,7 @@ def produce(
             send(plain, f"bad-{j}", bad, len(events) + j, partition=j % partitions)
         plain.flush()
         if errors:
-            raise RuntimeError(f"{len(errors)} messages failed delivery, first: {errors[0]}")
+            raise ProduceError(f"{len(errors)} messages failed delivery, first: {errors[0]}", topic=topic)
         produced.messages.sort()
         return produced
     finally:

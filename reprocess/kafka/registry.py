@@ -14,7 +14,7 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from reprocess.core.errors import ReprocessError, SpecError
+from reprocess.core.errors import ConnectionConfigError, RegistryError, SpecError
 from reprocess.core.spec import PipelineSpec
 
 # Keys of the connection's extra passed to the client as they are (TLS and timeouts).
@@ -33,10 +33,6 @@ DEFAULT_TIMEOUT_S: Final = 30
 SUBJECTS_BY_TOPIC: Final[Mapping[str, str]] = {"subject.name.strategy.type": "TOPIC"}
 
 
-class RegistryError(ReprocessError):
-    """The Schema Registry could not be reached or failed to answer; a retry may succeed."""
-
-
 def client_config(raw: str | Mapping[str, Any]) -> dict[str, Any]:
     """The ``SchemaRegistryClient`` config from a connection rendered as JSON: ``url`` (the
     connection's host, a full URL), ``login``/``password`` (basic auth) and ``extra`` (TLS files,
@@ -52,7 +48,7 @@ def client_config(raw: str | Mapping[str, Any]) -> dict[str, Any]:
     conn = json.loads(raw) if isinstance(raw, str) else dict(raw)
     url = conn.get("url")
     if not url or not str(url).startswith(("http://", "https://")):
-        raise SpecError(
+        raise ConnectionConfigError(
             f"the Schema Registry connection must set its host to the registry's URL (http:// or https://), got "
             f'{url!r}; e.g. AIRFLOW_CONN_SCHEMA_REGISTRY_DEFAULT=\'{{"conn_type": "http", "host": '
             '"https://registry:8081"}\''

@@ -20,7 +20,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-from reprocess.core.errors import SpecError
+from reprocess.core.errors import ConnectionConfigError, SpecError
 from reprocess.core.ranges import OffsetRange, offsets_json
 from reprocess.kafka.clients import JAVA_PREFIX
 
@@ -79,7 +79,7 @@ POLL_TIMEOUT_MS: Final = "60000"
 def _jaas(mechanism: str, username: str, password: str) -> str:
     module = _JAAS_MODULES.get(mechanism.upper())
     if module is None:
-        raise SpecError(
+        raise ConnectionConfigError(
             f"kafka_default: sasl.username/sasl.password with sasl.mechanism {mechanism!r} cannot be given to "
             f"Spark's Kafka source; use {', '.join(_JAAS_MODULES)} or set 'java.sasl.jaas.config' in the "
             "connection's extra"
@@ -105,7 +105,7 @@ def java_client_config(config: Mapping[str, Any]) -> dict[str, str]:
     ... # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    reprocess.core.errors.SpecError: kafka_default: 'enable.ssl.certificate.verification' is a librdkafka setting ...
+    reprocess.core.errors.ConnectionConfigError: kafka_default: 'enable.ssl.certificate.verification' is a ...
     """
     out: dict[str, str] = {}
     java_only: dict[str, str] = {}
@@ -124,7 +124,7 @@ def java_client_config(config: Mapping[str, Any]) -> dict[str, str]:
         elif key in ("sasl.username", "sasl.password") or key in NOT_FOR_THE_READER:
             continue
         else:
-            raise SpecError(
+            raise ConnectionConfigError(
                 f"kafka_default: {key!r} is a librdkafka setting that Spark's Kafka source (the Java client) has "
                 f"no known equivalent for. Remove it from the connection's extra, or add the Java client's own "
                 f"setting as '{JAVA_PREFIX}<name>' (given to Spark's reader only; "
@@ -135,7 +135,7 @@ def java_client_config(config: Mapping[str, Any]) -> dict[str, str]:
         out["sasl.jaas.config"] = _jaas(mechanism, str(config.get("sasl.username", "")),
                                         str(config.get("sasl.password", "")))  # fmt: skip
     if "bootstrap.servers" not in out:
-        raise SpecError("Kafka config must set 'bootstrap.servers' (connection extra of kafka_default)")
+        raise ConnectionConfigError("Kafka config must set 'bootstrap.servers' (connection extra of kafka_default)")
     return {**out, **java_only}
 
 

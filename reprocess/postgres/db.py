@@ -11,6 +11,8 @@ from typing import Any, Final
 import psycopg2.extensions
 from sqlalchemy import Connection, Engine, create_engine, text
 
+from reprocess.core.errors import QueryResultError
+
 log = logging.getLogger(__name__)
 
 # Package data: the migrations travel inside the wheel, found wherever the package is installed.
@@ -71,5 +73,5 @@ def one_row(cur: psycopg2.extensions.cursor) -> tuple[Any, ...]:
     """The row of a query that always returns exactly one (an aggregate, ``to_regclass``)."""
     row = cur.fetchone()
     if row is None:
-        raise RuntimeError(f"expected one row from {cur.query!r}, got none")
+        raise QueryResultError(f"expected one row from {cur.query!r}, got none")
     return row

@@ -17,6 +17,7 @@ import psycopg2
 from psycopg2 import sql
 from sqlalchemy import Engine, text
 
+from reprocess.core.errors import StageLostError
 from reprocess.core.names import parent_run_id
 from reprocess.core.spec import PipelineSpec
 from reprocess.core.stage_rows import DEAD, FILTERED, LINKS, MOVED, ROW, TOMBSTONE, UNCHANGED, stage_columns
@@ -74,7 +75,9 @@ def create_stage(conn: PgConnection, spec: PipelineSpec, run_id: str, *, check: 
             cur.execute(sql.SQL("COMMENT ON TABLE {} IS {}").format(table, sql.Literal(CHECK_COMMENT + run_id)))
         oid = stage_oid(cur, f"{STAGE_SCHEMA}.{spec.stage_table(run_id)}")
     if oid is None:
-        raise RuntimeError(f"{spec.name}: run {run_id}'s stage is missing right after its creation")
+        raise StageLostError(
+            f"{spec.name}: run {run_id}'s stage is missing right after its creation", pipeline=spec.name, run_id=run_id
+        )
     return oid
 
 

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Final
 import psycopg2
 from psycopg2 import sql
 
+from reprocess.core.errors import StaleStageTask
 from reprocess.postgres.refused import IsolatingCopy
 
 if TYPE_CHECKING:
@@ -119,10 +120,6 @@ def write_task(
         return TaskWrite(task, attempt, rows, attempt)
     finally:
         conn.close()
-
-
-class StaleStageTask(RuntimeError):
-    """A task attempt of an older job found the stage gone or re-created: nothing was written."""
 
 
 def stage_oid(cur: Any, table: str) -> int | None:

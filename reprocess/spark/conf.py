@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
+from reprocess.core.errors import SparkSetupError
 from reprocess.spark.entry_points import WARMUP, app_path
 
 CLASS_ARCHIVE_ENV: Final = "REPROCESS_SPARK_CLASS_ARCHIVE"
@@ -101,7 +102,7 @@ def source_jars() -> list[str]:
         path = Path(item)
         jars = sorted(str(j) for j in path.glob("*.jar")) if path.is_dir() else [str(path)]
         if not jars or not all(Path(j).is_file() for j in jars):
-            raise RuntimeError(f"${JARS_ENV} names {item}, which holds no jar: run `make install` (it fetches them)")
+            raise SparkSetupError(f"${JARS_ENV} names {item}, which holds no jar: run `make install` (it fetches them)")
         found += jars
     return found
 
@@ -173,7 +174,7 @@ def build_class_archive(archive: Path, spec_file: Path) -> bool:
     started = time.monotonic()
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0 or not partial.exists():
-        raise RuntimeError(
+        raise SparkSetupError(
             f"building the Spark class archive failed ({out.returncode}):\n{(out.stdout + out.stderr)[-3000:]}"
         )
     partial.replace(archive)  # atomic: a run never sees half an archive

@@ -23,10 +23,10 @@ from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from sqlalchemy import text
 
+from reprocess.core.errors import RegistryError
 from reprocess.core.runs import RunRequest
 from reprocess.core.spec import PipelineSpec
 from reprocess.core.spec_parse import read_spec
-from reprocess.kafka.registry import RegistryError
 from reprocess.operations.plan import plan_run
 from reprocess.postgres.commit import commit_run
 from tests.integration.helpers import run_spark_stage

@@ -34,6 +34,7 @@ import pytest
 from sqlalchemy import text
 
 from devstack import standalone
+from reprocess.core.errors import StaleStageTask
 from reprocess.core.runs import RunRequest
 from reprocess.core.stage_rows import stage_columns
 from reprocess.kafka import demo_data
@@ -191,7 +192,7 @@ def test_concurrent_attempts_of_one_write_task_stage_its_rows_once(engine, db_ur
     with psycopg2.connect(dsn) as pg:
         create_stage(pg, spec, unique_name)
     pg.close()
-    with pytest.raises(RuntimeError, match="re-created"):
+    with pytest.raises(StaleStageTask, match="re-created"):
         write_task(dsn, table, oid, columns, iter([batch(2, "zombie")]), 0, 3)
     assert stage_count(engine, spec, unique_name) == 0
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from reprocess.core.errors import SpecError
+from reprocess.core.errors import ConnectionConfigError, SpecError
 from reprocess.core.spec import Encoding, Format, TombstoneMode
 from reprocess.core.spec_catalog import load_specs
 from reprocess.core.spec_parse import parse_spec
@@ -131,7 +131,7 @@ def test_the_registry_connection_becomes_the_client_config():
     assert client_config({"url": "https://r/apis/ccompat/v7", "login": None, "extra": {"ssl.ca.location": "/ca",
                           "bogus": 1}}) == {"url": "https://r/apis/ccompat/v7", "ssl.ca.location": "/ca",
                                             "timeout": 30}  # fmt: skip
-    with pytest.raises(SpecError, match="host to the registry's URL"):
+    with pytest.raises(ConnectionConfigError, match="host to the registry's URL"):
         client_config({"url": "registry:8081"})
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from reprocess.core.errors import DataLossError, SpecError
+from reprocess.core.errors import ConnectionConfigError, DataLossError
 from reprocess.core.ranges import OffsetRange
 from reprocess.kafka.clients import consumer_config, make_admin
 from reprocess.kafka.spark_source import java_client_config, read_options
@@ -60,10 +60,10 @@ def test_security_settings_become_the_java_clients():
 
 
 def test_a_librdkafka_only_setting_is_refused_with_the_fix():
-    with pytest.raises(SpecError, match=re.escape("'java.<name>'")) as refused:
+    with pytest.raises(ConnectionConfigError, match=re.escape("'java.<name>'")) as refused:
         java_client_config({"bootstrap.servers": "b:1", "ssl.certificate.location": "/c.pem"})
     assert "'ssl.certificate.location' is a librdkafka setting" in str(refused.value)
-    with pytest.raises(SpecError, match="GSSAPI"):
+    with pytest.raises(ConnectionConfigError, match="GSSAPI"):
         java_client_config({"bootstrap.servers": "b:1", "sasl.mechanism": "GSSAPI", "sasl.username": "u"})
 
 
