@@ -175,7 +175,8 @@ Past days: `airflow backfill create --dag-id {spec.dag_id("reconcile")} --from-d
             def check_failed() -> None:
                 raise ReprocessError(
                     f"{spec.name}: the reconcile task failed (its log and reprocess.reconciliations say why); "
-                    "a gap it recorded, if any, was handed to the backfill DAG by heal_with_backfill"
+                    "a gap it recorded, if any, was handed to the backfill DAG by heal_with_backfill",
+                    pipeline=spec.name,
                 )
 
             checked >> recorded_gap() >> heal

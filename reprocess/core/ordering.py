@@ -190,13 +190,15 @@ class Ordering:
                 "forever. Nothing was planned. Order the pipeline by a required version or event-time column "
                 "(ordering: {mode: column, column: <name>}), then run a backfill with "
                 "acknowledge_partition_change=true if every stored row already holds that column, else rebuild "
-                "the table with mode=rebuild."
+                "the table with mode=rebuild.",
+                pipeline=pipeline,
             )
         if not acknowledged:
             raise OrderingError(
                 f"{pipeline}: {what}. Keys may have moved partition; the pipeline orders by {self.column}, so "
                 "their rows stay correct, but the change needs a decision. Nothing was planned: run a backfill "
-                "with acknowledge_partition_change=true (start_mode=ledger continues where the ledger stands)."
+                "with acknowledge_partition_change=true (start_mode=ledger continues where the ledger stands).",
+                pipeline=pipeline,
             )
         return [f"{what} (acknowledged): keys may have moved partition; ordered by {self.column}"]
 
@@ -240,7 +242,8 @@ class Ordering:
             f"{pipeline}: {what}. Its offsets started over: reading on from the ledger would skip the new "
             "records below it, and rows stored from the old topic"
             + (" (higher offsets) would beat the new records. " if self.column is None else ". ")
-            + f"Nothing was planned. To go ahead, {remedy}."
+            + f"Nothing was planned. To go ahead, {remedy}.",
+            pipeline=pipeline,
         )
 
 

@@ -36,7 +36,12 @@ class OffsetRange:
 
     def __post_init__(self) -> None:
         if self.start < 0 or self.end < self.start:
-            raise SpecError(f"{self.tp}: invalid range [{self.start}, {self.end})")
+            raise SpecError(
+                f"{self.tp}: invalid range [{self.start}, {self.end})",
+                topic=self.topic,
+                partition=self.partition,
+                offsets=range(self.start, self.end),
+            )
 
     @property
     def tp(self) -> TopicPartition:
@@ -187,14 +192,16 @@ def _offsets_from_mapping(raw: object, what: str) -> dict[TopicPartition, int]:
     out: dict[TopicPartition, int] = {}
     for topic, parts in raw.items():
         if not isinstance(parts, Mapping):
-            raise SpecError(f"{what}: topic {topic!r} must map partition → offset, got {parts!r}")
+            raise SpecError(f"{what}: topic {topic!r} must map partition → offset, got {parts!r}", topic=str(topic))
         for part, offset in parts.items():
             if not str(part).isdigit():
-                raise SpecError(f"{what}: partition {part!r} of topic {topic!r} is not a number")
+                raise SpecError(f"{what}: partition {part!r} of topic {topic!r} is not a number", topic=str(topic))
             if isinstance(offset, bool) or not isinstance(offset, int) or offset < EARLIEST:
                 raise SpecError(
                     f"{what}: offset for {topic}[{part}] must be an integer >= -2 "
-                    f"(-2 earliest, -1 latest), got {offset!r}"
+                    f"(-2 earliest, -1 latest), got {offset!r}",
+                    topic=str(topic),
+                    partition=int(part),
                 )
             out[TopicPartition(str(topic), int(part))] = offset
     return out

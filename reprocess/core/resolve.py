@@ -6,6 +6,7 @@ times, so every rule is unit-tested without services. Validation errors name the
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from reprocess.core.errors import DataLossError, SpecError
 from reprocess.core.ranges import OffsetRange, PartitionSnapshot, TopicPartition, parse_offsets_json
@@ -32,7 +33,11 @@ def resolve(
     ]  # fmt: skip
     for topic in request.topics:
         if topic not in spec.topics:
-            raise SpecError(f"{spec.name}: topic {topic!r} is not one of the pipeline's topics {list(spec.topics)}")
+            raise SpecError(
+                f"{spec.name}: topic {topic!r} is not one of the pipeline's topics {list(spec.topics)}",
+                pipeline=spec.name,
+                topic=topic,
+            )
     for p in request.partitions:
         if not any(s.partition == p for s in selected):
             raise SpecError(
@@ -61,10 +66,11 @@ def resolve(
     for s in selected:
         start = _start(spec, request, s, ledger, explicit.get("start"), time_offsets)
         end = _end(spec, request, s, explicit.get("end"), time_offsets)
+        where = dict[str, Any](pipeline=spec.name, topic=s.topic, partition=s.partition, offsets=range(start, end))
         if end > s.log_end:
-            raise SpecError(f"{spec.name} {s.tp}: end {end} is beyond the log end {s.log_end}")
+            raise SpecError(f"{spec.name} {s.tp}: end {end} is beyond the log end {s.log_end}", **where)
         if start > end:
-            raise SpecError(f"{spec.name} {s.tp}: start {start} is after end {end}")
+            raise SpecError(f"{spec.name} {s.tp}: start {start} is after end {end}", **where)
         if start < s.log_start:
             gone.append(f"{s.tp}: start {start} < log start {s.log_start}; offsets [{start}, {s.log_start}) are gone")
             lost.append(LostRange(s.topic, s.partition, start, min(s.log_start, end)))
@@ -74,7 +80,8 @@ def resolve(
         # Every partition's loss in one error: retention deletes on all partitions at once.
         raise DataLossError(
             f"{spec.name} {'; '.join(gone)} (deleted or compacted). Re-run with allow_data_loss=true to record "
-            "the loss, or start at the log start."
+            "the loss, or start at the log start.",
+            pipeline=spec.name,
         )
     return ranges, lost
 
@@ -107,7 +114,10 @@ def _start(
             f"{spec.name} {s.tp}: the ledger says next offset {position}, beyond the log end {s.log_end}. "
             f"Was the topic deleted and re-created? Reset the position deliberately: `reprocess "
             f"reset {spec.name} --topic {s.topic} --partitions {s.partition} --to-earliest` shows the move (dry "
-            f"run); add `--execute --reason '…'` to apply it, or trigger the {spec.dag_id('reset')} DAG."
+            f"run); add `--execute --reason '…'` to apply it, or trigger the {spec.dag_id('reset')} DAG.",
+            pipeline=spec.name,
+            topic=s.topic,
+            partition=s.partition,
         )
     return position
 

@@ -25,7 +25,9 @@ def find_spec(name: str, directory: Path | None = None) -> PipelineSpec:
     for spec in specs:
         if spec.name == name:
             return spec
-    raise SpecError(f"no pipeline named {name!r} in {directory or pipelines_dir()} (have: {[s.name for s in specs]})")
+    raise SpecError(
+        f"no pipeline named {name!r} in {directory or pipelines_dir()} (have: {[s.name for s in specs]})", pipeline=name
+    )
 
 
 def load_specs(directory: Path) -> list[PipelineSpec]:
@@ -36,11 +38,14 @@ def load_specs(directory: Path) -> list[PipelineSpec]:
     targets: dict[str, str] = {}
     for s in specs:
         if s.name in names:
-            raise SpecError(f"{s.source_file}: field 'name': {s.name!r} is also used by {names[s.name]}")
+            raise SpecError(
+                f"{s.source_file}: field 'name': {s.name!r} is also used by {names[s.name]}", pipeline=s.name
+            )
         if s.qualified_target in targets:
             raise SpecError(
                 f"{s.source_file}: field 'target_table': {s.qualified_target} is also the target of "
-                f"{targets[s.qualified_target]}; two pipelines cannot share a table. Give each its own target_table"
+                f"{targets[s.qualified_target]}; two pipelines cannot share a table. Give each its own target_table",
+                pipeline=s.name,
             )
         names[s.name] = s.source_file
         targets[s.qualified_target] = s.source_file

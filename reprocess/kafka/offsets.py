@@ -32,7 +32,9 @@ def take_snapshot(kafka: Mapping[str, Any], spec: PipelineSpec, topics: Iterable
         meta = admin.list_topics(topic, timeout=15).topics.get(topic)
         if meta is None or meta.error is not None or not meta.partitions:
             reason = meta.error.str() if meta is not None and meta.error is not None else "no partitions"
-            raise OffsetLookupError(f"{spec.name}: topic {topic!r} is unknown to the broker ({reason})")
+            raise OffsetLookupError(
+                f"{spec.name}: topic {topic!r} is unknown to the broker ({reason})", pipeline=spec.name, topic=topic
+            )
         partitions.extend(KTP(topic, p) for p in sorted(meta.partitions))
 
     def offsets(spec_factory: Any) -> dict[tuple[str, int], int]:
@@ -47,7 +49,10 @@ def take_snapshot(kafka: Mapping[str, Any], spec: PipelineSpec, topics: Iterable
                 out[(tp.topic, tp.partition)] = fut.result().offset
             except KafkaException as exc:
                 raise OffsetLookupError(
-                    f"{spec.name}: list_offsets failed for {tp.topic}[{tp.partition}]: {exc}"
+                    f"{spec.name}: list_offsets failed for {tp.topic}[{tp.partition}]: {exc}",
+                    pipeline=spec.name,
+                    topic=tp.topic,
+                    partition=tp.partition,
                 ) from exc
         return out
 
@@ -112,6 +117,7 @@ def _record_at_or_after(consumer: Any, s: PartitionSnapshot, offset: int) -> tup
 
     if offset >= s.log_end:
         return None
+    where = dict[str, Any](topic=s.topic, partition=s.partition)
     consumer.assign([KTP(s.topic, s.partition, offset)])
     for _ in range(20):
         msg = consumer.poll(1.0)
@@ -120,9 +126,9 @@ def _record_at_or_after(consumer: Any, s: PartitionSnapshot, offset: int) -> tup
         if msg.error():
             if msg.error().code() == KafkaError._PARTITION_EOF:
                 return None
-            raise OffsetLookupError(f"{s.tp}: reading offset {offset} failed: {msg.error().str()}")
+            raise OffsetLookupError(f"{s.tp}: reading offset {offset} failed: {msg.error().str()}", **where)
         return (msg.offset(), msg.timestamp()[1]) if msg.offset() < s.log_end else None
-    raise OffsetLookupError(f"{s.tp}: no record returned at offset {offset} within 20s")
+    raise OffsetLookupError(f"{s.tp}: no record returned at offset {offset} within 20s", **where)
 
 
 def _first_timestamp_at(consumer: Any, s: PartitionSnapshot, offset: int) -> int | None:

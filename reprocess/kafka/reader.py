@@ -69,9 +69,12 @@ def read_range(kafka: Mapping[str, Any], r: OffsetRange, *, stall_timeout_s: flo
                             f"{r}: the broker says offset {position} is out of range ({err.str()}); "
                             "the start is below the log start (deleted or compacted segment). Nothing of this "
                             "range was committed. Plan a new run: planning names the records lost and takes "
-                            "allow_data_loss=true to record them and go on from the log start."
+                            "allow_data_loss=true to record them and go on from the log start.",
+                            **_where(r),
                         )
-                    raise ReadError(f"{r}: read failed at offset {position}: {err.str()}") from KafkaException(err)
+                    raise ReadError(
+                        f"{r}: read failed at offset {position}: {err.str()}", **_where(r)
+                    ) from KafkaException(err)
                 offset = _offset_of(msg, r)
                 reached = max(reached, offset + 1)
                 if offset < r.end:
@@ -88,7 +91,8 @@ def read_range(kafka: Mapping[str, Any], r: OffsetRange, *, stall_timeout_s: flo
                 raise ReadError(
                     f"{r}: the read position stayed at offset {position} for {stall_timeout_s:.0f}s, below the "
                     f"planned end {r.end}. The log may have been truncated, or an open transaction holds back "
-                    "the last stable offset; re-plan the run."
+                    "the last stable offset; re-plan the run.",
+                    **_where(r),
                 )
     finally:
         consumer.close()
@@ -99,5 +103,10 @@ def _offset_of(msg: Message, r: OffsetRange) -> int:
     """A fetched record's (or EOF event's) offset, which the client always sets for them."""
     offset = msg.offset()
     if offset is None:
-        raise ReadError(f"{r}: the client returned a message without an offset: {msg.error()}")
+        raise ReadError(f"{r}: the client returned a message without an offset: {msg.error()}", **_where(r))
     return offset
+
+
+def _where(r: OffsetRange) -> dict[str, Any]:
+    """An error's attributes for the range it was reading."""
+    return {"topic": r.topic, "partition": r.partition, "offsets": range(r.start, r.end)}

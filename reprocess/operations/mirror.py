@@ -42,13 +42,16 @@ def mirror_group_offsets(engine: Engine, kafka: Mapping[str, Any], spec: Pipelin
     except KafkaException as exc:
         raise OffsetLookupError(
             f"{spec.name}: mirroring offsets to group {spec.consumer_group} failed: {exc}. The Postgres commit "
-            "stands; the task retries the mirror."
+            "stands; the task retries the mirror.",
+            pipeline=spec.name,
         ) from exc
     finally:
         consumer.close()
     failed = [f"{tp.topic}[{tp.partition}]: {tp.error}" for tp in result or [] if tp.error]
     if failed:
-        raise OffsetLookupError(f"{spec.name}: mirror to group {spec.consumer_group} failed for {', '.join(failed)}")
+        raise OffsetLookupError(
+            f"{spec.name}: mirror to group {spec.consumer_group} failed for {', '.join(failed)}", pipeline=spec.name
+        )
     written = {f"{r.topic}[{r.partition}]": r.next_offset for r in positions}
     log.info("mirror pipeline=%s group=%s offsets=%s", spec.name, spec.consumer_group, written)
     return written

@@ -80,7 +80,9 @@ def verify_shadow(
         detail = "; ".join(f"{tp}: {m} missing, {s} stale (e.g. {', '.join(ex)})" for tp, (m, s, ex) in bad.items())
         raise ReprocessError(
             f"{spec.name}: rebuild {run_id} is incomplete: {shadow.qualified_target} does not hold the newest record "
-            f"of every key: {detail}. Nothing was swapped; {spec.qualified_target} is unchanged. Re-run the rebuild."
+            f"of every key: {detail}. Nothing was swapped; {spec.qualified_target} is unchanged. Re-run the rebuild.",
+            pipeline=spec.name,
+            run_id=run_id,
         )
     return {"records_checked": records, "keys_checked": sum(int(row[2]) for row in found), "shadow_rows": int(rows)}
 

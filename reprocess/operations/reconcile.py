@@ -32,7 +32,7 @@ from typing import Any
 from psycopg2 import sql
 from sqlalchemy import Engine, text
 
-from reprocess.core.errors import ReconciliationGap, ReprocessError
+from reprocess.core.errors import ReconciliationGap, ReprocessError, StageLostError
 from reprocess.core.ranges import OffsetRange, TopicPartition, backfill_conf, healing_range, uncovered
 from reprocess.core.runs import HEALS_WINDOW, window_text
 from reprocess.core.spec import PipelineSpec
@@ -187,8 +187,10 @@ def record_verdicts(
         cur = pg_cursor(conn)
         cur.execute("SELECT to_regclass(%s)", (stage.as_string(cur),))
         if one_row(cur)[0] is None:
-            raise ReprocessError(
-                f"{spec.name}: the stage of check {check_id} does not exist; re-run the window's Spark task"
+            raise StageLostError(
+                f"{spec.name}: the stage of check {check_id} does not exist; re-run the window's Spark task",
+                pipeline=spec.name,
+                run_id=check_id,
             )
         cur.execute(_dead_checks_sql(stage), {"pipeline": spec.name})
         dead = {TopicPartition(topic, partition): (n, unrecorded) for topic, partition, n, unrecorded in cur.fetchall()}
@@ -229,6 +231,7 @@ def record_verdicts(
             + "; ".join(f"{v.range.topic}[{v.range.partition}] {v.detail()}" for v in bad)
             + f". Close it with {spec.dag_id('backfill')} and conf {json.dumps(conf)}",
             heal_conf=conf,
+            pipeline=spec.name,
         )
     return verdicts
 
@@ -250,5 +253,9 @@ def recorded_heal_conf(
     with engine.connect() as conn:
         confs = conn.execute(_RECORDED_HEAL, {"pipeline": spec.name, "ws": window_start, "check_id": check_id}).all()
     if len(confs) > 1:
-        raise ReprocessError(f"{spec.name}: check {check_id} stored {len(confs)} different heal confs; expected one")
+        raise ReprocessError(
+            f"{spec.name}: check {check_id} stored {len(confs)} different heal confs; expected one",
+            pipeline=spec.name,
+            run_id=check_id,
+        )
     return confs[0][0] if confs else None

@@ -57,7 +57,11 @@ class ResetRequest:
             parse_timestamp(self.value or "", "--to-datetime")
         for topic in self.topics:
             if topic not in spec.topics:
-                raise SpecError(f"{spec.name}: topic {topic!r} is not one of the pipeline's topics {list(spec.topics)}")
+                raise SpecError(
+                    f"{spec.name}: topic {topic!r} is not one of the pipeline's topics {list(spec.topics)}",
+                    pipeline=spec.name,
+                    topic=topic,
+                )
 
 
 @dataclass(frozen=True, slots=True)

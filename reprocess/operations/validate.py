@@ -263,7 +263,12 @@ def sample_records(kafka: Mapping[str, Any], spec: PipelineSpec, per_partition: 
                 if error is not None and error.code() == KafkaError._PARTITION_EOF:
                     break
                 if error is not None:
-                    raise SpecError(f"{spec.name} {snap.topic}[{snap.partition}]: sampling failed: {error}")
+                    raise SpecError(
+                        f"{spec.name} {snap.topic}[{snap.partition}]: sampling failed: {error}",
+                        pipeline=spec.name,
+                        topic=snap.topic,
+                        partition=snap.partition,
+                    )
                 offset = msg.offset()
                 if offset is None or offset >= snap.log_end:
                     break

@@ -136,7 +136,8 @@ def migrate_target(conn: Connection, spec: PipelineSpec) -> int:
                     f"{spec.name}: spec {spec.source_file} (v{version}) cannot be applied to {spec.qualified_target} "
                     f"(at v{live_version(conn, spec)}) in place: {'; '.join(diff.changes)}. Nothing was changed "
                     f"and nothing was read. Rebuild the table from the log: trigger {spec.dag_id('backfill')} with "
-                    "mode=rebuild (Safety section); the live table is served until the rebuilt one is swapped in."
+                    "mode=rebuild (Safety section); the live table is served until the rebuilt one is swapped in.",
+                    pipeline=spec.name,
                 )
             for c in diff.added:
                 add = sql.SQL("ALTER TABLE {} ADD COLUMN {} {}")
@@ -177,7 +178,8 @@ def _constrain_ordering(conn: Connection, spec: PipelineSpec, table: sql.Compose
                         f"{spec.qualified_target} have no {column} (NULL): a newer record could never replace them "
                         f"and reconciliation could not tell. Nothing was changed and nothing was read. Rebuild the "
                         f"table from the log: trigger {spec.dag_id('backfill')} with mode=rebuild (Safety section); "
-                        "the live table is served until the rebuilt one is swapped in."
+                        "the live table is served until the rebuilt one is swapped in.",
+                        pipeline=spec.name,
                     )
             cur.execute(
                 sql.SQL("ALTER TABLE {} ALTER COLUMN {} {} NOT NULL").format(

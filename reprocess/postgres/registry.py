@@ -64,7 +64,8 @@ def check_registration(conn: Connection, spec: PipelineSpec, *, rebuild: bool, a
             f"{spec.source_file}: field 'target_table': {spec.qualified_target} belongs to pipeline "
             f"{owners[0]!r}; two pipelines cannot share a target (their ledgers, ordering and deletion markers "
             "are per pipeline, and a rebuild of one would swap out the other's rows). Nothing was changed. "
-            f"Give {spec.name!r} its own target_table, or, if it replaces {owners[0]!r}, keep the name {owners[0]!r}."
+            f"Give {spec.name!r} its own target_table, or, if it replaces {owners[0]!r}, keep the name {owners[0]!r}.",
+            pipeline=spec.name,
         )
     registered = conn.execute(_REGISTERED, {"name": spec.name}).one_or_none()
     if registered is None or not conn.execute(_HAS_LEDGER, {"name": spec.name}).scalar_one():
@@ -77,7 +78,8 @@ def check_registration(conn: Connection, spec: PipelineSpec, *, rebuild: bool, a
             f"{spec.qualified_target}, but the pipeline's ledger and committed ranges describe {old_target}: the "
             "new table would start empty while every committed offset counts as loaded. Nothing was changed. "
             f"Move the table so it keeps its rows (ALTER TABLE {old_target} SET SCHEMA … / RENAME TO …, until "
-            f"it is {spec.qualified_target}), or revert target_table."
+            f"it is {spec.qualified_target}), or revert target_table.",
+            pipeline=spec.name,
         )
     decoding = _decoding_changes(old, spec)
     if decoding and not rebuild:
@@ -86,7 +88,8 @@ def check_registration(conn: Connection, spec: PipelineSpec, *, rebuild: bool, a
             "records already loaded would decode (or order) differently from the rows stored from them, and "
             "replays would compare values of two kinds. Nothing was planned. Revert the change, or rebuild the "
             f"table from the log with the new spec: trigger {spec.dag_id('backfill')} with mode=rebuild (Safety "
-            "section); to keep the old table, give the new spec its own name and target_table."
+            "section); to keep the old table, give the new spec its own name and target_table.",
+            pipeline=spec.name,
         )
     changes = []
     if sorted(old.get("topics", [])) != sorted(spec.topics):
@@ -115,7 +118,8 @@ def check_registration(conn: Connection, spec: PipelineSpec, *, rebuild: bool, a
     raise OrderingError(
         f"{what}, with committed positions: the stored rows were chosen by the old rule, and offsets of "
         "different topics share no order, so replays and new records could lose to rows they should replace. "
-        f"Nothing was planned. To go ahead, {remedy}."
+        f"Nothing was planned. To go ahead, {remedy}.",
+        pipeline=spec.name,
     )
 
 

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
-from reprocess.core.errors import SpecError
+from reprocess.core.errors import ConnectionConfigError
 from reprocess.core.sample import SampleRecord, SampleResult
 from reprocess.core.spec import PipelineSpec
 from reprocess.formats.contract import DELETES, typed_name
@@ -44,9 +44,10 @@ def decode_sample(
     from reprocess.spark.job import spec_writer_schemas
 
     if spec.needs_registry and registry is None:
-        raise SpecError(
+        raise ConnectionConfigError(
             f"{spec.name}: its records are Avro; decoding a sample needs the Schema Registry of connection "
-            f"{spec.schema_registry!r}. Define that connection"
+            f"{spec.schema_registry!r}. Define that connection",
+            pipeline=spec.name,
         )
     schemas = spec_writer_schemas(spec, registry) if spec.needs_registry and registry is not None else {}
     rows = [

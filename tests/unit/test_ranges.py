@@ -85,8 +85,9 @@ def test_malformed_offsets_json_is_refused_naming_the_option_and_the_reason(text
 
 
 def test_offset_range_refuses_start_after_end():
-    with pytest.raises(SpecError, match=r"t\[0\]: invalid range \[5, 4\)"):
+    with pytest.raises(SpecError, match=r"t\[0\]: invalid range \[5, 4\)") as refused:
         OffsetRange("t", 0, 5, 4)
+    assert (refused.value.topic, refused.value.partition, refused.value.offsets) == ("t", 0, range(5, 4))
 
 
 def test_offset_range_refuses_a_negative_start():

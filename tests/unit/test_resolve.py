@@ -102,8 +102,11 @@ def test_ledger_beyond_log_end_means_the_topic_was_recreated():
 
 
 def test_ledger_below_log_start_is_data_loss():
-    with pytest.raises(DataLossError, match=re.escape("p t[0]: start 3 < log start 10; offsets [3, 10) are gone")):
+    with pytest.raises(
+        DataLossError, match=re.escape("p t[0]: start 3 < log start 10; offsets [3, 10) are gone")
+    ) as lost:
         resolve(SPEC, RunRequest.incremental(), SNAP, {T0: 3})
+    assert lost.value.pipeline == "p"
 
 
 def test_data_loss_on_several_partitions_names_every_lost_range_in_one_error():
@@ -122,8 +125,10 @@ def test_timestamp_modes_use_the_offsets_looked_up_for_the_times():
 
 def test_start_after_end_is_refused():
     asked = req(StartMode.OFFSETS, EndMode.OFFSETS, '{"t": {"0": 60}}', '{"t": {"0": 50}}')
-    with pytest.raises(SpecError, match=re.escape("p t[0]: start 60 is after end 50")):
+    with pytest.raises(SpecError, match=re.escape("p t[0]: start 60 is after end 50")) as refused:
         resolve(SPEC, asked, SNAP, {})
+    where = refused.value
+    assert (where.pipeline, where.topic, where.partition, where.offsets) == ("p", "t", 0, range(60, 50))
 
 
 def test_start_beyond_the_log_end_is_refused():
