@@ -72,21 +72,6 @@ class PartitionSnapshot:
         return TopicPartition(self.topic, self.partition)
 
 
-def split_range(r: OffsetRange, max_width: int) -> list[OffsetRange]:
-    """Cut a range into consecutive pieces at most ``max_width`` offsets wide.
-
-    Examples
-    --------
-    >>> [(p.start, p.end) for p in split_range(OffsetRange("t", 0, 0, 10), 4)]
-    [(0, 4), (4, 8), (8, 10)]
-    >>> split_range(OffsetRange("t", 0, 5, 5), 4)
-    []
-    """
-    if max_width <= 0:
-        raise SpecError(f"max_width must be positive, got {max_width}")
-    return [OffsetRange(r.topic, r.partition, s, min(s + max_width, r.end)) for s in range(r.start, r.end, max_width)]
-
-
 def offsets_json(ranges: Iterable[OffsetRange], field: str) -> str:
     """Render Spark's ``startingOffsets``/``endingOffsets`` JSON for the ranges.
 
@@ -210,14 +195,6 @@ def _offsets_from_mapping(raw: object, what: str) -> dict[TopicPartition, int]:
 def ranges_to_rows(ranges: Iterable[OffsetRange]) -> list[dict[str, object]]:
     """Plain dicts for XCom and SQL parameters (the only place ranges become dicts)."""
     return [{"topic": r.topic, "partition": r.partition, "start": r.start, "end": r.end} for r in sorted(ranges)]
-
-
-def ranges_from_rows(rows: Iterable[Mapping[str, object]]) -> list[OffsetRange]:
-    """Inverse of :func:`ranges_to_rows`."""
-    return [
-        OffsetRange(str(r["topic"]), int(r["partition"]), int(r["start"]), int(r["end"]))  # type: ignore[call-overload]
-        for r in rows
-    ]
 
 
 def retention_risks(ranges: list[OffsetRange], snapshots: list[PartitionSnapshot]) -> list[str]:

@@ -1,4 +1,4 @@
-"""Pure offset-range maths: splitting, Spark offset JSON and range validation (no services)."""
+"""Pure offset-range maths: Spark offset JSON and range validation (no services)."""
 
 from __future__ import annotations
 
@@ -12,37 +12,8 @@ from reprocess.core.ranges import (
     TopicPartition,
     offsets_json,
     parse_offsets_json,
-    ranges_from_rows,
     ranges_to_rows,
-    split_range,
 )
-
-
-def spans(pieces: list[OffsetRange]) -> list[tuple[int, int]]:
-    return [(p.start, p.end) for p in pieces]
-
-
-@pytest.mark.parametrize(
-    "start, end, width, expected",
-    [
-        (0, 10, 4, [(0, 4), (4, 8), (8, 10)]),
-        (3, 20, 7, [(3, 10), (10, 17), (17, 20)]),
-        (0, 8, 4, [(0, 4), (4, 8)]),
-        (5, 6, 4, [(5, 6)]),
-        (5, 9, 100, [(5, 9)]),
-        (7, 7, 3, []),
-    ],
-)
-def test_split_range_covers_the_range_in_consecutive_pieces_at_most_width_wide(start, end, width, expected):
-    pieces = split_range(OffsetRange("t", 2, start, end), width)
-    assert spans(pieces) == expected
-    assert all(p.topic == "t" and p.partition == 2 and p.width <= width for p in pieces)
-
-
-@pytest.mark.parametrize("width", [0, -1])
-def test_split_range_refuses_a_non_positive_width(width):
-    with pytest.raises(SpecError, match="max_width must be positive"):
-        split_range(OffsetRange("t", 0, 0, 10), width)
 
 
 def test_offsets_json_renders_sorted_partitions_per_topic():
@@ -101,14 +72,13 @@ def test_empty_offset_range_is_valid_and_has_zero_width():
     assert str(r) == "t[0] [7, 7)"
 
 
-def test_ranges_survive_the_row_round_trip_used_for_xcom():
+def test_ranges_become_sorted_rows_for_xcom_and_sql():
     ranges = [OffsetRange("t", 1, 5, 9), OffsetRange("t", 0, 0, 3)]
     rows = ranges_to_rows(ranges)
     assert rows == [
         {"topic": "t", "partition": 0, "start": 0, "end": 3},
         {"topic": "t", "partition": 1, "start": 5, "end": 9},
     ]
-    assert ranges_from_rows(rows) == sorted(ranges)
 
 
 def test_consumer_requests_read_committed_and_never_auto_commits():
