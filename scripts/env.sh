@@ -36,7 +36,7 @@ export PYSPARK_DRIVER_PYTHON="$_repo/.venv/bin/python"
 # Spark's Kafka source for spark-submit (--jars; reprocess/spark/conf.py): the jar set make install
 # fetched. Set it empty to have spark-submit resolve the Maven coordinates (--packages) instead.
 export REPROCESS_SPARK_JARS="${REPROCESS_SPARK_JARS-$REPROCESS_STATE_DIR/jvm/jars/spark}"
-# JVM class archive that halves the driver's start-up (reprocess/sparkconf.py; built by services.py).
+# JVM class archive that halves the driver's start-up (reprocess/spark/conf.py; built by services.py).
 export REPROCESS_SPARK_CLASS_ARCHIVE="${REPROCESS_SPARK_CLASS_ARCHIVE:-$REPROCESS_STATE_DIR/jvm/spark-classes.jsa}"
 if [[ -z "${JAVA_HOME:-}" ]] && command -v java >/dev/null; then
   JAVA_HOME="$(dirname "$(dirname "$(readlink -f "$(command -v java)")")")"

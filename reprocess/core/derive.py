@@ -7,7 +7,7 @@ not as a Spark stack trace in a task. The parse also yields the names an express
 they are resolved here, once, by one rule (:func:`rewrite`): a spec column (its typed value), a
 record field (``_kafka_key``, ``_kafka_topic``, ...) or else a field of the decoded value by
 dotted path. What only Spark can tell (an unknown function, a type that does not fit) is checked
-by the Spark job before it reads anything (``reprocess.spark.transform.check_derivations``).
+by the Spark job before it reads anything (``reprocess.spark.transform.checked_stage``).
 """
 
 from __future__ import annotations
