@@ -1,7 +1,7 @@
 """Realistic demo/test data: order events with several updates per order, malformed
 messages and transactional batches (so offsets have marker gaps).
 
-The oracle that says what the target must hold lives in ``tests/oracle.py``, outside the product.
+The oracle that says what the target must hold lives in ``tests/support/oracle.py``, outside the product.
 """
 
 from __future__ import annotations

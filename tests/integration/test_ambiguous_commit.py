@@ -25,8 +25,8 @@ from reprocess.operations.rebuild import swap_in
 from reprocess.postgres.commit import commit_run
 from reprocess.postgres.db import make_engine
 from reprocess.runner.start import start_run
-from tests.integration.commit_cut_proxy import commit_cut_proxy
-from tests.integration.helpers import (
+from tests.support.commit_cut_proxy import commit_cut_proxy
+from tests.support.helpers import (
     assert_matches_oracle,
     ledger,
     log_ends,

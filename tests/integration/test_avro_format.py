@@ -29,7 +29,7 @@ from reprocess.core.spec import PipelineSpec
 from reprocess.core.spec_parse import read_spec
 from reprocess.operations.plan import plan_run
 from reprocess.postgres.commit import commit_run
-from tests.integration.helpers import run_spark_stage
+from tests.support.helpers import run_spark_stage
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("postgres")]
 

@@ -15,8 +15,8 @@ from reprocess.core.runs import RunRequest
 from reprocess.kafka import demo_data
 from reprocess.operations.plan import plan_run
 from reprocess.postgres.commit import commit_run
-from tests import oracle
-from tests.integration.helpers import (
+from tests.support import oracle
+from tests.support.helpers import (
     dead_letter_count,
     ledger,
     log_ends,

@@ -26,7 +26,7 @@ from reprocess.core.runs import RunRequest
 from reprocess.kafka import demo_data
 from reprocess.operations.plan import plan_run
 from reprocess.postgres.commit import commit_run
-from tests.integration.helpers import (
+from tests.support.helpers import (
     assert_matches_oracle,
     group_offsets,
     ledger,

@@ -38,7 +38,7 @@ from reprocess.core.spec_parse import read_spec
 from reprocess.operations.rebuild import swap_in
 from reprocess.postgres.commit import commit_run
 from reprocess.runner.start import start_run
-from tests.integration.helpers import run_spark_stage
+from tests.support.helpers import run_spark_stage
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("postgres")]
 

@@ -25,7 +25,7 @@ from reprocess.core.runs import RunRequest
 from reprocess.kafka import demo_data
 from reprocess.operations.plan import plan_run
 from reprocess.postgres.commit import commit_run
-from tests.integration.helpers import orders_spec, run_spark_stage
+from tests.support.helpers import orders_spec, run_spark_stage
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("spark"), pytest.mark.integration("postgres")]
 

@@ -5,7 +5,7 @@ timestamps, so the broker (which checks retention every second here) deletes eve
 below the log end, records produced after the run included. The next run must stop with the
 product's data-loss error naming the topic, each partition and its lost range; with
 ``allow_data_loss`` it records the loss and goes on from the new log start. The oracle is
-``tests/oracle.py`` over the records that were read before the deletion and after it.
+``tests/support/oracle.py`` over the records that were read before the deletion and after it.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from reprocess.core.errors import DataLossError
 from reprocess.core.runs import RunRequest
 from reprocess.kafka import demo_data
 from reprocess.operations.plan import plan_run
-from tests.integration.helpers import (
+from tests.support.helpers import (
     committed_ranges,
     ledger,
     log_ends,

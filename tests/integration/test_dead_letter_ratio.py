@@ -18,7 +18,7 @@ from reprocess.core.spec_parse import parse_spec
 from reprocess.operations.redrive import plan_redrive
 from reprocess.postgres import store
 from reprocess.postgres.commit import commit_run
-from tests.integration.staging import Record, mark_staged, plan_ranges, stage_and_commit, write_stage
+from tests.support.staging import Record, mark_staged, plan_ranges, stage_and_commit, write_stage
 
 AMOUNT = "missing required field amount"
 MALFORMED = "malformed JSON or not a JSON object: x"

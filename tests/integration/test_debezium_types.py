@@ -28,7 +28,7 @@ from devstack import debezium, kafka_connect, registry
 from reprocess.core.runs import RunKind, RunRequest
 from reprocess.operations.plan import plan_run
 from reprocess.postgres.commit import commit_run
-from tests.integration.helpers import orders_spec, run_spark_stage
+from tests.support.helpers import orders_spec, run_spark_stage
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("postgres")]
 

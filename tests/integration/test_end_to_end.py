@@ -9,8 +9,8 @@ import pytest
 
 from reprocess.kafka import demo_data
 from reprocess.postgres.commit import commit_run
-from tests import oracle
-from tests.integration.helpers import dead_letter_count, ledger, orders_spec, run_dag, runs, target_rows
+from tests.support import oracle
+from tests.support.helpers import dead_letter_count, ledger, orders_spec, run_dag, runs, target_rows
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("spark"), pytest.mark.integration("airflow")]
 
@@ -152,7 +152,7 @@ def _verdicts(engine, spec) -> dict[int, str]:
 def test_version_ordering_keeps_the_highest_version_when_an_older_one_arrives_later(kafka_config, engine, unique_name):
     from sqlalchemy import text
 
-    from tests.integration.helpers import PAYMENTS_SPEC
+    from tests.support.helpers import PAYMENTS_SPEC
 
     spec = orders_spec(unique_name, unique_name, base=PAYMENTS_SPEC)
     demo_data.create_topic(kafka_config, unique_name, 2)

@@ -39,8 +39,8 @@ from reprocess.operations.plan import plan_run
 from reprocess.postgres.commit import commit_run
 from reprocess.postgres.db import libpq_url
 from reprocess.postgres.stage import STAGE_SCHEMA
-from tests import oracle
-from tests.integration.helpers import (
+from tests.support import oracle
+from tests.support.helpers import (
     assert_matches_oracle,
     committed_ranges,
     dead_letter_count,

@@ -1,6 +1,6 @@
 """No record can stall a pipeline (issue 27, item 1): the hostile-value corpus on the real stack.
 
-Every value of :mod:`tests.hostile_corpus` goes to one topic, one backfill reads them all (Apache
+Every value of :mod:`tests.support.hostile_corpus` goes to one topic, one backfill reads them all (Apache
 Kafka, Spark Connect, PostgreSQL), and the run commits; each value is then exactly one row or one
 dead letter, as the corpus states. A second backfill over the same offsets changes nothing.
 """
@@ -14,15 +14,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from sqlalchemy import text
 
 from reprocess.core.runs import RunRequest
 from reprocess.core.spec import PipelineSpec
-from reprocess.kafka.clients import make_admin, make_producer
 from reprocess.operations.plan import plan_run
 from reprocess.postgres.commit import commit_run
-from tests.hostile_corpus import COLUMNS, CORPUS, TOPIC_MAX_BYTES, Case
-from tests.integration.helpers import orders_spec, run_spark_stage
+from tests.support.helpers import orders_spec, run_spark_stage
+from tests.support.hostile_corpus import COLUMNS, CORPUS, Case
+from tests.support.hostile_run import produce_corpus, snapshot
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("spark"), pytest.mark.integration("postgres")]
 
@@ -36,43 +35,6 @@ class Outcome:
     results: tuple[Any, Any]  # the two runs' commit results
     before: tuple[Any, Any]  # (rows, dead letters) as the first run left them, with every column
     after: tuple[Any, Any]  # the same after the second run
-
-
-def produce_corpus(kafka_config: dict[str, Any], topic: str, cases: list[Case]) -> dict[str, int]:
-    """One partition, one record per case (its name as the key), on a topic that takes values of
-    up to TOPIC_MAX_BYTES; returns each case's offset from the broker's delivery reports."""
-    from confluent_kafka.admin import NewTopic
-
-    admin = make_admin(kafka_config)
-    topic_config = {"max.message.bytes": str(TOPIC_MAX_BYTES)}
-    for fut in admin.create_topics([NewTopic(topic, 1, 1, config=topic_config)], request_timeout=15).values():
-        fut.result()
-    producer = make_producer(kafka_config, **{"message.max.bytes": TOPIC_MAX_BYTES})
-    offsets: dict[str, int] = {}
-
-    def delivered(err: Any, msg: Any) -> None:
-        assert err is None, err
-        offsets[msg.key().decode()] = msg.offset()
-
-    for case in cases:
-        producer.produce(topic, key=case.name.encode(), value=case.value, on_delivery=delivered)
-        producer.poll(0)
-    assert producer.flush(60) == 0
-    return offsets
-
-
-def snapshot(engine: Any, spec: PipelineSpec) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The target's rows and the pipeline's dead letters, every column (bytea as bytes)."""
-    with engine.connect() as conn:
-        rows = conn.execute(text(f"SELECT * FROM {spec.qualified_target} ORDER BY _kafka_offset")).all()
-        dead = conn.execute(
-            text('SELECT * FROM reprocess.dead_letters WHERE pipeline = :p ORDER BY "offset"'), {"p": spec.name}
-        ).all()
-    return [_plain(r) for r in rows], [_plain(d) for d in dead]
-
-
-def _plain(row: Any) -> dict[str, Any]:
-    return {k: bytes(v) if isinstance(v, memoryview) else v for k, v in row._mapping.items()}
 
 
 @pytest.fixture(scope="module")

@@ -23,9 +23,9 @@ from hypothesis import strategies as st
 from reprocess.core.runs import RunRequest
 from reprocess.operations.plan import plan_run
 from reprocess.postgres.commit import commit_run
-from tests.hostile_corpus import COLUMNS, Case
-from tests.integration.helpers import orders_spec, run_spark_stage
-from tests.integration.test_hostile_corpus import produce_corpus, snapshot
+from tests.support.helpers import orders_spec, run_spark_stage
+from tests.support.hostile_corpus import COLUMNS, Case
+from tests.support.hostile_run import produce_corpus, snapshot
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("spark"), pytest.mark.integration("postgres")]
 

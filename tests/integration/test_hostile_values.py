@@ -23,7 +23,7 @@ from reprocess.kafka import demo_data
 from reprocess.kafka.clients import make_producer
 from reprocess.operations.plan import plan_run
 from reprocess.postgres.commit import commit_run
-from tests.integration.helpers import assert_matches_oracle, log_ends, orders_spec, run_spark_stage
+from tests.support.helpers import assert_matches_oracle, log_ends, orders_spec, run_spark_stage
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("spark"), pytest.mark.integration("postgres")]
 

@@ -19,7 +19,7 @@ from devstack import java, jvm
 from reprocess.core.runs import EndMode, RunKind, RunRequest, StartMode
 from reprocess.kafka import demo_data
 from reprocess.operations.mirror import mirror_group_offsets
-from tests.integration.helpers import log_ends, orders_spec, plan_stage_commit
+from tests.support.helpers import log_ends, orders_spec, plan_stage_commit
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("spark"), pytest.mark.integration("postgres")]
 

@@ -20,8 +20,8 @@ from reprocess.operations.summary import format_note, run_summary
 from reprocess.postgres.commit import commit_run
 from reprocess.postgres.db import libpq_url
 from reprocess.postgres.stage import live_attempt
-from tests.integration.helpers import orders_spec, runs, stage_count
-from tests.integration.staging import Record, mark_staged, stage_and_commit, write_stage
+from tests.support.helpers import orders_spec, runs, stage_count
+from tests.support.staging import Record, mark_staged, stage_and_commit, write_stage
 
 
 def _order(order_id: str) -> dict[str, object]:
@@ -70,9 +70,9 @@ def test_stages_of_fenced_over_threshold_and_abandoned_runs_are_dropped_at_the_n
 
 
 def test_a_replay_counts_the_dead_letters_it_found_apart_from_the_new_ones(engine, db_url, unique_name):
-    from tests.integration.test_ordering import _spec
+    from tests.support.staging import ordering_spec
 
-    spec = dataclasses.replace(_spec(unique_name, "offset"), max_dead_letter_ratio=1.0)
+    spec = dataclasses.replace(ordering_spec(unique_name, "offset"), max_dead_letter_ratio=1.0)
     records = [Record(0, 0, {"id": "a", "v": 1, "s": "x"}), Record(0, 1, None), Record(0, 2, None)]
     first = stage_and_commit(engine, db_url, spec, f"{unique_name}-1", records)
     replay = stage_and_commit(engine, db_url, spec, f"{unique_name}-2", [*records, Record(0, 3, None)])

@@ -22,8 +22,8 @@ from reprocess.core.spec_parse import read_spec
 from reprocess.kafka import demo_data
 from reprocess.operations.plan import plan_run
 from reprocess.postgres.commit import commit_run
-from tests.integration.helpers import ledger, run_spark_stage
-from tests.integration.staging import Record, mark_staged, stage_and_commit, write_stage
+from tests.support.helpers import ledger, run_spark_stage
+from tests.support.staging import Record, mark_staged, stage_and_commit, write_stage
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("spark")]
 

@@ -11,23 +11,7 @@ from typing import Any
 
 from sqlalchemy import text
 
-from reprocess.core.spec import PipelineSpec
-from reprocess.core.spec_parse import parse_spec
-from tests.integration.staging import Record, stage_and_commit
-
-
-def _spec(name: str, ordering: Any) -> PipelineSpec:
-    return parse_spec(
-        {
-            "name": name,
-            "topics": [name],
-            "key": ["id"],
-            "columns": {"id": "text", "v": {"type": "bigint", "required": True}, "s": "text"},
-            "ordering": ordering,
-            "target_table": f"{name}.items",
-        },
-        source=f"{name}.yaml",
-    )
+from tests.support.staging import Record, ordering_spec, stage_and_commit
 
 
 def _target(engine, spec) -> dict[str, tuple[Any, ...]]:
@@ -48,7 +32,7 @@ def _rec(partition: int, offset: int, key: str, v: int, s: str) -> Record:
 
 
 def test_replay_of_an_older_offset_slice_changes_no_row(engine, db_url, unique_name):
-    spec = _spec(unique_name, "offset")
+    spec = ordering_spec(unique_name, "offset")
     older = [_rec(0, 0, "a", 1, "a0"), _rec(0, 1, "b", 1, "b1"), _rec(0, 2, "a", 1, "a2"), _rec(1, 0, "c", 1, "c0")]
     newer = [_rec(0, 3, "a", 1, "a3"), _rec(0, 4, "b", 1, "b4"), _rec(1, 1, "c", 1, "c1")]
     stage_and_commit(engine, db_url, spec, f"{unique_name}-old", older)
@@ -62,7 +46,7 @@ def test_replay_of_an_older_offset_slice_changes_no_row(engine, db_url, unique_n
 
 
 def test_replay_of_older_versions_changes_no_row_and_ties_go_to_the_later_offset(engine, db_url, unique_name):
-    spec = _spec(unique_name, {"mode": "column", "column": "v"})
+    spec = ordering_spec(unique_name, {"mode": "column", "column": "v"})
     # Versions arrive out of order: b's version 2 is written after its version 5.
     first = [_rec(0, 0, "a", 3, "a-v3"), _rec(0, 1, "b", 5, "b-v5"), _rec(0, 2, "b", 2, "b-v2"),
              _rec(0, 3, "c", 7, "c-v7")]  # fmt: skip
@@ -86,7 +70,7 @@ def test_a_key_that_moves_partition_is_ordered_by_its_version(engine, db_url, un
     lower-numbered partition 0 at a lower offset, and its newer version still wins; a replay of
     the old partition's records changes nothing. (Offset ordering refuses the change at plan
     time: tests/integration/test_faults.py, partitions added.)"""
-    spec = _spec(unique_name, {"mode": "column", "column": "v"})
+    spec = ordering_spec(unique_name, {"mode": "column", "column": "v"})
     stage_and_commit(engine, db_url, spec, f"{unique_name}-1", [_rec(2, 50, "a", 1, "on-p2"), _rec(2, 51, "b", 4, "b")])
     moved = stage_and_commit(engine, db_url, spec, f"{unique_name}-2", [_rec(0, 5, "a", 2, "on-p0")])
     assert moved.rows_upserted == 1

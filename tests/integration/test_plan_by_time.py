@@ -18,7 +18,7 @@ from confluent_kafka import Consumer, TopicPartition
 from reprocess.core.runs import RunRequest
 from reprocess.kafka import demo_data
 from reprocess.operations.plan import plan_run
-from tests.integration.helpers import orders_spec
+from tests.support.helpers import orders_spec
 
 pytestmark = pytest.mark.integration("kafka")
 BASE = datetime(2026, 11, 1, tzinfo=UTC)

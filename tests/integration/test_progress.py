@@ -25,9 +25,9 @@ from sqlalchemy import text
 from reprocess.core.runs import RunRequest
 from reprocess.kafka import demo_data
 from reprocess.operations.plan import plan_run
-from tests.integration import airflow_http
-from tests.integration.browser import Browser, ensure_chromium
-from tests.integration.helpers import orders_spec, run_dag, start_spark_stage
+from tests.support import airflow_http
+from tests.support.browser import Browser, ensure_chromium
+from tests.support.helpers import orders_spec, run_dag, start_spark_stage
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("spark"), pytest.mark.integration("airflow")]
 

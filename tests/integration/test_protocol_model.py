@@ -6,7 +6,7 @@ backfills of random ranges, incrementals, replays of committed runs, killed atte
 and staged, never committed), late commits of those (fenced when the ledger moved) and double
 commits. Stage rows are written by the product's own stage writer; the commit is the product's.
 After every step the target, the deletion markers, the dead letters and the ledger must equal
-``tests/protocol_model.py``.
+``tests/support/protocol_model.py``.
 
 CI runs a fixed, derandomized profile (< 2 minutes); ``REPROCESS_MODEL_PROFILE=long`` explores
 more examples with fresh randomness for local runs.
@@ -29,8 +29,8 @@ from reprocess.core.ranges import OffsetRange
 from reprocess.core.spec_parse import parse_spec
 from reprocess.postgres.commit import commit_run
 from reprocess.postgres.target import MARKERS_SCHEMA
-from tests.integration.staging import Record, mark_staged, plan_ranges, write_stage
-from tests.protocol_model import LogRecord, ProtocolModel
+from tests.support.protocol_model import LogRecord, ProtocolModel
+from tests.support.staging import Record, mark_staged, plan_ranges, write_stage
 
 PARTITIONS = (0, 1)
 KEYS = ("a", "b", "c", "d")

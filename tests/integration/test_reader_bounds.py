@@ -29,7 +29,7 @@ from reprocess.kafka import demo_data
 from reprocess.kafka.clients import make_producer
 from reprocess.kafka.offsets import take_snapshot
 from reprocess.spark.read import data_loss, read_ranges
-from tests.integration.helpers import connect_session, orders_spec
+from tests.support.helpers import connect_session, orders_spec
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("spark")]
 
@@ -253,7 +253,7 @@ def test_records_deleted_after_planning_stop_the_stage_with_the_products_data_lo
     from reprocess.core.runs import RunRequest
     from reprocess.operations.plan import plan_run
     from reprocess.spark.connect import CLIENT_MARKS
-    from tests.integration.helpers import ledger, stage_over_connect, start_spark_stage
+    from tests.support.helpers import ledger, stage_over_connect, start_spark_stage
 
     spec = orders_spec(unique_name, unique_name)
     demo_data.create_topic(kafka_config, unique_name, 1)

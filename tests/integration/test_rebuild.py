@@ -25,7 +25,7 @@ from reprocess.postgres.commit import commit_run
 from reprocess.postgres.db import libpq_url
 from reprocess.postgres.stage import create_stage
 from reprocess.runner.start import start_run
-from tests.integration.helpers import ledger, log_ends, orders_spec, run_spark_stage, start_spark_stage
+from tests.support.helpers import ledger, log_ends, orders_spec, run_spark_stage, start_spark_stage
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("spark")]
 

@@ -26,7 +26,7 @@ from reprocess.operations.plan import plan_run
 from reprocess.operations.rebuild import swap_in
 from reprocess.postgres.commit import commit_run
 from reprocess.runner.start import start_run
-from tests.integration.helpers import orders_spec, run_spark_stage
+from tests.support.helpers import orders_spec, run_spark_stage
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("spark")]
 

@@ -21,8 +21,8 @@ from reprocess.kafka import demo_data
 from reprocess.operations import coverage
 from reprocess.postgres.db import libpq_url
 from reprocess.postgres.stage import create_stage
-from tests import oracle
-from tests.integration.helpers import oracle_rows, orders_spec, run_dag, stage_count, target_rows
+from tests.support import oracle
+from tests.support.helpers import oracle_rows, orders_spec, run_dag, stage_count, target_rows
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("spark"), pytest.mark.integration("airflow")]
 

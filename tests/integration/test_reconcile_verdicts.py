@@ -16,7 +16,7 @@ from reprocess.core.spec import PipelineSpec
 from reprocess.core.spec_parse import parse_spec
 from reprocess.operations.reconcile import record_verdicts
 from reprocess.postgres.target import MARKERS_SCHEMA
-from tests.integration.staging import Record, stage_and_commit, write_stage
+from tests.support.staging import Record, stage_and_commit, write_stage
 
 pytestmark = pytest.mark.integration("postgres")
 

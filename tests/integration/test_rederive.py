@@ -14,8 +14,8 @@ from sqlalchemy import text
 
 from reprocess.kafka import demo_data
 from reprocess.operations.summary import format_summary, run_summary
-from tests import oracle
-from tests.integration.helpers import PAYMENTS_SPEC, backfill, orders_spec
+from tests.support import oracle
+from tests.support.helpers import PAYMENTS_SPEC, backfill, orders_spec
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("spark")]
 CORRUPTED = 100

@@ -20,8 +20,8 @@ from sqlalchemy import text
 
 from reprocess.kafka import demo_data
 from reprocess.operations.redrive import plan_redrive
-from tests import oracle
-from tests.integration.helpers import ORDERS_SPEC, oracle_rows, orders_spec, run_dag, target_rows
+from tests.support import oracle
+from tests.support.helpers import ORDERS_SPEC, oracle_rows, orders_spec, run_dag, target_rows
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("spark"), pytest.mark.integration("airflow")]
 

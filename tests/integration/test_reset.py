@@ -20,7 +20,7 @@ from reprocess.postgres import queries
 from reprocess.postgres.commit import commit_run
 from reprocess.postgres.db import libpq_url
 from reprocess.postgres.stage import create_stage
-from tests.integration.helpers import group_offsets, ledger, log_ends, orders_spec, run_dag
+from tests.support.helpers import group_offsets, ledger, log_ends, orders_spec, run_dag
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("postgres")]
 BASE = datetime(2026, 11, 1, tzinfo=UTC)

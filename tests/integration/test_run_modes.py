@@ -13,8 +13,8 @@ from reprocess.postgres import queries
 from reprocess.postgres.commit import commit_run
 from reprocess.postgres.db import libpq_url
 from reprocess.postgres.stage import create_stage
-from tests import oracle
-from tests.integration.helpers import dead_letter_count, ledger, log_ends, orders_spec, run_dag, runs, target_rows
+from tests.support import oracle
+from tests.support.helpers import dead_letter_count, ledger, log_ends, orders_spec, run_dag, runs, target_rows
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("airflow")]
 

@@ -21,7 +21,7 @@ from reprocess.core.spec_parse import parse_spec
 from reprocess.kafka import demo_data
 from reprocess.operations.plan import plan_run
 from reprocess.postgres.commit import commit_run
-from tests.integration.staging import Record, mark_staged, plan_ranges, stage_and_commit, write_stage
+from tests.support.staging import Record, mark_staged, plan_ranges, stage_and_commit, write_stage
 
 pytestmark = [pytest.mark.integration("postgres"), pytest.mark.integration("kafka")]
 

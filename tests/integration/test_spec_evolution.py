@@ -1,6 +1,6 @@
 """Spec versions on every row, a nullable column added in place, and changes that need a rebuild.
 
-The expected rows come from the produced messages (tests/oracle.py), never from the code under test.
+The expected rows come from the produced messages (tests/support/oracle.py), never from the code under test.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from reprocess.postgres import queries
 from reprocess.postgres.commit import commit_run
 from reprocess.postgres.db import libpq_url
 from reprocess.postgres.stage import create_stage
-from tests import oracle
-from tests.integration.helpers import ORDERS_SPEC, orders_spec, reconcile_over_connect, run_dag, run_spark_stage
+from tests.support import oracle
+from tests.support.helpers import ORDERS_SPEC, orders_spec, reconcile_over_connect, run_dag, run_spark_stage
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("spark")]
 BASE = datetime(2026, 11, 1, tzinfo=UTC)
@@ -138,8 +138,8 @@ def test_a_commit_refused_for_a_spec_change_fails_the_run_with_the_reason_and_dr
     """The spec file changed between stage and commit and the new spec was never planned: the
     commit is refused (SchemaChangeError), and the run must not stay ``staged`` forever with no
     reason while its UNLOGGED stage is kept for a commit that can never come."""
-    from tests.integration.helpers import runs, stage_count
-    from tests.integration.staging import Record, mark_staged, plan_ranges, write_stage
+    from tests.support.helpers import runs, stage_count
+    from tests.support.staging import Record, mark_staged, plan_ranges, write_stage
 
     v1 = orders_spec(unique_name, unique_name, columns=_columns(currency=None))
     run_id = f"{unique_name}-1"

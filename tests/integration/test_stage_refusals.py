@@ -29,9 +29,9 @@ from reprocess.postgres.db import libpq_url
 from reprocess.postgres.stage import STAGE_SCHEMA, create_stage
 from reprocess.postgres.stage_write import stage_oid
 from reprocess.spark.stage_task import StageTask
-from tests.hostile_corpus import Case
-from tests.integration.helpers import orders_spec, run_spark_stage
-from tests.integration.test_hostile_corpus import produce_corpus, snapshot
+from tests.support.helpers import orders_spec, run_spark_stage
+from tests.support.hostile_corpus import Case
+from tests.support.hostile_run import produce_corpus, snapshot
 
 pytestmark = [pytest.mark.integration("postgres"), pytest.mark.integration("kafka"), pytest.mark.integration("spark")]
 
@@ -184,7 +184,7 @@ def test_a_lost_connection_fails_the_copy_and_stages_nothing(db_url, engine, uni
 def test_a_transform_output_postgres_refuses_is_a_dead_letter_and_the_run_commits(kafka_config, engine, unique_name):
     spec = orders_spec(
         unique_name, unique_name, key=["id"], columns={"id": {"type": "text", "required": True}, "t": "text"},
-        transform="tests.integration.transform_fns:nul_in_text", transform_version="1", max_dead_letter_ratio=0.5,
+        transform="tests.support.transform_fns:nul_in_text", transform_version="1", max_dead_letter_ratio=0.5,
     )  # fmt: skip
     sent = [Case(f"k{i}", "refused", json.dumps({"id": f"k{i}", "t": f"bad{i}" if i % 10 == 3 else f"ok{i}"}).encode())
             for i in range(50)]  # fmt: skip

@@ -18,7 +18,7 @@ import pytest
 
 from devstack import standalone
 from reprocess.kafka import demo_data
-from tests.integration.helpers import assert_matches_oracle, log_ends, orders_spec, run_dag, runs
+from tests.support.helpers import assert_matches_oracle, log_ends, orders_spec, run_dag, runs
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("spark"), pytest.mark.integration("airflow")]
 

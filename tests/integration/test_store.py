@@ -5,8 +5,7 @@ from __future__ import annotations
 from reprocess.core.ranges import OffsetRange
 from reprocess.core.runs import RunKind, RunState
 from reprocess.postgres import store
-from tests.integration.staging import mark_staged, plan_ranges
-from tests.integration.test_ordering import _spec
+from tests.support.staging import mark_staged, ordering_spec, plan_ranges
 
 
 def _ranges(engine, run_id):
@@ -15,7 +14,7 @@ def _ranges(engine, run_id):
 
 
 def test_a_zombie_plan_attempt_cannot_rewrite_a_staged_runs_ranges(engine, unique_name):
-    spec = _spec(unique_name, "offset")
+    spec = ordering_spec(unique_name, "offset")
     run_id = f"{unique_name}-1"
     staged = (OffsetRange(unique_name, 0, 0, 10),)
     plan_ranges(engine, spec, run_id, "backfill", staged)

@@ -43,7 +43,7 @@ from reprocess.postgres.commit import commit_run
 from reprocess.postgres.db import libpq_url
 from reprocess.postgres.stage import STAGE_SCHEMA, create_stage
 from reprocess.postgres.stage_write import write_task
-from tests.integration.helpers import (
+from tests.support.helpers import (
     assert_matches_oracle,
     log_ends,
     orders_spec,

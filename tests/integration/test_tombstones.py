@@ -19,8 +19,8 @@ from reprocess.core.spec_parse import parse_spec
 from reprocess.operations.plan import plan_run
 from reprocess.postgres.commit import commit_run
 from reprocess.postgres.target import MARKERS_SCHEMA
-from tests.integration.helpers import orders_spec, run_spark_stage
-from tests.integration.staging import Record, stage_and_commit
+from tests.support.helpers import orders_spec, run_spark_stage
+from tests.support.staging import Record, stage_and_commit
 
 
 def _spec(name: str) -> PipelineSpec:

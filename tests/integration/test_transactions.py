@@ -3,7 +3,7 @@
 Their records must be invisible to every read (backfill, incremental, reconciliation window,
 redrive, rebuild) while the ledger covers their offsets, so the next run starts after them; an
 open transaction's records belong to the run after its commit. The oracle is
-``tests/oracle.py`` over the records the producers committed (delivery reports of aborted
+``tests/support/oracle.py`` over the records the producers committed (delivery reports of aborted
 records are kept apart); the expected ends come from the delivery reports and the rule that
 every transaction leaves one marker in each partition it wrote to.
 """
@@ -23,8 +23,8 @@ from reprocess.kafka.clients import make_producer
 from reprocess.operations.rebuild import swap_in
 from reprocess.operations.redrive import plan_redrive
 from reprocess.runner.start import start_run
-from tests import oracle
-from tests.integration.helpers import (
+from tests.support import oracle
+from tests.support.helpers import (
     ORDERS_SPEC,
     assert_tiled,
     dead_letter_count,

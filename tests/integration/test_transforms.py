@@ -28,7 +28,7 @@ from reprocess.kafka import demo_data
 from reprocess.operations.plan import plan_run
 from reprocess.operations.summary import format_summary, run_summary
 from reprocess.postgres.commit import commit_run
-from tests.integration.helpers import backfill, orders_spec, reconcile_over_connect, run_spark_stage
+from tests.support.helpers import backfill, orders_spec, reconcile_over_connect, run_spark_stage
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("spark")]
 BASE = datetime(2026, 11, 1, tzinfo=UTC)
@@ -85,7 +85,7 @@ def _target(engine: Any, spec: PipelineSpec) -> dict[str, tuple[Any, ...]]:
 
 
 def _spec(name: str, function: str, version: int) -> PipelineSpec:
-    return orders_spec(name, name, base=SPEC, transform=f"tests.integration.transform_fns:{function}",
+    return orders_spec(name, name, base=SPEC, transform=f"tests.support.transform_fns:{function}",
                        transform_version=version)  # fmt: skip
 
 
@@ -145,10 +145,10 @@ def test_transform_version_bump_rederives_exactly_the_changed_rows(kafka_config,
 @pytest.mark.parametrize(
     ("overrides", "says"),
     [
-        ({"transform": "tests.integration.transform_fns:drops_lineage"},
-         r"field 'transform': 'tests.integration.transform_fns:drops_lineage' returned a DataFrame without "
+        ({"transform": "tests.support.transform_fns:drops_lineage"},
+         r"field 'transform': 'tests.support.transform_fns:drops_lineage' returned a DataFrame without "
          r"\['_kafka_topic'.*never drop them"),
-        ({"transform": "tests.integration.transform_fns:no_such_function"}, r"has no function 'no_such_function'"),
+        ({"transform": "tests.support.transform_fns:no_such_function"}, r"has no function 'no_such_function'"),
         ({"columns": {"id": "text", "status": "text", "region": "text", "net": "numeric", "label": "text",
                       "amount": {"type": "numeric", "expr": "no_such_fn(amount_cents)"}}},
          r"Spark cannot evaluate the spec's expressions \(columns.amount.expr: 'no_such_fn\(amount_cents\)';.*"
@@ -179,7 +179,7 @@ def test_spark_submit_reaches_the_transform_through_py_files(kafka_config, engin
     shipped = tmp_path / "my_transforms.zip"
     with zipfile.ZipFile(shipped, "w") as z:
         z.writestr("shipped_fns/__init__.py", "")
-        z.write(Path(__file__).with_name("transform_fns.py"), "shipped_fns/fns.py")
+        z.write(Path(__file__).parents[1] / "support" / "transform_fns.py", "shipped_fns/fns.py")
     spec = orders_spec(unique_name, unique_name, base=SPEC, transform="shipped_fns.fns:v2", transform_version=2)
     plan = plan_run(engine, kafka_config, spec, RunRequest.from_params({}), f"{unique_name}-1")
     started = time.monotonic()

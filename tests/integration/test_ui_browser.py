@@ -28,9 +28,9 @@ from reprocess.core.runs import EndMode, RunKind, RunRequest, StartMode
 from reprocess.kafka import demo_data
 from reprocess.operations.plan import plan_run
 from reprocess.postgres.store import ensure_pipeline
-from tests.integration import airflow_http
-from tests.integration.browser import Browser, ensure_chromium
-from tests.integration.helpers import orders_spec, run_dag
+from tests.support import airflow_http
+from tests.support.browser import Browser, ensure_chromium
+from tests.support.helpers import orders_spec, run_dag
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("spark"), pytest.mark.integration("airflow")]
 
@@ -424,7 +424,7 @@ def _check_dag_filter(monkeypatch: pytest.MonkeyPatch, denied: str, allowed: str
     from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
     from fastapi import HTTPException
 
-    from tests.integration.per_dag_auth import PerDagAuthManager
+    from tests.support.per_dag_auth import PerDagAuthManager
 
     monkeypatch.setenv("REPROCESS_TEST_DENIED_DAGS", f"viewer=reprocess_{denied}_")
     from reprocess.airflow.web import access

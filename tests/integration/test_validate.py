@@ -17,7 +17,7 @@ import yaml
 from sqlalchemy import text
 
 from reprocess.kafka import demo_data
-from tests.integration.helpers import orders_spec, run_dag
+from tests.support.helpers import orders_spec, run_dag
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("spark"), pytest.mark.integration("postgres")]
 

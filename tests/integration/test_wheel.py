@@ -23,8 +23,8 @@ import pytest
 
 import devstack.wheel
 from reprocess.spark.connect import library_fingerprint
-from tests.integration import airflow_http
-from tests.integration.helpers import REPO_ROOT
+from tests.support import airflow_http
+from tests.support.helpers import REPO_ROOT
 
 pytestmark = pytest.mark.integration("postgres")
 

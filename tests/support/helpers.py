@@ -17,7 +17,7 @@ from sqlalchemy import Engine, text
 
 from reprocess.core.spec import PipelineSpec
 from reprocess.core.spec_parse import read_spec
-from tests import oracle
+from tests.support import oracle
 
 ORDERS_SPEC = Path(__file__).resolve().parents[2] / "pipelines" / "orders.yaml"
 PAYMENTS_SPEC = ORDERS_SPEC.with_name("payments.yaml")

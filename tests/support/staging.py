@@ -53,6 +53,22 @@ class Record:
     tombstone: bool = False
 
 
+def ordering_spec(name: str, ordering: Any) -> PipelineSpec:
+    """A spec of key ``id`` and columns ``v`` (bigint, required) and ``s`` on topic ``name``, in
+    the given ``ordering``: enough for a test that stages rows by hand."""
+    return PipelineSpec.from_mapping(
+        {
+            "name": name,
+            "topics": [name],
+            "key": ["id"],
+            "columns": {"id": "text", "v": {"type": "bigint", "required": True}, "s": "text"},
+            "ordering": ordering,
+            "target_table": f"{name}.items",
+        },
+        source=f"{name}.yaml",
+    )
+
+
 def _schema(spec: PipelineSpec) -> pa.Schema:
     types = {c.name: _ARROW[c.type] for c in spec.columns}
     types.update(

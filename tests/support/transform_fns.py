@@ -1,4 +1,4 @@
-"""The user's own transform functions for test_transforms: ``transform: tests.integration.transform_fns:v1``.
+"""The user's own transform functions for test_transforms: ``transform: tests.support.transform_fns:v1``.
 
 v1 copies ``amount`` into ``net`` and rejects negative amounts (a dead letter through ``_error``);
 v2 adds 20 % VAT to ``net`` for the ``eu`` region: only those rows derive differently.
