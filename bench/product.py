@@ -1,6 +1,6 @@
 """The product, the way a DAG runs it: plan → Spark stage on a launcher → commit, per phase.
 
-A launcher runs the Spark stage of a planned run: ``spark-submit spark_apps/read_stage.py``
+A launcher runs the Spark stage of a planned run: ``spark-submit spark_apps/run_job.py``
 (a fresh driver JVM per run) or a Spark Connect client against the warm server. Both read
 Kafka through Spark's Kafka source, parse, dedupe and COPY into the run's stage
 in one Spark action, whose own time the job logs (``stage ... seconds=``).
@@ -47,10 +47,13 @@ class Launcher(Protocol):
 
 
 def _job_env(bench: Bench) -> dict[str, str]:
+    """The job's secrets in the environment variables the driver reads them from, as the DAG's
+    spark-submit launcher passes them."""
     from reprocess.postgres.db import libpq_url
+    from reprocess.spark.entry_points import secret_env
 
-    kafka = json.dumps(bench.kafka)
-    return {**os.environ, "REPROCESS_DB_URL": libpq_url(bench.db_url), "REPROCESS_KAFKA_CONFIG": kafka}
+    secrets = {"db_url": libpq_url(bench.db_url), "kafka_config": json.dumps(bench.kafka)}
+    return {**os.environ, **{secret_env(name): value for name, value in secrets.items()}}
 
 
 def spark_submit(bench: Bench, cmd: list[str], log_path: Path, what: str) -> dict[str, float]:
@@ -72,7 +75,7 @@ def _action_seconds(log_path: Path) -> float:
 
 @dataclass
 class SparkSubmit:
-    """``spark-submit spark_apps/read_stage.py`` on local[2] with the DAG's spark conf."""
+    """``spark-submit spark_apps/run_job.py reprocess.runner.spark_run:read_job``, local[2], the DAG's spark conf."""
 
     name: str = "spark-submit"
     stays_warm: bool = False
@@ -82,10 +85,11 @@ class SparkSubmit:
 
     def stage(self, bench: Bench, spec: PipelineSpec, run_id: str, log_path: Path) -> StageRun:
         from reprocess.spark.conf import spark_submit_command
-        from reprocess.spark.entry_points import READ_STAGE, app_path
+        from reprocess.spark.entry_points import RUN_JOB, app_path
 
-        args = ["--spec", str(spec.source_file), "--run-id", run_id, "--batch-size", str(spec.batch_size)]
-        peak_mb = spark_submit(bench, spark_submit_command(app_path(READ_STAGE), *args), log_path, "spark-submit")
+        job = "reprocess.runner.spark_run:read_job"
+        args = [job, "--spec", str(spec.source_file), "--run-id", run_id, "--batch-size", str(spec.batch_size)]
+        peak_mb = spark_submit(bench, spark_submit_command(app_path(RUN_JOB), *args), log_path, "spark-submit")
         return StageRun(_action_seconds(log_path), log_path, peak_mb)
 
 

@@ -55,7 +55,7 @@ def group_of(cmdline: str) -> str:
     'jvm'
     >>> group_of("/repo/.venv/bin/python -m pyspark.daemon pyspark.worker")
     'python workers'
-    >>> group_of("/repo/.venv/bin/python /x/spark_apps/read_stage.py --spec x")
+    >>> group_of("/repo/.venv/bin/python /x/spark_apps/run_job.py reprocess.runner.spark_run:read_job --spec x")
     'python driver'
     """
     exe = cmdline.split(" ", 1)[0]

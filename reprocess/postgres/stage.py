@@ -38,20 +38,14 @@ def stage_identifier(spec: PipelineSpec, run_id: str) -> sql.Composed:
 CHECK_COMMENT: Final = "reconciliation check "
 
 
-def create_stage(conn: PgConnection, spec: PipelineSpec, run_id: str, *, check: bool = False) -> int:
-    """(Re)create the run's stage empty: whatever a dead attempt left is dropped first. Returns the
-    new table's oid, which the job's tasks write under (a task of an older job finds another oid
-    and writes nothing: :func:`reprocess.postgres.stage_write.write_task`).
-
-    A reconciliation check's stage (``check``) has no run row to be found by, so its table's
-    comment names the check: :func:`drop_leftover_check_stages` finds it that way.
-    """
+def stage_types(spec: PipelineSpec) -> dict[str, str]:
+    """Each stage column's PostgreSQL type, in :func:`reprocess.core.stage_rows.stage_columns` order."""
     types = {c.name: c.sql_type for c in spec.columns}
     types.update(
         {
             "_kind": "text",
             "_kafka_topic": "text",
-            "_kafka_partition": "int",
+            "_kafka_partition": "integer",
             "_kafka_offset": "bigint",
             "_kafka_timestamp": "timestamptz",
             "_records": "bigint",
@@ -62,9 +56,20 @@ def create_stage(conn: PgConnection, spec: PipelineSpec, run_id: str, *, check: 
             **dict.fromkeys(LINKS, "text"),
         }
     )
+    return {c: types[c] for c in stage_columns(spec)}
+
+
+def create_stage(conn: PgConnection, spec: PipelineSpec, run_id: str, *, check: bool = False) -> int:
+    """(Re)create the run's stage empty: whatever a dead attempt left is dropped first. Returns the
+    new table's oid, which the job's tasks write under (a task of an older job finds another oid
+    and writes nothing: :func:`reprocess.postgres.stage_write.write_task`).
+
+    A reconciliation check's stage (``check``) has no run row to be found by, so its table's
+    comment names the check: :func:`drop_leftover_check_stages` finds it that way.
+    """
     table = stage_identifier(spec, run_id)
     columns = sql.SQL(", ").join(
-        sql.SQL("{} {}").format(sql.Identifier(c), sql.SQL(types[c])) for c in stage_columns(spec)
+        sql.SQL("{} {}").format(sql.Identifier(c), sql.SQL(t)) for c, t in stage_types(spec).items()
     )
     with conn.cursor() as cur:
         cur.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(STAGE_SCHEMA)))

@@ -66,7 +66,7 @@ def class_archive() -> Path | None:
 
 
 def spark_conf(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """``--conf`` values for ``spark-submit spark_apps/read_stage.py``; ``extra`` wins.
+    """``--conf`` values for ``spark-submit spark_apps/run_job.py``; ``extra`` wins.
 
     Examples
     --------

@@ -16,7 +16,6 @@ from typing import Any
 
 from reprocess.core.errors import ReprocessError
 
-READ_STAGE = "read_stage"
 RUN_JOB = "run_job"
 WARMUP = "warmup"
 
@@ -26,8 +25,8 @@ def app_path(name: str) -> Path:
 
     Examples
     --------
-    >>> app_path(READ_STAGE).name
-    'read_stage.py'
+    >>> app_path(RUN_JOB).name
+    'run_job.py'
     """
     resource = files("reprocess.spark_apps") / f"{name}.py"
     if not isinstance(resource, Path) or not resource.is_file():

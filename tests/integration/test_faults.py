@@ -7,7 +7,7 @@ and ends by comparing Postgres with an oracle computed from the produced message
 equal to the invalid messages, ledger equal to the committed ends, committed ranges tiling
 each partition exactly once.
 
-The library is driven directly (``plan_run`` → ``spark-submit spark_apps/read_stage.py`` →
+The library is driven directly (``plan_run`` → ``spark-submit spark_apps/run_job.py`` →
 ``commit_run``), not through Airflow, to keep each case to one or two Spark runs.
 
 Not here, on purpose:

@@ -96,6 +96,8 @@ def run_dag(spec: PipelineSpec, kind: str, conf: dict[str, Any] | None = None) -
 # 600-record job's JVM used 10.1-10.6 s of CPU instead of 19.5-20.6 s, on the suite's two cores.
 # The JIT tier changes how fast the same bytecode runs, not what it does.
 TEST_DRIVER_JIT = "-XX:TieredStopAtLevel=1"
+# The job the DAG's Spark task runs (spark_read_stage).
+READ_JOB = "reprocess.runner.spark_run:read_job"
 
 
 def start_spark_stage(
@@ -107,7 +109,7 @@ def start_spark_stage(
     conf: dict[str, str] | None = None,
     master: str | None = None,
 ) -> Any:
-    """spark-submit spark_apps/read_stage.py as the DAG does, in its own process group (killable).
+    """spark-submit the run's read job as the DAG does, in its own process group (killable).
 
     ``kafka`` replaces the ``kafka_default`` connection's config (another broker); ``conf``
     adds Spark settings; ``master`` replaces local mode's (a cluster's URL). The driver JVM runs
@@ -115,19 +117,16 @@ def start_spark_stage(
     """
     import subprocess
 
-    kafka = kafka if kafka is not None else _kafka_from_env()
-    env = {
-        **os.environ,
-        "REPROCESS_DB_URL": os.environ["AIRFLOW_CONN_REPROCESS_DB"],
-        "REPROCESS_KAFKA_CONFIG": json.dumps(kafka),
-    }
     from reprocess.spark.conf import spark_conf, spark_submit_command
-    from reprocess.spark.entry_points import READ_STAGE, app_path
+    from reprocess.spark.entry_points import RUN_JOB, app_path, secret_env
 
+    kafka = kafka if kafka is not None else _kafka_from_env()
+    secrets = {"db_url": os.environ["AIRFLOW_CONN_REPROCESS_DB"], "kafka_config": json.dumps(kafka)}
+    env = {**os.environ, **{secret_env(name): value for name, value in secrets.items()}}
     java = f"{spark_conf()['spark.driver.extraJavaOptions']} {TEST_DRIVER_JIT}"
     conf = {"spark.driver.extraJavaOptions": java, **(conf or {})}
-    args = ("--spec", spec.source_file, "--run-id", run_id)
-    cmd = spark_submit_command(app_path(READ_STAGE), *args, extra=conf, **({"master": master} if master else {}))
+    args = (READ_JOB, "--spec", spec.source_file, "--run-id", run_id)
+    cmd = spark_submit_command(app_path(RUN_JOB), *args, extra=conf, **({"master": master} if master else {}))
     if batch_size:
         cmd += ["--batch-size", str(batch_size)]
     return subprocess.Popen(
@@ -256,10 +255,10 @@ def oracle_rows(produced: Any) -> dict[str, tuple[str, str, int, int]]:
 
 def stage_count(engine: Engine, spec: PipelineSpec, run_id: str) -> int | None:
     """Rows in the run's stage table, None when it does not exist."""
-    from reprocess.postgres.stage import STAGE_SCHEMA
+    from reprocess.postgres.stage import stage_identifier
 
-    name = f'{STAGE_SCHEMA}."{spec.stage_table(run_id)}"'
     with engine.connect() as conn:
+        name = stage_identifier(spec, run_id).as_string(conn.connection.dbapi_connection)
         if conn.execute(text("SELECT to_regclass(:n)"), {"n": name}).scalar() is None:
             return None
         return conn.execute(text(f"SELECT count(*) FROM {name}")).scalar_one()

@@ -20,11 +20,11 @@ from sqlalchemy import Engine
 from reprocess.core.ranges import OffsetRange
 from reprocess.core.runs import RunKind, RunState
 from reprocess.core.spec import ColumnType, PipelineSpec
-from reprocess.core.stage_rows import DEAD, LINKS, ROW, TOMBSTONE, UNCHANGED, stage_columns
+from reprocess.core.stage_rows import DEAD, ROW, TOMBSTONE, stage_columns
 from reprocess.postgres import store
 from reprocess.postgres.commit import CommitResult, commit_run
 from reprocess.postgres.db import libpq_url
-from reprocess.postgres.stage import STAGE_SCHEMA, create_stage
+from reprocess.postgres.stage import STAGE_SCHEMA, create_stage, stage_types
 from reprocess.spark.stage_task import StageTask
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
@@ -70,28 +70,16 @@ def ordering_spec(name: str, ordering: Any) -> PipelineSpec:
 
 
 def _schema(spec: PipelineSpec) -> pa.Schema:
-    types = {c.name: _ARROW[c.type] for c in spec.columns}
-    types.update(
-        {
-            "_kind": pa.string(),
-            "_kafka_topic": pa.string(),
-            "_kafka_partition": pa.int32(),
-            "_kafka_offset": pa.int64(),
-            "_kafka_timestamp": pa.timestamp("us", tz="UTC"),
-            "_records": pa.int64(),
-            "_error": pa.string(),
-            "_raw_key": pa.string(),
-            "_raw_value": pa.string(),
-            UNCHANGED: pa.string(),
-            **dict.fromkeys(LINKS, pa.string()),
-        }
-    )
-    return pa.schema([(c, types[c]) for c in stage_columns(spec)])
+    """The Arrow schema of the stage's columns: a spec column's by its type, the others' by the
+    PostgreSQL type the product's stage gives them (:func:`reprocess.postgres.stage.stage_types`)."""
+    declared = {c.name: c.type for c in spec.columns}
+    return pa.schema([(c, _ARROW[declared.get(c) or ColumnType(t)]) for c, t in stage_types(spec).items()])
 
 
 def _stage_row(spec: PipelineSpec, r: Record) -> dict[str, Any]:
+    """The record's stage row: every stage column, NULL where the record sets nothing."""
     good = r.values is not None
-    row: dict[str, Any] = {c.name: None for c in spec.columns}
+    row: dict[str, Any] = dict.fromkeys(stage_columns(spec))
     if good:
         row.update({k: Decimal(v) if isinstance(v, str) and _is_numeric(spec, k) else v for k, v in r.values.items()})
     row.update(
@@ -105,8 +93,6 @@ def _stage_row(spec: PipelineSpec, r: Record) -> dict[str, Any]:
             "_error": None if good else r.error,
             "_raw_key": None if good else b"k".hex().upper(),
             "_raw_value": None if good else f"bad-{r.partition}-{r.offset}".encode().hex().upper(),
-            UNCHANGED: None,
-            **dict.fromkeys(LINKS),
         }
     )
     return row
