@@ -11,6 +11,7 @@ COPY pyproject.toml README.md ./
 COPY reprocess ./reprocess
 COPY spark_apps ./spark_apps
 COPY sql ./sql
+COPY plugins ./plugins
 COPY devstack ./devstack
 RUN pip wheel --no-cache-dir --no-deps --wheel-dir /dist .
 

@@ -22,7 +22,7 @@ from typing import Final
 
 from devstack.process import REPO
 
-SOURCES: Final = ("pyproject.toml", "README.md", "reprocess", "spark_apps", "sql", "devstack")
+SOURCES: Final = ("pyproject.toml", "README.md", "reprocess", "spark_apps", "sql", "plugins", "devstack")
 
 
 def build(out: Path) -> Path:

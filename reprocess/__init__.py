@@ -12,10 +12,11 @@ The folders are the layers; each may import only the layers below it (no cycles)
   imports core, formats, kafka, postgres.
 - ``operations``: what a user asks for: plan, reconcile, rebuild, reset, redrive, mirror,
   coverage, summary; imports core, kafka, postgres.
-- ``airflow``: the edge that imports Airflow: the DAGs by kind, the Spark task, the plugin.
+- ``airflow``: the edge that imports Airflow: the DAGs by kind, the Spark task.
 - ``cli``: the command line, an edge like ``airflow``.
-- ``spark_apps`` and ``sql`` are the repository's top-level folders of the same names, mapped
-  into the package by the build: spark-submit entry points and the numbered migrations.
+- ``spark_apps``, ``sql`` and ``plugins`` are the repository's top-level folders of the same names,
+  mapped into the package by the build: spark-submit entry points, the numbered migrations and
+  the Airflow plugin (coverage page and run-note listener, an edge like ``airflow``).
 """
 
 __version__ = "0.1.0"

@@ -36,7 +36,7 @@ DEFAULT_PORT: Final = 15002  # Spark Connect's own default
 
 def library_fingerprint() -> str:
     """A hash over the names and bytes of the ``reprocess`` package's files (code and package
-    data, the mapped ``spark_apps`` and ``sql`` folders included), as the running Python imports them.
+    data, the mapped ``spark_apps``, ``sql`` and ``plugins`` folders included), as the running Python imports them.
 
     Examples
     --------
@@ -44,12 +44,12 @@ def library_fingerprint() -> str:
     True
     """
     # Each file is named by the package that imports it, never by where it lies: a checkout maps
-    # the top-level spark_apps/ and sql/ into the package, a wheel holds them inside reprocess/,
+    # the top-level spark_apps/, sql/ and plugins/ into the package, a wheel holds them inside reprocess/,
     # and the two installs of one commit must give one fingerprint. The mapped packages go first,
     # so a wheel's reprocess/spark_apps/… is named as the checkout's spark_apps/… is.
     named: dict[str, Path] = {}
     seen: set[Path] = set()
-    for package in ("reprocess.spark_apps", "reprocess.sql", "reprocess"):
+    for package in ("reprocess.spark_apps", "reprocess.sql", "reprocess.plugins", "reprocess"):
         root = Path(str(files(package)))
         for path in root.rglob("*"):
             if path.is_file() and "__pycache__" not in path.parts and path.resolve() not in seen:

@@ -189,7 +189,7 @@ def test_ui_shows_dags_trigger_form_run_and_coverage_page(
             expected = [run.run_id, "Success", "plan_offsets", "spark_read_stage", "commit_transaction", "report"]
             browser.wait_for_text(*expected)
             note = _api(ui["url"], ui["password"], f"/api/v2{run_path.replace('/runs/', '/dagRuns/')}").get("note")
-            assert note, "the run-note listener (reprocess.airflow.plugin) wrote no note"
+            assert note, "the run-note listener (reprocess.plugins.listener) wrote no note"
             browser.wait_for_text(_note_fragment(note))
             print(f"run note shown: {_note_fragment(note)!r}")
             screenshot("run")
@@ -427,7 +427,7 @@ def _check_dag_filter(monkeypatch: pytest.MonkeyPatch, denied: str, allowed: str
     from tests.support.per_dag_auth import PerDagAuthManager
 
     monkeypatch.setenv("REPROCESS_TEST_DENIED_DAGS", f"viewer=reprocess_{denied}_")
-    from reprocess.airflow.web import access
+    from reprocess.plugins import access
 
     monkeypatch.setattr(access, "get_auth_manager", PerDagAuthManager)
     viewer = SimpleAuthManagerUser(username="viewer", role="viewer")

@@ -81,13 +81,14 @@ def test_wheel_carries_migrations_and_entry_point_and_the_dag_file_runs_from_it(
     wheel = devstack.wheel.build(tmp_path / "dist")
     members = zipfile.ZipFile(wheel).namelist()
     shipped = sorted(Path(m).stem for m in members if m.startswith("reprocess/sql/") and m.endswith(".sql"))
-    # The top-level sql/ and spark_apps/ land inside the package; every library folder ships.
+    # The top-level sql/, spark_apps/ and plugins/ land inside the package; every library folder ships.
     assert shipped == sorted(p.stem for p in (REPO_ROOT / "sql").glob("[0-9][0-9][0-9]_*.sql"))
     assert "reprocess/spark_apps/run_job.py" in members
     folders = {p.parent.relative_to(REPO_ROOT).as_posix() for p in (REPO_ROOT / "reprocess").rglob("__init__.py")}
     assert {f + "/__init__.py" for f in folders} <= set(members), sorted(folders)
-    assert "reprocess/airflow/web/templates/pipeline.html" in members
-    assert "reprocess/airflow/web/static/coverage.js" in members
+    assert "reprocess/plugins/plugin.py" in members
+    assert "reprocess/plugins/templates/pipeline.html" in members
+    assert "reprocess/plugins/static/coverage.js" in members
     assert "reprocess/core/spec.schema.json" in members
 
     python = devstack.wheel.install_env(tmp_path / "venv", wheel)

@@ -1,7 +1,4 @@
-"""Airflow plugin of the reprocessing pipeline: the coverage page and the run-note listener.
-
-The coverage page (:mod:`reprocess.airflow.web`: routes, templates, charts) is registered here as a FastAPI
-app under ``/reprocess``, shown in the nav and as a tab on every pipeline DAG's page.
+"""The run-note listener: a finished pipeline run's summary becomes its note in the Airflow UI.
 
 Tasks cannot set a run note through the Execution API, so a DAG-run listener (it runs where
 the run's state changes, with metadata DB access) copies the summary that the ``report``
@@ -14,9 +11,6 @@ import logging
 from typing import Any
 
 from airflow.listeners import hookimpl
-from airflow.plugins_manager import AirflowPlugin
-
-from reprocess.airflow.web import routes
 
 log = logging.getLogger(__name__)
 NOTE_LIMIT = 1000  # the UI/API limit of a run note
@@ -76,32 +70,3 @@ def _set_note(dag_run: Any, note: str) -> None:
         )
         if attached is not None:
             attached.note = note
-
-
-class ReprocessPlugin(AirflowPlugin):
-    """The coverage page (nav entry, a tab on every DAG) and the run-note listener.
-
-    AirflowPlugin declares its registries as instance attributes, hence no ClassVar below.
-    """
-
-    name = "reprocess"
-    listeners: list[object] = [RunNoteListener()]  # noqa: RUF012
-    fastapi_apps: list[Any] = [  # noqa: RUF012
-        {"app": routes.app, "url_prefix": routes.URL_PREFIX, "name": "Reprocess coverage"}
-    ]
-    external_views: list[Any] = [  # noqa: RUF012
-        {
-            "name": "Coverage",
-            "href": f"{routes.URL_PREFIX}/",
-            "destination": "nav",
-            "url_route": "reprocess",
-            "nav_top_level": True,
-            "icon": f"{routes.URL_PREFIX}/static/coverage.svg",
-        },
-        {
-            "name": "Coverage",
-            "href": f"{routes.URL_PREFIX}/dag/{{DAG_ID}}",
-            "destination": "dag",
-            "url_route": "reprocess-coverage",
-        },
-    ]

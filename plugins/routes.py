@@ -23,9 +23,10 @@ from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from sqlalchemy import Engine
 
-from reprocess.airflow.web.access import User, readable_pipelines, require_pipeline
 from reprocess.core.spec import pipeline_dag_id, pipeline_of_dag
 from reprocess.operations import coverage, progress, redrive
+
+from .access import User, readable_pipelines, require_pipeline
 
 URL_PREFIX: Final = "/reprocess"
 DB_CONN_ID: Final = "reprocess_db"
