@@ -20,6 +20,7 @@ from sqlalchemy import Engine
 from reprocess.core.ranges import OffsetRange
 from reprocess.core.runs import RunKind, RunState
 from reprocess.core.spec import ColumnType, PipelineSpec
+from reprocess.core.spec_parse import parse_spec
 from reprocess.core.stage_rows import DEAD, ROW, TOMBSTONE, stage_columns
 from reprocess.postgres import store
 from reprocess.postgres.commit import CommitResult, commit_run
@@ -56,7 +57,7 @@ class Record:
 def ordering_spec(name: str, ordering: Any) -> PipelineSpec:
     """A spec of key ``id`` and columns ``v`` (bigint, required) and ``s`` on topic ``name``, in
     the given ``ordering``: enough for a test that stages rows by hand."""
-    return PipelineSpec.from_mapping(
+    return parse_spec(
         {
             "name": name,
             "topics": [name],
