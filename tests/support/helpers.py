@@ -236,13 +236,16 @@ def backfill(engine: Engine, kafka: dict[str, Any], spec: PipelineSpec, run_id: 
 
 
 def plan_stage_commit(engine: Engine, kafka: dict[str, Any], spec: PipelineSpec, request: Any, run_id: str) -> Any:
-    """One whole run as the DAG makes it (plan, stage over Connect, commit); returns its plan."""
-    from reprocess.operations.plan import plan_run
-    from reprocess.postgres.commit import commit_run
+    """One whole run as the DAG makes it (its stages: planning, then the Spark task over Connect and
+    the commit when it reads anything); returns its plan."""
+    from reprocess.core.stages import launched_after_spark, launched_with_spark
+    from reprocess.runner.evaluate import RunContext, evaluate
+    from reprocess.runner.start import start_run
 
-    plan = plan_run(engine, kafka, spec, request, run_id)
-    run_spark_stage(spec, run_id, kafka=kafka)
-    commit_run(engine, spec, run_id)
+    plan, stages = start_run(engine, kafka, spec, request, run_id)
+    if launched_with_spark(stages):
+        run_spark_stage(spec, run_id, kafka=kafka)
+        evaluate(launched_after_spark(stages), RunContext(engine, spec, kafka))
     return plan
 
 
