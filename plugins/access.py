@@ -16,7 +16,7 @@ from airflow.api_fastapi.auth.managers.models.base_user import BaseUser
 from airflow.api_fastapi.core_api.security import get_user
 from fastapi import Depends, HTTPException, status
 
-from reprocess.core.spec import DAG_KINDS, pipeline_dag_id
+from reprocess.core.names import DAG_KINDS, pipeline_dag_id
 
 User = Annotated[BaseUser, Depends(get_user)]
 

@@ -23,7 +23,7 @@ from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from sqlalchemy import Engine
 
-from reprocess.core.spec import pipeline_dag_id, pipeline_of_dag
+from reprocess.core.names import pipeline_dag_id, pipeline_of_dag
 from reprocess.operations import coverage, progress, redrive
 
 from .access import User, readable_pipelines, require_pipeline

@@ -34,7 +34,7 @@ from sqlalchemy import Engine, text
 from sqlalchemy.exc import OperationalError
 
 from reprocess.core.errors import ConnectionConfigError, ReprocessError
-from reprocess.core.spec import pipeline_dag_id
+from reprocess.core.names import pipeline_dag_id
 from reprocess.core.spec_catalog import pipelines_dir
 from reprocess.kafka import demo_data
 from reprocess.kafka.clients import config_from_env, make_admin

@@ -10,12 +10,12 @@ Reading a file is :mod:`reprocess.core.spec_parse`; a folder of them, :mod:`repr
 from __future__ import annotations
 
 import enum
-import re
 from collections.abc import Mapping
 from dataclasses import MISSING, Field, dataclass, field, fields
 from types import MappingProxyType
 from typing import Any, Final
 
+from reprocess.core import names
 from reprocess.core.column_types import ColumnType as ColumnType  # re-exported: specs name column types
 from reprocess.core.column_types import DecimalHandling, sql_type
 from reprocess.core.derive import Transform
@@ -27,30 +27,10 @@ from reprocess.core.ordering import Ordering
 DEBEZIUM_PLACEHOLDER: Final = "__debezium_unavailable_value"
 # The Airflow connection of the Schema Registry, unless a spec names another.
 DEFAULT_REGISTRY_CONN: Final = "schema_registry_default"
+
+
 # The DAGs that read a pipeline's data (reprocess.airflow.factory builds them; reading its coverage
 # needs read access to all of them); every generated DAG's id, the reset DAG's too, names the pipeline.
-DAG_KINDS: Final = ("backfill", "incremental", "reconcile")
-_DAG_ID: Final = re.compile(r"^reprocess_(?P<pipeline>[a-z_][a-z0-9_]*)_(backfill|incremental|reconcile|reset)$")
-
-
-def pipeline_dag_id(pipeline: str, kind: str) -> str:
-    return f"reprocess_{pipeline}_{kind}"
-
-
-def pipeline_of_dag(dag_id: str) -> str | None:
-    """The pipeline a generated DAG belongs to, or None for any other DAG.
-
-    Examples
-    --------
-    >>> pipeline_of_dag("reprocess_orders_v2_backfill")
-    'orders_v2'
-    >>> pipeline_of_dag("etl_daily") is None
-    True
-    """
-    match = _DAG_ID.match(dag_id)
-    return match.group("pipeline") if match else None
-
-
 class TombstoneMode(enum.StrEnum):
     """What a record with a null value (a Kafka tombstone) does."""
 
@@ -164,14 +144,11 @@ class PipelineSpec:
         return f"{self.target_schema}.{self.target_table}"
 
     def dag_id(self, kind: str) -> str:
-        return pipeline_dag_id(self.name, kind)
+        return names.pipeline_dag_id(self.name, kind)
 
     def stage_table(self, run_id: str) -> str:
         """Run-scoped stage table name (an identifier: lowercase, bounded length)."""
-        import hashlib
-
-        digest = hashlib.sha1(run_id.encode()).hexdigest()[:16]
-        return f"{self.name[:40]}_{digest}"
+        return names.stage_table(self.name, run_id)
 
     @property
     def fingerprint(self) -> str:

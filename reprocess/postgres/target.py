@@ -11,6 +11,7 @@ from typing import Final
 
 from psycopg2 import sql
 
+from reprocess.core.names import shadow_table
 from reprocess.core.spec import PipelineSpec
 from reprocess.core.stage_rows import LINEAGE
 
@@ -30,7 +31,7 @@ def shadow_spec(spec: PipelineSpec) -> PipelineSpec:
     import dataclasses
 
     return dataclasses.replace(
-        spec, target_table=f"{spec.target_table[:54]}__rebuild", markers_table=f"{spec.name[:54]}__rebuild"
+        spec, target_table=shadow_table(spec.target_table), markers_table=shadow_table(spec.name)
     )
 
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Final
 import psycopg2
 from psycopg2 import sql
 
-from reprocess.core.errors import SchemaChangeError, SpecError
+from reprocess.core.errors import ConnectionConfigError, SchemaChangeError, StageLostError
 from reprocess.core.ranges import OffsetRange, window_ranges
 from reprocess.core.spec import Format, PipelineSpec
 from reprocess.core.spec_parse import read_spec
@@ -94,9 +94,10 @@ def writer_schemas(spec: PipelineSpec, ranges: Sequence[OffsetRange], registry_c
     if not spec.needs_registry or not any(r.width > 0 for r in ranges):
         return {}
     if not registry_config:
-        raise SpecError(
+        raise ConnectionConfigError(
             f"{spec.name}: its records are Avro, whose writer schemas come from the Schema Registry of connection "
-            f"{spec.schema_registry!r}; the job got no registry_config. Define that connection"
+            f"{spec.schema_registry!r}; the job got no registry_config. Define that connection",
+            pipeline=spec.name,
         )
     return spec_writer_schemas(spec, registry.client_config(registry_config))
 
@@ -239,11 +240,13 @@ def _check_stage(spec: PipelineSpec, stage_id: str, db_url: str, written: Sequen
     pg.close()
     reported = {w.task: (w.written_by, w.rows) for w in written}
     if recorded != reported or rows != sum(r for _, r in recorded.values()):
-        raise RuntimeError(
+        raise StageLostError(
             f"{spec.name}: run {stage_id}'s stage holds {rows} rows written by tasks {sorted(recorded.items())} "
             f"(task: (attempt, rows)), but the Spark tasks reported {sorted(reported.items())}; the stage changed "
             "under the job (a PostgreSQL restart empties unlogged stages). Re-run the stage (it starts from an "
-            "empty table)"
+            "empty table)",
+            pipeline=spec.name,
+            run_id=stage_id,
         )
     for w in written:
         if w.attempt > 0:  # Spark ran this task again: say which attempt's rows the stage kept
