@@ -44,7 +44,7 @@ def plan_run(
     request.check_rebuild(spec.topics)
     try:
         version, warnings = store.ensure_pipeline(
-            engine, spec, rebuild=request.mode is RunMode.REBUILD, acknowledged=request.acknowledge_partition_change
+            engine, spec, request.mode, acknowledged=request.acknowledge_partition_change
         )
     except SpecError as refused:  # recorded, so the run note says why, not only the task log
         store.record_failed_request(engine, spec, request.kind, run_id, params, str(refused),

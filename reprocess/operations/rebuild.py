@@ -117,8 +117,8 @@ def prepare_shadow(conn: Connection, spec: PipelineSpec, run_id: str) -> None:
         return
     shadow = shadow_spec(spec)
     store.mark_rebuild(conn, run_id)
-    conn.execute(_FORGET_SHADOW_DEAD_LETTERS, {"owner": dead_letters_owner(spec, rebuild=True)})
-    conn.execute(_FORGET_SHADOW_INCOMPLETE, {"owner": dead_letters_owner(spec, rebuild=True)})
+    conn.execute(_FORGET_SHADOW_DEAD_LETTERS, {"owner": dead_letters_owner(spec, RunMode.REBUILD)})
+    conn.execute(_FORGET_SHADOW_INCOMPLETE, {"owner": dead_letters_owner(spec, RunMode.REBUILD)})
     with pg_cursor(conn) as cur:
         cur.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(target_identifier(shadow)))
         cur.execute(create_target_sql(shadow))
@@ -175,7 +175,7 @@ def swap_in(
             _rename(conn, MARKERS_SCHEMA, spec.markers_table or spec.name, kept_table(spec.name, stamp))
         if _exists(conn, markers_identifier(shadow)):
             _rename(conn, MARKERS_SCHEMA, shadow.markers_table, spec.markers_table or spec.name)
-        dead = {"pipeline": spec.name, "owner": dead_letters_owner(spec, rebuild=True), "run_id": run_id}
+        dead = {"pipeline": spec.name, "owner": dead_letters_owner(spec, RunMode.REBUILD), "run_id": run_id}
         conn.execute(_RESOLVE_LIVE_DEAD_LETTERS, dead)
         conn.execute(_MOVE_SHADOW_DEAD_LETTERS, dead)
         conn.execute(_FORGET_SHADOW_DEAD_LETTERS, dead)

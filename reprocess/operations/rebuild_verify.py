@@ -26,6 +26,7 @@ from sqlalchemy import Connection, Engine, text
 
 from reprocess.core.errors import ReprocessError
 from reprocess.core.ranges import OffsetRange
+from reprocess.core.runs import RunMode
 from reprocess.core.spec import ColumnSpec, PipelineSpec
 from reprocess.core.stage_rows import ROW, TOMBSTONE
 from reprocess.operations.record_fields import avro_decoder, json_doc, record_fields
@@ -59,7 +60,7 @@ def verify_shadow(
         Naming the partitions whose keys are missing or stale, with example keys; nothing was swapped.
     """
     shadow = shadow_spec(spec)
-    owner = dead_letters_owner(spec, rebuild=True)
+    owner = dead_letters_owner(spec, RunMode.REBUILD)
     with engine.begin() as conn:
         plan = store.load_plan(conn, run_id)
         conn.execute(text("SET LOCAL TimeZone = 'UTC'"))  # Spark's session zone for times without one

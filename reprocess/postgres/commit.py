@@ -117,14 +117,15 @@ def _commit_once(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResul
         if run.state != RunState.STAGED:
             raise ReprocessError(f"{spec.name}: run {run_id} is {run.state}, not staged; run the Spark stage first")
         # A rebuild's batches merge into its shadow table; its own commit is the swap (rebuild.swap_in).
-        rebuild = store.run_mode(conn, run_id) is RunMode.REBUILD
+        mode = store.run_mode(conn, run_id)
+        rebuild = mode is RunMode.REBUILD
         if rebuild and not store.is_batch(conn, run_id):
             raise ReprocessError(
                 f"{spec.name}: run {run_id} is a rebuild: it commits by swapping its shadow in (rebuild.swap_in, "
                 "the commit task of its DAG run), never as a plain run; nothing was committed"
             )
         target = shadow_spec(spec) if rebuild else spec
-        owner = dead_letters_owner(spec, rebuild=rebuild)  # whose dead letters this run writes
+        owner = dead_letters_owner(spec, mode)  # whose dead letters this run writes
         # A chunked run committed batch by batch (each through this protocol); its own commit only
         # checks and sums them.
         totals = None if rebuild else sum_committed_batches(conn, run_id)

@@ -10,15 +10,16 @@ from __future__ import annotations
 
 from psycopg2 import sql
 
+from reprocess.core.runs import RunMode
 from reprocess.core.spec import PipelineSpec
 from reprocess.core.stage_rows import DEAD
 
 
-def dead_letters_owner(spec: PipelineSpec, *, rebuild: bool) -> str:
+def dead_letters_owner(spec: PipelineSpec, mode: RunMode) -> str:
     """The ``pipeline`` value of the dead letters a run writes: a rebuild's are kept apart (under
     ``<pipeline>/rebuild``, never a pipeline name) until its swap moves them to the pipeline, so
     a rebuild that is never swapped in leaves the live dead letters as they were."""
-    return f"{spec.name}/rebuild" if rebuild else spec.name
+    return f"{spec.name}/{mode.value}" if mode is RunMode.REBUILD else spec.name
 
 
 def dead_letter_of(dead_letter: str, stage_row: str) -> sql.Composed:

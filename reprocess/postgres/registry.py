@@ -28,6 +28,7 @@ from typing import Any, Final
 from sqlalchemy import Connection, text
 
 from reprocess.core.errors import OrderingError, SchemaChangeError, SpecError
+from reprocess.core.runs import RunMode
 from reprocess.core.spec import DEFAULT_REGISTRY_CONN, PipelineSpec
 
 log = logging.getLogger(__name__)
@@ -42,7 +43,7 @@ _HAS_LEDGER: Final = text("SELECT EXISTS (SELECT 1 FROM reprocess.consumer_offse
 _EXISTS: Final = text("SELECT to_regclass(:table) IS NOT NULL")
 
 
-def check_registration(conn: Connection, spec: PipelineSpec, *, rebuild: bool, acknowledged: bool) -> list[str]:
+def check_registration(conn: Connection, spec: PipelineSpec, mode: RunMode, *, acknowledged: bool) -> list[str]:
     """Refuse a spec that would take another pipeline's table or change what the ledger describes.
 
     Runs in the caller's transaction, under the pipeline's lock, before the spec is registered.
@@ -82,6 +83,7 @@ def check_registration(conn: Connection, spec: PipelineSpec, *, rebuild: bool, a
             pipeline=spec.name,
         )
     decoding = _decoding_changes(old, spec)
+    rebuild = mode is RunMode.REBUILD
     if decoding and not rebuild:
         raise SchemaChangeError(
             f"{spec.name}: spec {spec.source_file} changes {'; '.join(decoding)}, with committed positions: the "

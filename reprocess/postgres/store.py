@@ -69,7 +69,7 @@ _MARK_PARENT_COMMITTED: Final = text(
 
 
 def ensure_pipeline(
-    engine: Engine, spec: PipelineSpec, *, rebuild: bool = False, acknowledged: bool = False
+    engine: Engine, spec: PipelineSpec, mode: RunMode = RunMode.MERGE, *, acknowledged: bool = False
 ) -> tuple[int, list[str]]:
     """Register the spec (and its version) and create or evolve its target table; returns the
     version and warnings about changes that were allowed (registry.check_registration).
@@ -87,7 +87,8 @@ def ensure_pipeline(
     """
     with engine.begin() as conn:
         conn.execute(queries.PIPELINE_LOCK, {"pipeline": spec.name})
-        warnings = check_registration(conn, spec, rebuild=rebuild, acknowledged=acknowledged)
+        warnings = check_registration(conn, spec, mode, acknowledged=acknowledged)
+        rebuild = mode is RunMode.REBUILD
         params = {"name": spec.name, "target": spec.qualified_target, "spec": json.dumps(spec.as_dict())}
         conn.execute(queries.REGISTER_PIPELINE if rebuild else queries.UPSERT_PIPELINE, params)
         if rebuild:

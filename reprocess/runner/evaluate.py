@@ -5,8 +5,8 @@ commit task of a DAG each evaluate their part of the same stage list; the benchm
 evaluate it whole. A :class:`~reprocess.core.stages.Read` needs a :class:`Reader` (the Spark
 side, which only reads, decodes and stages); every other stage is Postgres work done here.
 
-A batch's commit runs in a thread of its own while the next batch reads (the 10 M bench spent
-33 of its 144 s in three commits while Spark waited). The commits still run one after the other,
+A batch's commit runs in a thread of its own while the next batch reads, so Spark never waits
+for Postgres between batches (docs/performance.md measures it). The commits still run one after the other,
 each only once the one before succeeded, so a failed commit stops the run before any later batch
 commits.
 """

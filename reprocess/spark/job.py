@@ -173,11 +173,10 @@ def warm_up(
 ) -> int:
     """Stage ``ranges`` the way a run does, into a stage dropped afterwards; returns its rows.
 
-    A Spark Connect server's first run paid ~3-4x a warm one (200,000 records: 74.9 s against
-    17.6-20.6 s): the JIT compiling Kafka's fetch path, the JSON parse and the aggregation, Janino
-    compiling the generated code (1.1-1.5 s per class when cold), and the Python workers starting
-    and importing the copier (boot 3.4 s + init 2.0 s). The server's start pays them once instead,
-    in the session the runs share (Python workers belong to a session).
+    A Spark Connect server's first run pays for the JIT compiling Kafka's fetch path, the parse
+    and the aggregation, Janino compiling the generated code, and the Python workers starting and
+    importing the copier (several times a warm run: docs/performance.md). The server's start pays
+    them once instead, in the session the runs share (Python workers belong to a session).
     """
     try:
         return stage_ranges(spark, spec, WARM_UP_STAGE, ranges, db_url, kafka, writer_schemas(spec, ranges, None))
