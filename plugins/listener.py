@@ -30,17 +30,17 @@ def _write_note(dag_run: Any) -> None:
     if not dag_run.dag_id.startswith("reprocess_") or dag_run.dag_id.endswith("_reconcile"):
         return
     try:
-        from airflow.models.connection import Connection
         from sqlalchemy import text
 
+        from reprocess.airflow.hooks import AppDatabaseHook
+        from reprocess.core.names import run_key
         from reprocess.operations.summary import format_note
-        from reprocess.postgres.db import make_engine
 
-        engine = make_engine(Connection.get_connection_from_secrets("reprocess_db").get_uri())
+        engine = AppDatabaseHook.server_engine()
         with engine.connect() as conn:
             row = conn.execute(
                 text("SELECT summary, state, error FROM reprocess.runs WHERE run_id = :r"),
-                {"r": f"{dag_run.dag_id}/{dag_run.run_id}"},
+                {"r": run_key(dag_run.dag_id, dag_run.run_id)},
             ).one_or_none()
         engine.dispose()
         if row is not None:

@@ -29,7 +29,6 @@ from reprocess.operations import coverage, progress, redrive
 from .access import User, readable_pipelines, require_pipeline
 
 URL_PREFIX: Final = "/reprocess"
-DB_CONN_ID: Final = "reprocess_db"
 HERE: Final = Path(__file__).resolve().parent
 STATIC: Final = {
     "coverage.js": (HERE / "static" / "coverage.js", "text/javascript"),
@@ -57,13 +56,9 @@ templates = Environment(
 
 @functools.cache
 def engine() -> Engine:
-    from airflow.models.connection import Connection
+    from reprocess.airflow.hooks import AppDatabaseHook
 
-    from reprocess.postgres.db import make_engine, migrate
-
-    engine = make_engine(Connection.get_connection_from_secrets(DB_CONN_ID).get_uri())
-    migrate(engine)  # the page may be opened before any run applied the newest migration
-    return engine
+    return AppDatabaseHook.server_engine()  # migrated: the page may come before any run migrated
 
 
 def _ago(value: datetime | None) -> str:

@@ -9,14 +9,13 @@ from typing import Any, Final
 
 from airflow.sdk import Connection, ExceptionRetryPolicy, Param, RetryAction, RetryRule
 
+from reprocess.airflow.hooks import AppDatabaseHook, KafkaConfigHook, SchemaRegistryHook
 from reprocess.airflow.spark_task import SPARK_CONN_ID, SparkJobOperator
 from reprocess.core.errors import ConnectionConfigError, DataLossError, FencedRunError, ReconciliationGap, SpecError
 from reprocess.core.spec import PipelineSpec
 
 log = logging.getLogger(__name__)
 
-DB_CONN_ID: Final = "reprocess_db"
-KAFKA_CONN_ID: Final = "kafka_default"
 SPARK_POOL: Final = "spark"
 SAMPLE_PER_PARTITION: Final = 100  # records the dry run decodes per partition (reprocess validate's default)
 
@@ -46,19 +45,12 @@ def default_args(spec: PipelineSpec) -> dict[str, Any]:
 
 def app_engine() -> Any:
     """The app database (connection ``reprocess_db``), migrated."""
-    from reprocess.postgres.db import make_engine, migrate
-
-    engine = make_engine(Connection.get(DB_CONN_ID).get_uri())
-    migrate(engine)
-    return engine
+    return AppDatabaseHook().engine()
 
 
 def kafka_config() -> dict[str, Any]:
     """The Kafka client config from the ``kafka_default`` connection's extra."""
-    config = dict(Connection.get(KAFKA_CONN_ID).extra_dejson)
-    if not config.get("bootstrap.servers"):
-        raise ConnectionConfigError(f"connection {KAFKA_CONN_ID} must set 'bootstrap.servers' in its extra")
-    return config
+    return KafkaConfigHook().client_config()
 
 
 def dry_run_findings(spec: PipelineSpec) -> list[Any]:
@@ -92,13 +84,7 @@ def dry_run_findings(spec: PipelineSpec) -> list[Any]:
 
 def registry_config(spec: PipelineSpec) -> dict[str, Any] | None:
     """The Schema Registry client config of an Avro pipeline (its ``schema_registry`` connection)."""
-    if not spec.needs_registry:
-        return None
-    from reprocess.kafka.registry import client_config
-
-    conn = Connection.get(spec.schema_registry)
-    extra = conn.extra_dejson
-    return client_config({"url": conn.host, "login": conn.login, "password": conn.password, "extra": extra})
+    return SchemaRegistryHook(spec.schema_registry).client_config() if spec.needs_registry else None
 
 
 def pipeline_spark_task(
@@ -116,22 +102,14 @@ def pipeline_spark_task(
         pool=SPARK_POOL,
         args={"spec": spec.source_file, "fingerprint": spec.fingerprint, **args},
         secrets={
-            "db_url": "{{ conn." + DB_CONN_ID + ".get_uri() }}",
-            "kafka_config": "{{ conn." + KAFKA_CONN_ID + ".extra }}",
-            **({"registry_config": registry_template(spec.schema_registry)} if spec.needs_registry else {}),
+            "db_url": AppDatabaseHook.url_template(),
+            "kafka_config": KafkaConfigHook.config_template(),
+            **(
+                {"registry_config": SchemaRegistryHook.config_template(spec.schema_registry)}
+                if spec.needs_registry
+                else {}
+            ),
         },
-    )
-
-
-def registry_template(conn_id: str) -> str:
-    """The Schema Registry connection rendered as the JSON :func:`reprocess.kafka.registry.client_config`
-    reads: the host is the registry's URL, login/password its basic auth, the extra its TLS files."""
-    conn = "conn." + conn_id
-    return (
-        '{"url": {{ ' + conn + ".host | tojson }}, "
-        '"login": {{ ' + conn + ".login | tojson }}, "
-        '"password": {{ ' + conn + ".password | tojson }}, "
-        '"extra": {{ ' + conn + ".extra_dejson | tojson }}}"
     )
 
 

@@ -38,7 +38,8 @@ def librdkafka_config(config: KafkaConfig) -> dict[str, Any]:
     return {k: v for k, v in config.items() if not k.startswith(JAVA_PREFIX)}
 
 
-def _require_bootstrap(config: KafkaConfig) -> None:
+def require_bootstrap(config: KafkaConfig) -> None:
+    """Every Kafka client config names its brokers: the connection's one required key."""
     if not config.get("bootstrap.servers"):
         raise ConnectionConfigError("Kafka config must set 'bootstrap.servers' (connection extra of kafka_default)")
 
@@ -52,7 +53,7 @@ def make_consumer(config: KafkaConfig) -> Consumer:
 
 def consumer_config(config: KafkaConfig) -> dict[str, Any]:
     """The librdkafka settings of :func:`make_consumer`, inspectable without a broker."""
-    _require_bootstrap(config)
+    require_bootstrap(config)
     conf = {
         **librdkafka_config(config),
         # Offsets live in Postgres (the ledger); the Kafka group is only a mirror.
@@ -90,14 +91,14 @@ def committed_offsets(
 def make_admin(config: KafkaConfig) -> AdminClient:
     from confluent_kafka.admin import AdminClient
 
-    _require_bootstrap(config)
+    require_bootstrap(config)
     return AdminClient({k: v for k, v in librdkafka_config(config).items() if k not in _CONSUMER_ONLY})
 
 
 def make_producer(config: KafkaConfig, **overrides: Any) -> Producer:
     from confluent_kafka import Producer
 
-    _require_bootstrap(config)
+    require_bootstrap(config)
     conf = {k: v for k, v in librdkafka_config(config).items() if k not in _CONSUMER_ONLY}
     # Idempotence keeps retried sends from duplicating records.
     conf.setdefault("enable.idempotence", True)

@@ -22,7 +22,7 @@ from typing import Any, Final
 
 from reprocess.core.errors import ConnectionConfigError, SpecError
 from reprocess.core.ranges import OffsetRange, offsets_json
-from reprocess.kafka.clients import JAVA_PREFIX
+from reprocess.kafka.clients import JAVA_PREFIX, require_bootstrap
 
 # Spelled the same by librdkafka and the Java client, and meaningful to a consumer.
 SAME_NAME: Final = frozenset(
@@ -134,8 +134,7 @@ def java_client_config(config: Mapping[str, Any]) -> dict[str, str]:
         mechanism = str(config.get("sasl.mechanism", config.get("sasl.mechanisms", "GSSAPI")))
         out["sasl.jaas.config"] = _jaas(mechanism, str(config.get("sasl.username", "")),
                                         str(config.get("sasl.password", "")))  # fmt: skip
-    if "bootstrap.servers" not in out:
-        raise ConnectionConfigError("Kafka config must set 'bootstrap.servers' (connection extra of kafka_default)")
+    require_bootstrap(out)
     return {**out, **java_only}
 
 
