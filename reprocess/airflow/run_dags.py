@@ -20,7 +20,7 @@ from reprocess.airflow.common import (
 )
 from reprocess.airflow.payloads import PlannedRun
 from reprocess.core import names
-from reprocess.core.errors import ReprocessError, SpecError
+from reprocess.core.errors import RunStateError, SpecError
 from reprocess.core.runs import HEALED_BY, RECHECK_WINDOW, RunKind, RunRequest, window_text
 from reprocess.core.spec import PipelineSpec
 
@@ -251,7 +251,11 @@ def build_run_dag(spec: PipelineSpec, kind: RunKind) -> DAG:
             stages = launched_after_spark(stored_stages(engine, spec, plan.run_id, plan.batch_size))
             result = evaluate(stages, RunContext(engine, spec, kafka_config(), registry_config(spec)))
             if result is None:
-                raise ReprocessError(f"{spec.name}: run {plan.run_id} has no commit left to do ({plan.stages})")
+                raise RunStateError(
+                    f"{spec.name}: run {plan.run_id} has no commit left to do ({plan.stages})",
+                    pipeline=spec.name,
+                    run_id=plan.run_id,
+                )
             return result_dict(result)
 
         @task(

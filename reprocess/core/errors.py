@@ -42,6 +42,11 @@ class OrderingError(SpecError):
     """A run would compare records the pipeline's ordering cannot order (keys moved partition)."""
 
 
+class RunStateError(ReprocessError):
+    """A run is not in the state the step needs (not planned, not staged, a rebuild asked to commit
+    as a plain run); the message names the step to run first."""
+
+
 class ConnectionConfigError(ReprocessError):
     """An Airflow connection (or its ``AIRFLOW_CONN_*`` environment form) is missing or lacks a
     required key; retrying cannot help until it is set."""

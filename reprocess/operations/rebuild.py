@@ -42,7 +42,7 @@ from typing import Any, Final
 from psycopg2 import sql
 from sqlalchemy import Connection, Engine, text
 
-from reprocess.core.errors import ReprocessError
+from reprocess.core.errors import ReprocessError, RunStateError
 from reprocess.core.names import kept_table
 from reprocess.core.runs import LostRange, RunMode, RunPlan, RunState
 from reprocess.core.spec import PipelineSpec, TombstoneMode
@@ -158,12 +158,20 @@ def swap_in(
         conn.execute(queries.PIPELINE_LOCK, {"pipeline": spec.name})
         run = conn.execute(queries.LOCK_RUN, {"run_id": run_id}).one()
         if run.state != RunState.STAGED:
-            raise ReprocessError(f"{spec.name}: rebuild {run_id} is {run.state}, not staged; run the Spark stage")
+            raise RunStateError(
+                f"{spec.name}: rebuild {run_id} is {run.state}, not staged; run the Spark stage",
+                pipeline=spec.name,
+                run_id=run_id,
+            )
         plan = store.load_plan(conn, run_id)
         totals = sum_committed_batches(conn, run_id)
         if totals is None:
             if not plan.is_empty:
-                raise ReprocessError(f"{spec.name}: rebuild {run_id} has no committed batches; run the Spark stage")
+                raise RunStateError(
+                    f"{spec.name}: rebuild {run_id} has no committed batches; run the Spark stage",
+                    pipeline=spec.name,
+                    run_id=run_id,
+                )
             totals = {name: 0 for name in store.RUN_COUNTS}
             store.mark_committed(conn, run_id, totals)
         if _exists(conn, target_identifier(spec)):  # a pipeline's first run may be its rebuild
@@ -203,7 +211,8 @@ def _carry_over(conn: Connection, spec: PipelineSpec, stamp: str) -> None:
         raise ReprocessError(
             f"{spec.name}: the swap would leave these on the old table, bound to it, not to its name: "
             f"{'; '.join(blocked)}. Nothing was swapped. Drop them (or make them fit the new columns), run the "
-            f"commit task again, then re-create them on the new {spec.qualified_target}."
+            f"commit task again, then re-create them on the new {spec.qualified_target}.",
+            pipeline=spec.name,
         )
 
 
@@ -228,7 +237,9 @@ def _check_rows_beyond_the_log(conn: Connection, spec: PipelineSpec, plan: RunPl
             f"{spec.name}: the swap would drop {total} rows of {spec.qualified_target} whose records the log no "
             f"longer holds ({detail}): the rebuild read from the log start and could not re-derive them. Nothing "
             "was swapped. Keep the live table (revert the spec), or rebuild again with allow_data_loss=true to "
-            "drop them (they are recorded as lost ranges of the run)."
+            "drop them (they are recorded as lost ranges of the run).",
+            pipeline=spec.name,
+            run_id=plan.run_id,
         )
     lost = [LostRange(t, p, low, start) for t, p, _, low, start in beyond if start is not None]
     conn.execute(_ADD_LOST_RANGES, {"run_id": plan.run_id, "lost": json.dumps([store.lost_dict(x) for x in lost])})

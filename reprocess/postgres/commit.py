@@ -22,8 +22,9 @@ from sqlalchemy.exc import DBAPIError
 from reprocess.core.errors import (
     CommitInterrupted,
     FencedRunError,
-    ReprocessError,
+    RunStateError,
     SchemaChangeError,
+    StageLostError,
     StageRefusedError,
 )
 from reprocess.core.ranges import OffsetRange, TopicPartition
@@ -110,19 +111,27 @@ def _commit_once(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResul
         conn.execute(queries.PIPELINE_LOCK, {"pipeline": spec.name})
         run = store.lock_run(conn, run_id)
         if run is None:
-            raise ReprocessError(f"{spec.name}: run {run_id} does not exist; plan it first")
+            raise RunStateError(
+                f"{spec.name}: run {run_id} does not exist; plan it first", pipeline=spec.name, run_id=run_id
+            )
         if run.state == RunState.COMMITTED:
             log.info("commit run_id=%s pipeline=%s already committed: no-op", run_id, spec.name)
             return _committed_result(conn, run_id)
         if run.state != RunState.STAGED:
-            raise ReprocessError(f"{spec.name}: run {run_id} is {run.state}, not staged; run the Spark stage first")
+            raise RunStateError(
+                f"{spec.name}: run {run_id} is {run.state}, not staged; run the Spark stage first",
+                pipeline=spec.name,
+                run_id=run_id,
+            )
         # A rebuild's batches merge into its shadow table; its own commit is the swap (rebuild.swap_in).
         mode = store.run_mode(conn, run_id)
         rebuild = mode is RunMode.REBUILD
         if rebuild and not store.is_batch(conn, run_id):
-            raise ReprocessError(
+            raise RunStateError(
                 f"{spec.name}: run {run_id} is a rebuild: it commits by swapping its shadow in (rebuild.swap_in, "
-                "the commit task of its DAG run), never as a plain run; nothing was committed"
+                "the commit task of its DAG run), never as a plain run; nothing was committed",
+                pipeline=spec.name,
+                run_id=run_id,
             )
         target = shadow_spec(spec) if rebuild else spec
         owner = dead_letters_owner(spec, mode)  # whose dead letters this run writes
@@ -146,7 +155,11 @@ def _commit_once(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResul
         cur.execute("SELECT to_regclass(%s)", (stage.as_string(cur),))
         has_stage = one_row(cur)[0] is not None
         if not has_stage and not plan.is_empty:
-            raise ReprocessError(f"{spec.name}: run {run_id} is staged but its stage table is gone; re-run the stage")
+            raise StageLostError(
+                f"{spec.name}: run {run_id} is staged but its stage table is gone; re-run the stage",
+                pipeline=spec.name,
+                run_id=run_id,
+            )
         records, staged, dead, upserted, dead_new, deleted, inserted, rederived = 0, 0, 0, 0, 0, 0, 0, 0
         filtered, filtered_rows, restamped, incomplete = 0, 0, 0, 0
         if has_stage:
@@ -157,7 +170,9 @@ def _commit_once(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResul
                 raise StageRefusedError(
                     f"{spec.name}: run {run_id}'s stage holds {held} rows but the Spark "
                     f"job staged {run.stage_rows}; the stage was lost or altered (a Postgres crash-restart empties "
-                    "UNLOGGED tables). Nothing was committed: re-run spark_read_stage."
+                    "UNLOGGED tables). Nothing was committed: re-run spark_read_stage.",
+                    pipeline=spec.name,
+                    run_id=run_id,
                 )
             _check_dead_letter_ratio(conn, spec, run_id, stage, records - filtered, dead, owner)
             if spec.ordering.column is None:
@@ -239,9 +254,10 @@ def sum_committed_batches(conn: Connection, run_id: str) -> dict[str, int] | Non
         return None
     pending = [c for c in children if c.state != RunState.COMMITTED]
     if pending:
-        raise ReprocessError(
+        raise RunStateError(
             f"run {run_id}: batch {pending[0].batch_index + 1} of {len(children)} is {pending[0].state}, "
-            "not committed; re-run the Spark task to resume from it"
+            "not committed; re-run the Spark task to resume from it",
+            run_id=run_id,
         )
     totals = {name: sum(getattr(c, name) or 0 for c in children) for name in store.RUN_COUNTS}
     store.mark_parent_committed(conn, run_id, len(children), totals)
@@ -280,7 +296,9 @@ def _check_dead_letter_ratio(
             f"{spec.name}: run {run_id} has {new_dead} new dead letters in {landable} records that can land "
             f"({new_dead / landable:.1%} > max_dead_letter_ratio {spec.max_dead_letter_ratio:.1%}; its records read "
             f"again that were dead letters already and still fail do not count: {known}); nothing was committed. "
-            "Inspect the stage, fix the producer or the spec, or raise the threshold."
+            "Inspect the stage, fix the producer or the spec, or raise the threshold.",
+            pipeline=spec.name,
+            run_id=run_id,
         )
 
 
@@ -297,7 +315,9 @@ def _check_fence(conn: Connection, spec: PipelineSpec, run_id: str, starts: dict
     if moved:
         raise FencedRunError(
             f"{spec.name}: run {run_id} is fenced: another run moved the ledger since it was planned "
-            f"({'; '.join(moved)}). Nothing was committed; the next incremental run picks up from the ledger."
+            f"({'; '.join(moved)}). Nothing was committed; the next incremental run picks up from the ledger.",
+            pipeline=spec.name,
+            run_id=run_id,
         )
 
 
@@ -314,7 +334,9 @@ def _refuse_split_keys(cur: Any, spec: PipelineSpec, run_id: str, stage: sql.Com
             + "); ordering: offset compares offsets only within one partition, so the higher partition would win "
             "whatever the records' age. Nothing was committed. Make the producer key its records by "
             f"({', '.join(spec.key)}), or order the pipeline by a required version or event-time column "
-            "(ordering: {mode: column, column: <name>}) and rebuild the table with mode=rebuild."
+            "(ordering: {mode: column, column: <name>}) and rebuild the table with mode=rebuild.",
+            pipeline=spec.name,
+            run_id=run_id,
         )
 
 
@@ -333,19 +355,25 @@ def check_spec_version(
     if live and row.live is not None and row.live != planned:
         raise FencedRunError(
             f"{spec.name}: run {run_id} was planned for spec v{planned} but {spec.qualified_target} is at "
-            f"v{row.live} (migrated or rebuilt since); nothing was committed. Trigger the run again."
+            f"v{row.live} (migrated or rebuilt since); nothing was committed. Trigger the run again.",
+            pipeline=spec.name,
+            run_id=run_id,
         )
     if live and row.target != spec.qualified_target:
         raise SchemaChangeError(
             f"{spec.name}: run {run_id} was planned for {row.target} but {spec.source_file} now names "
             f"{spec.qualified_target}; nothing was committed. Trigger the run again: planning says whether the "
-            "ledger can follow the new target."
+            "ledger can follow the new target.",
+            pipeline=spec.name,
+            run_id=run_id,
         )
     if row.spec is None or row.spec != planned:
         raise SchemaChangeError(
             f"{spec.name}: run {run_id} was planned under spec v{planned} but {spec.source_file} is now "
             f"{'an unregistered spec' if row.spec is None else f'v{row.spec}'}; nothing was {step}. Trigger "
-            "the run again: planning registers the new spec and migrates the table (or says why it cannot)."
+            "the run again: planning registers the new spec and migrates the table (or says why it cannot).",
+            pipeline=spec.name,
+            run_id=run_id,
         )
     return int(planned)
 

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from reprocess.core.errors import ReprocessError
+from reprocess.core.errors import RunStateError
 from reprocess.core.runs import RunState
 from reprocess.core.spec import PipelineSpec
 from reprocess.core.spec_parse import read_spec
@@ -73,7 +73,9 @@ def read_run(
     with engine.begin() as conn:
         state = store.run_state(conn, run_id)
         if state is None:
-            raise ReprocessError(f"{spec.name}: run {run_id} has no plan; run plan_offsets first")
+            raise RunStateError(
+                f"{spec.name}: run {run_id} has no plan; run plan_offsets first", pipeline=spec.name, run_id=run_id
+            )
         if state == RunState.COMMITTED:
             log.info("stage run_id=%s pipeline=%s already committed: nothing to do", run_id, spec.name)
             return False
