@@ -171,7 +171,7 @@ class UI:
             os.environ.update(env)
             from sqlalchemy.exc import OperationalError
 
-            from reprocess.cli import prepare_airflow
+            from devstack.airflow_db import prepare_airflow
 
             try:
                 prepare_airflow()

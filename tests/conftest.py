@@ -123,7 +123,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     os.environ["REPROCESS_PIPELINES_DIR"] = str(pipelines)
     _create_database(os.environ["REPROCESS_APP_DB"], fresh=True)
     _create_database(os.environ["REPROCESS_AIRFLOW_DB"], fresh=False)
-    from reprocess.cli import prepare_airflow
+    from devstack.airflow_db import prepare_airflow
 
     prepare_airflow(slots=1)  # as `make demo` does, on this session's metadata DB
 

@@ -34,9 +34,12 @@ class AppDatabaseHook(BaseHook):
         super().__init__()
         self.conn_id = conn_id
 
+    def url(self) -> str:
+        return str(self.get_connection(self.conn_id).get_uri())
+
     def engine(self) -> Any:
         """A SQLAlchemy engine on the database, migrated."""
-        return _migrated(self.get_connection(self.conn_id).get_uri())
+        return _migrated(self.url())
 
     @classmethod
     def server_engine(cls) -> Any:

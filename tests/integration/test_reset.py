@@ -11,7 +11,7 @@ import psycopg2
 import pytest
 from sqlalchemy import text
 
-from reprocess.cli import main
+from reprocess.cli.main import main
 from reprocess.core.errors import FencedRunError, SpecError
 from reprocess.core.runs import EndMode, RunKind, RunRequest, StartMode
 from reprocess.kafka import demo_data

@@ -1,0 +1,75 @@
+"""The ``reprocess`` command's entry point: one parser, a subcommand per command module, errors as exit codes.
+
+The commands are this package's modules and those that installed packages add through the
+``reprocess.commands`` entry point group (name = module; the dev stack adds ``demo`` and
+``produce``), listed first as they were before the split.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from importlib.metadata import entry_points
+from typing import Final, Protocol, cast
+
+from confluent_kafka import KafkaException
+from sqlalchemy.exc import OperationalError
+
+from reprocess.cli import redrive, reset, status, validate
+from reprocess.cli.common import EXIT_CODES, EXIT_FOUND, EXIT_UNREACHABLE
+from reprocess.core.errors import ConnectionConfigError, ReprocessError
+
+COMMANDS_GROUP: Final = "reprocess.commands"
+
+
+class Command(Protocol):
+    """A command module: its name, its help, its arguments and what it does (an exit code)."""
+
+    @property
+    def NAME(self) -> str: ...
+
+    @property
+    def SUMMARY(self) -> str: ...
+
+    @property
+    def DESCRIPTION(self) -> str: ...
+
+    def configure(self, parser: argparse.ArgumentParser) -> None: ...
+
+    def run(self, args: argparse.Namespace) -> int: ...
+
+
+def commands() -> list[Command]:
+    """The installed packages' commands, then this package's own."""
+    added = [cast(Command, ep.load()) for ep in entry_points(group=COMMANDS_GROUP)]
+    return [*added, status, reset, redrive, validate]
+
+
+def parser() -> argparse.ArgumentParser:
+    root = argparse.ArgumentParser(
+        prog="reprocess",
+        description="Exactly-once Kafka -> PostgreSQL reprocessing: inspect, move and check pipelines.",
+        epilog=EXIT_CODES,
+    )
+    sub = root.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for command in commands():
+        cmd = sub.add_parser(
+            command.NAME, help=command.SUMMARY, description=command.DESCRIPTION or command.SUMMARY, epilog=EXIT_CODES
+        )
+        command.configure(cmd)
+        cmd.set_defaults(handler=command.run)  # not `run`: redrive has a --run
+    return root
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    try:
+        return int(args.handler(args))
+    except (ConnectionConfigError, OperationalError, KafkaException) as exc:
+        print(f"reprocess {args.command}: {exc}", file=sys.stderr)
+        return EXIT_UNREACHABLE
+    except ReprocessError as exc:
+        print(f"reprocess {args.command}: {exc}", file=sys.stderr)
+        return EXIT_FOUND

@@ -1,0 +1,62 @@
+"""``reprocess reset PIPELINE --to-…``: move a pipeline's ledger (dry run unless ``--execute``)."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+from dataclasses import asdict
+from typing import Final
+
+from reprocess.cli.common import EXIT_OK, app_engine, kafka_config
+
+NAME: Final = "reset"
+SUMMARY: Final = "move a pipeline's ledger (dry run unless --execute), like kafka-consumer-groups --reset-offsets"
+DESCRIPTION: Final = (
+    "Move a pipeline's ledger (dry run unless --execute), like kafka-consumer-groups "
+    "--reset-offsets. Prints current -> new per partition and what the next incremental run would read."
+)
+
+
+def configure(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument("pipeline", help="pipeline name (the spec's name)")
+    to = cmd.add_mutually_exclusive_group(required=True)
+    to.add_argument("--to-earliest", action="store_true", default=None, help="the log start of each partition")
+    to.add_argument("--to-latest", action="store_true", default=None, help="the log end (skips everything unread)")
+    to.add_argument("--to-offset", type=int, metavar="N", help="offset N on every selected partition (clamped)")
+    to.add_argument(
+        "--to-datetime", metavar="TS", help="first record at/after an RFC 3339 time, e.g. 2026-11-01T00:00Z"
+    )
+    to.add_argument("--shift-by", type=int, metavar="N", help="move each position by N (negative: re-read N offsets)")
+    cmd.add_argument("--topic", action="append", help="only this topic (repeatable); default: all of the pipeline's")
+    cmd.add_argument("--partitions", type=lambda v: [int(p) for p in v.split(",")], help="e.g. 0,2; default: all")
+    run = cmd.add_mutually_exclusive_group()
+    run.add_argument("--dry-run", action="store_true", help="print the plan, change nothing (the default)")
+    run.add_argument("--execute", action="store_true", help="apply under the pipeline's lock and record it")
+    cmd.add_argument("--reason", help="why (required with --execute; stored in reprocess.ledger_resets)")
+    cmd.add_argument("--by", default=getpass.getuser(), help="who asks (default: the OS user)")
+    cmd.add_argument("--json", action="store_true", help="machine-readable output (one object per partition)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Dry run by default: print current → new per partition; ``--execute`` applies and audits."""
+    from reprocess.core.spec_catalog import find_spec
+    from reprocess.operations.reset import ResetMode, ResetRequest, execute_reset, format_reset, plan_reset
+
+    spec = find_spec(args.pipeline)
+    mode, value = next((m, v) for m in ResetMode if (v := getattr(args, m.value.replace("-", "_"))) is not None)
+    request = ResetRequest(
+        mode, None if isinstance(value, bool) else str(value), tuple(args.topic or ()), tuple(args.partitions or ())
+    )
+    engine = app_engine()
+    kafka = kafka_config()
+    if args.execute:
+        rows = execute_reset(engine, kafka, spec, request, reason=args.reason or "", requested_by=args.by)
+    else:
+        rows = plan_reset(engine, kafka, spec, request)
+    if args.json:
+        print(json.dumps({"executed": args.execute, "pipeline": spec.name, "mode": request.mode.value,
+                          "value": request.value, "partitions": [asdict(r) for r in rows]}, indent=2))  # fmt: skip
+    else:
+        print(format_reset(spec, request, rows, executed=args.execute))
+    return EXIT_OK
