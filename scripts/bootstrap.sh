@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Create the project venv and install the pinned dependency set from the package registries, then
-# fetch the JVM jar sets pinned in devstack/jvm/*/pom.xml from Maven Central (needs mvn and Java 17).
+# fetch the JVM jar sets pinned in devstack/jvm/*/pom.xml from Maven Central (needs mvn and Java 17)
+# and generate the Postgres password into the state folder.
 # Idempotent: each step does nothing when its stamp matches (the venv's: pyproject.toml +
 # constraints.txt; each jar set's: its pom.xml).
 set -euo pipefail
@@ -29,4 +30,9 @@ if [[ ! -f $stamp_file || $(cat "$stamp_file") != "$stamp_value" ]]; then
   echo "install: venv done in $(( $(date +%s) - start ))s"
 fi
 # The jars go to the state folder, as the services' other state does (scripts/env.sh names it).
-REPROCESS_STATE_DIR=${REPROCESS_STATE_DIR:-$PWD/.state} "$VENV/bin/python" -m devstack.jvm
+export REPROCESS_STATE_DIR=${REPROCESS_STATE_DIR:-$PWD/.state}
+"$VENV/bin/python" -m devstack.jvm
+# The generated Postgres password, before anything sources scripts/env.sh: `make services` reads
+# env.sh before it starts Postgres, and a URL without the password (a fresh clone) left the Spark
+# Connect server's warm-up, which inherits it, failing with "no password supplied".
+"$VENV/bin/python" -c "from devstack import postgres; postgres.password()"
