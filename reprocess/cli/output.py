@@ -1,10 +1,13 @@
-"""Text renderings the commands print: aligned tables, a pipeline's status, its reconciliation calendar."""
+"""What the commands print: aligned tables, a pipeline's status and its reconciliation calendar, the view
+of a pipeline that never ran."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Final
+from dataclasses import dataclass
+from typing import Any, Final
 
+from reprocess.core.ranges import PartitionSnapshot
 from reprocess.operations.coverage import CalendarCell, PipelineOverview
 
 STATUS_COLUMNS: Final = ("TOPIC", "PARTITION", "LOG-START", "LEDGER", "LOG-END", "LAG", "LAST-RUN", "RECONCILED")
@@ -59,4 +62,52 @@ def calendar_text(cells: Sequence[CalendarCell]) -> str:
         elif c.verdict == "healed":
             found = c.gap_checked_at.isoformat(timespec="seconds") if c.gap_checked_at else "?"
             lines.append(f"{where} healed by {c.healed_by or 'a later run'} (gap found {found}: {c.gap_detail})")
+    return "\n".join(lines)
+
+
+NEVER_RAN_COLUMNS: Final = ("TOPIC", "PARTITION", "LOG-START", "LOG-END", "BACKLOG")
+
+
+@dataclass(frozen=True, slots=True)
+class NeverRan:
+    """A spec'd pipeline with no run yet: the DAG that starts it and, asked live, what it would read."""
+
+    name: str
+    target_table: str
+    topics: tuple[str, ...]
+    start_dag: str
+    partitions: tuple[PartitionSnapshot, ...] | None = None  # None: the broker was not asked
+    broker_error: str | None = None
+
+    @property
+    def backlog(self) -> int | None:
+        return None if self.partitions is None else sum(p.log_end - p.log_start for p in self.partitions)
+
+    def as_dict(self) -> dict[str, Any]:
+        partitions = None if self.partitions is None else [
+            {"topic": p.topic, "partition": p.partition, "log_start": p.log_start, "log_end": p.log_end,
+             "backlog": p.log_end - p.log_start}
+            for p in self.partitions
+        ]  # fmt: skip
+        return {"name": self.name, "never_ran": True, "target_table": self.target_table, "topics": list(self.topics),
+                "start_dag": self.start_dag, "backlog": self.backlog, "partitions": partitions,
+                "broker_error": self.broker_error}  # fmt: skip
+
+
+def never_ran_text(p: NeverRan) -> str:
+    """A pipeline that never ran: the DAG that starts it; its topics' backlog when the broker was asked.
+
+    >>> print(never_ran_text(NeverRan("orders", "public.orders", ("orders",), "reprocess_orders_backfill")))
+    PIPELINE orders (target public.orders; never ran: `airflow dags trigger reprocess_orders_backfill` starts it)
+      topics: orders (--live asks the broker for their backlog)
+    """
+    lines = [f"PIPELINE {p.name} (target {p.target_table}; never ran: `airflow dags trigger {p.start_dag}` starts it)"]
+    if p.partitions is None:
+        lines.append(f"  topics: {', '.join(p.topics)} (--live asks the broker for their backlog)")
+    elif p.broker_error:
+        lines.append(f"  topics: {', '.join(p.topics)} ({p.broker_error})")
+    else:
+        rows = [(x.topic, x.partition, x.log_start, x.log_end, x.log_end - x.log_start) for x in p.partitions]
+        lines.append(table(NEVER_RAN_COLUMNS, rows))
+        lines.append(f"BACKLOG {p.backlog} records on the broker now")
     return "\n".join(lines)

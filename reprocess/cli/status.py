@@ -1,5 +1,10 @@
 """``reprocess status [PIPELINE]``: coverage and lag per partition, as ``kafka-consumer-groups
---describe`` prints a group's lag. Reads Postgres only: the page's own queries."""
+--describe`` prints a group's lag. Reads Postgres only (the page's own queries), except that
+``--live`` asks the broker for the backlog of the pipelines that never ran.
+
+Every pipeline is listed: those that ran (their rows in Postgres, a spec or not) and the specs of
+the pipelines folder that never ran, each with the DAG that starts it.
+"""
 
 from __future__ import annotations
 
@@ -9,45 +14,89 @@ import sys
 from typing import Final
 
 from reprocess.cli.common import EXIT_FOUND, EXIT_OK, app_engine
-from reprocess.cli.output import pipeline_status_text
+from reprocess.cli.output import NeverRan, never_ran_text, pipeline_status_text
+from reprocess.core.errors import SpecError
+from reprocess.core.names import pipeline_dag_id
+from reprocess.core.spec import PipelineSpec, load_specs, pipelines_dir
 from reprocess.operations import coverage
 
 NAME: Final = "status"
 SUMMARY: Final = "coverage and lag per partition (like kafka-consumer-groups --describe)"
 DESCRIPTION: Final = (
     "Per pipeline and partition: log start, ledger, log end (latest snapshot), lag, the run that last moved "
-    "the ledger and the latest reconciliation verdict. Reads Postgres only."
+    "the ledger and the latest reconciliation verdict. Reads Postgres only. A spec'd pipeline that never "
+    "ran is listed with the DAG that starts it (with --live, its topics' backlog on the broker now)."
 )
 
 
 def configure(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("pipeline", nargs="?", help="one pipeline (default: all)")
+    cmd.add_argument(
+        "--live", action="store_true", help="pipelines that never ran: their topics' current backlog, from the broker"
+    )
     cmd.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def never_ran(spec: PipelineSpec, live: bool) -> NeverRan:
+    """The DAG that starts a pipeline with no run yet; ``live``: its topics' offsets, asked of the broker now."""
+    start_dag = pipeline_dag_id(spec.name, "backfill")
+    if not live:
+        return NeverRan(spec.name, spec.qualified_target, spec.topics, start_dag)
+    from reprocess.kafka.clients import config_from_env, make_admin
+    from reprocess.operations.plan import take_snapshot
+
+    kafka = config_from_env()
+    # Asked by name, a broker with auto.create.topics.enable (Kafka's default) would create a missing topic.
+    existing = make_admin(kafka).list_topics(timeout=15).topics
+    if missing := [t for t in spec.topics if t not in existing]:
+        problem = f"not on the broker yet: {', '.join(missing)}"
+        return NeverRan(spec.name, spec.qualified_target, spec.topics, start_dag, (), problem)
+    return NeverRan(
+        spec.name, spec.qualified_target, spec.topics, start_dag, tuple(take_snapshot(kafka, spec, spec.topics))
+    )
+
+
+def spec_folder() -> list[PipelineSpec]:
+    """The pipelines folder's specs; a broken one leaves them out, saying so (the runs still print)."""
+    try:
+        return load_specs(pipelines_dir())
+    except SpecError as exc:
+        print(f"reprocess status: specs not read, pipelines that never ran are left out ({exc}); "
+              "`reprocess validate` lists every problem", file=sys.stderr)  # fmt: skip
+        return []
 
 
 def run(args: argparse.Namespace) -> int:
     """Per pipeline and partition: log start, ledger, log end (latest snapshot), lag, the run that
     last moved the ledger and the latest reconciliation verdict; then the calendar's gaps and healed
-    windows."""
+    windows. A pipeline that never ran: the DAG that starts it, with ``--live`` its backlog."""
     pipeline = args.pipeline
+    specs = {s.name: s for s in spec_folder()}
     engine = app_engine()
     with engine.connect() as conn:
-        known = coverage.pipeline_names(conn)
-        if pipeline is not None and pipeline not in known:
-            known_text = ", ".join(known) or "none"
-            print(f"reprocess status: no pipeline named {pipeline!r} has run; known: {known_text}", file=sys.stderr)
-            return EXIT_FOUND
-        pipelines = coverage.overview(conn, [pipeline] if pipeline else known)
+        ran = coverage.pipeline_names(conn)
+        never = [name for name in specs if name not in ran]
+        if pipeline is not None:
+            if pipeline not in ran and pipeline not in specs:
+                known_text = ", ".join(sorted({*ran, *specs})) or "none"
+                print(f"reprocess status: no pipeline named {pipeline!r} has run or has a spec in {pipelines_dir()}; "
+                      f"known: {known_text}", file=sys.stderr)  # fmt: skip
+                return EXIT_FOUND
+            ran, never = [p for p in ran if p == pipeline], [p for p in never if p == pipeline]
+        pipelines = coverage.overview(conn, ran)
         calendars = {p.name: coverage.calendar(conn, p.name) for p in pipelines}
     engine.dispose()
+    waiting = [never_ran(specs[name], args.live) for name in never]
     if args.json:
         out = [
-            {**p.as_dict(), "partitions": [x.as_dict() for x in p.partitions],
+            {**p.as_dict(), "never_ran": False, "partitions": [x.as_dict() for x in p.partitions],
              "calendar": [c.as_dict() for c in calendars[p.name]]}
             for p in pipelines
-        ]  # fmt: skip
-        print(json.dumps(out, indent=2))
+        ] + [w.as_dict() for w in waiting]  # fmt: skip
+        print(json.dumps(sorted(out, key=lambda p: p["name"]), indent=2))
         return EXIT_OK
-    if pipelines:
-        print("\n\n".join(pipeline_status_text(p, calendars[p.name]) for p in pipelines))
+    texts = [(p.name, pipeline_status_text(p, calendars[p.name])) for p in pipelines]
+    texts += [(w.name, never_ran_text(w)) for w in waiting]
+    if texts:
+        print("\n\n".join(text for _, text in sorted(texts)))
     return EXIT_OK

@@ -1,5 +1,5 @@
 """Coverage queries and ``cli status`` on real Postgres, against values derived from the seed's own
-parameters (not read back from the code under test)."""
+parameters (not read back from the code under test); a spec that never ran against its topic on Kafka."""
 
 from __future__ import annotations
 
@@ -11,7 +11,10 @@ import pytest
 from sqlalchemy import text
 
 from bench.coverage import seed
+from reprocess.kafka import demo_data
+from reprocess.kafka.clients import make_admin
 from reprocess.operations import coverage
+from tests.integration.helpers import log_ends, orders_spec
 
 pytestmark = pytest.mark.integration("postgres")
 
@@ -121,3 +124,47 @@ def test_covered_ranges_follow_inserts_deletes_and_updates(engine, unique_name):
         conn.execute(text("UPDATE reprocess.committed_ranges SET end_offset = 36 WHERE pipeline = :pipeline "
                           "AND start_offset = 20"), params)  # fmt: skip
     assert islands() == [(0, 10), (20, 40)]
+
+
+@pytest.mark.integration("kafka")
+def test_status_lists_a_spec_that_never_ran_with_the_dag_that_starts_it_and_its_backlog(
+    engine, kafka_config, unique_name
+):
+    """A spec with no run: ``status`` lists it (alone and among all), exit 0, naming its backfill DAG;
+    ``--live`` adds each partition's backlog, the producer's own log ends (the topic starts at 0)."""
+    spec = orders_spec(unique_name, unique_name)
+    demo_data.create_topic(kafka_config, unique_name, 2)
+    produced = demo_data.produce(kafka_config, unique_name, 2, demo_data.order_events(40, 2, seed=37), malformed=())
+    ends = log_ends(produced)
+
+    def status(*args: str) -> str:
+        out = subprocess.run(["reprocess", "status", *args], capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr[-2000:]
+        return out.stdout
+
+    dag = f"reprocess_{unique_name}_backfill"
+    lines = status(spec.name).splitlines()
+    assert lines[0] == (f"PIPELINE {spec.name} (target {spec.qualified_target}; never ran: "
+                        f"`airflow dags trigger {dag}` starts it)")  # fmt: skip
+    assert len(lines) == 2 and unique_name in lines[1]
+
+    live = status(spec.name, "--live").splitlines()
+    assert live[0] == lines[0]
+    assert live[1].split() == ["TOPIC", "PARTITION", "LOG-START", "LOG-END", "BACKLOG"]
+    rows = [row.split() for row in live[2:4]]
+    assert rows == [[unique_name, str(p), "0", str(ends[p]), str(ends[p])] for p in (0, 1)]
+    assert live[4] == f"BACKLOG {sum(ends.values())} records on the broker now"
+
+    [as_json] = json.loads(status(spec.name, "--live", "--json"))
+    assert (as_json["never_ran"], as_json["start_dag"], as_json["backlog"]) == (True, dag, sum(ends.values()))
+    assert {p["partition"]: p["backlog"] for p in as_json["partitions"]} == ends
+
+    listed = {p["name"]: p for p in json.loads(status("--json"))}
+    assert listed[spec.name]["never_ran"] and listed[spec.name]["partitions"] is None
+    assert all(not p["never_ran"] for name, p in listed.items() if name != spec.name)
+
+    # A topic not created yet is said so, and asking does not create it (the broker auto-creates a topic asked by name).
+    waiting = orders_spec(f"{unique_name}_w", f"{unique_name}_w")
+    [no_topic] = json.loads(status(waiting.name, "--live", "--json"))
+    assert no_topic["broker_error"] == f"not on the broker yet: {unique_name}_w" and no_topic["partitions"] == []
+    assert f"{unique_name}_w" not in make_admin(kafka_config).list_topics(timeout=10).topics
