@@ -17,9 +17,9 @@ from typing import Final
 from sqlalchemy import Engine, text
 
 from devstack.produce import add_orders_argument, produce
-from reprocess.cli.common import EXIT_FOUND, EXIT_OK, app_engine
+from reprocess.cli.common import EXIT_FOUND, EXIT_OK, app_engine, kafka_config
 from reprocess.core.names import pipeline_dag_id
-from reprocess.kafka.clients import config_from_env, make_admin
+from reprocess.kafka.clients import make_admin
 
 NAME: Final = "demo"
 SUMMARY: Final = "produce the demo topics and run their backfills through Airflow (airflow dags test)"
@@ -44,7 +44,7 @@ def demo(orders: int) -> bool:
     engine = app_engine()
     produce(orders)
     pipelines = ["orders", "payments"]
-    if CDC_TOPIC in make_admin(config_from_env()).list_topics(timeout=10).topics:
+    if CDC_TOPIC in make_admin(kafka_config()).list_topics(timeout=10).topics:
         pipelines.append("customers")
     else:
         print(f"demo: no topic {CDC_TOPIC}; `python -m devstack.cdc_demo` streams it (make demo does)")

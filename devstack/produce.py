@@ -11,9 +11,9 @@ from __future__ import annotations
 import argparse
 from typing import Final
 
-from reprocess.cli.common import EXIT_OK
+from reprocess.cli.common import EXIT_OK, kafka_config
 from reprocess.kafka import demo_data
-from reprocess.kafka.clients import config_from_env, make_admin
+from reprocess.kafka.clients import make_admin
 
 NAME: Final = "produce"
 SUMMARY: Final = "only create and fill the demo topics (no Airflow, no Spark)"
@@ -45,7 +45,7 @@ def produce(orders: int) -> None:
 
 def ensure_demo_topics(orders: int, partitions: int = 4) -> dict[str, int]:
     """Create and fill ``orders`` and ``payments`` once; a second demo replays the same data."""
-    kafka = config_from_env()
+    kafka = kafka_config()
     existing = make_admin(kafka).list_topics(timeout=10).topics
     produced = {}
     if "orders" not in existing:

@@ -13,11 +13,12 @@ import json
 import sys
 from typing import Final
 
-from reprocess.cli.common import EXIT_FOUND, EXIT_OK, app_engine
+from reprocess.cli.common import EXIT_FOUND, EXIT_OK, app_engine, kafka_config
 from reprocess.cli.output import NeverRan, never_ran_text, pipeline_status_text
 from reprocess.core.errors import SpecError
 from reprocess.core.names import pipeline_dag_id
-from reprocess.core.spec import PipelineSpec, load_specs, pipelines_dir
+from reprocess.core.spec import PipelineSpec
+from reprocess.core.spec_catalog import load_specs, pipelines_dir
 from reprocess.operations import coverage
 
 NAME: Final = "status"
@@ -42,10 +43,10 @@ def never_ran(spec: PipelineSpec, live: bool) -> NeverRan:
     start_dag = pipeline_dag_id(spec.name, "backfill")
     if not live:
         return NeverRan(spec.name, spec.qualified_target, spec.topics, start_dag)
-    from reprocess.kafka.clients import config_from_env, make_admin
-    from reprocess.operations.plan import take_snapshot
+    from reprocess.kafka.clients import make_admin
+    from reprocess.kafka.offsets import take_snapshot
 
-    kafka = config_from_env()
+    kafka = kafka_config()
     # Asked by name, a broker with auto.create.topics.enable (Kafka's default) would create a missing topic.
     existing = make_admin(kafka).list_topics(timeout=15).topics
     if missing := [t for t in spec.topics if t not in existing]:
