@@ -206,36 +206,47 @@ def _latest_change(moved: str) -> sql.Composed:
     )
 
 
-def _kept_values(spec: PipelineSpec) -> sql.Composed:
-    """A kept change's (``_mv``) values as the target's typed columns (``_v``)."""
-    return sql.SQL('CROSS JOIN LATERAL jsonb_populate_record(NULL::{}, _mv."values") AS _v').format(
-        target_identifier(spec)
+def _kept(
+    spec: PipelineSpec,
+    stage: sql.Composable,
+    owner: str,
+    where: sql.Composable,
+    match: sql.Composable,
+    *,
+    latest: bool = False,
+) -> sql.Composed:
+    """The stage rows ``where`` holds with the values of ``owner``'s kept change (``_mv``,
+    :func:`keep_moved_values`) that ``match`` finds, as the target's typed columns; with
+    ``latest``, of several the latest change."""
+    return sql.SQL(
+        "SELECT {distinct}_s.ctid AS _row, {columns}, _mv.unchanged AS {unchanged} FROM {stage} AS _s "
+        "JOIN {moved} AS _mv ON _mv.pipeline = {owner} AND {match} "
+        'CROSS JOIN LATERAL jsonb_populate_record(NULL::{target}, _mv."values") AS _v WHERE {where}{order}'
+    ).format(
+        distinct=sql.SQL("DISTINCT ON (_s.ctid) " if latest else ""),
+        columns=sql.SQL(", ").join(sql.SQL("_v.{}").format(_ident(c)) for c in spec.unchanged_columns),
+        unchanged=_ident(UNCHANGED),
+        stage=stage,
+        moved=MOVED_VALUES,
+        owner=sql.Literal(owner),
+        match=match,
+        target=target_identifier(spec),
+        where=where,
+        order=sql.SQL(
+            " ORDER BY _s.ctid, nullif(_mv.moved_at, '')::bigint DESC NULLS LAST, _mv.partition, _mv.\"offset\""
+            if latest
+            else ""
+        ),
     )
-
-
-def _kept_columns(spec: PipelineSpec) -> sql.Composed:
-    return sql.SQL(", ").join(sql.SQL("_v.{}").format(_ident(c)) for c in spec.unchanged_columns)
 
 
 def _kept_change(spec: PipelineSpec, stage: sql.Composable, owner: str, where: sql.Composable) -> sql.Composed:
     """The stage rows moved from an old key with the values an earlier commit kept of that same
     change (old key, new key and commit time are the change's)."""
-    return sql.SQL(
-        "SELECT _s.ctid AS _row, {columns}, _mv.unchanged AS {unchanged} FROM {stage} AS _s JOIN {moved} AS _mv "
-        "ON _mv.pipeline = {owner} AND _mv.old_key = _s.{old} AND _mv.new_key = _s.{row_key} "
-        "AND _mv.moved_at = coalesce(_s.{old_at}, '') {values} WHERE {where}"
-    ).format(
-        columns=_kept_columns(spec),
-        unchanged=_ident(UNCHANGED),
-        stage=stage,
-        moved=MOVED_VALUES,
-        owner=sql.Literal(owner),
-        old=_ident(OLD_KEY),
-        row_key=_ident(ROW_KEY),
-        old_at=_ident(OLD_AT),
-        values=_kept_values(spec),
-        where=where,
+    match = sql.SQL("_mv.old_key = _s.{} AND _mv.new_key = _s.{} AND _mv.moved_at = coalesce(_s.{}, '')").format(
+        _ident(OLD_KEY), _ident(ROW_KEY), _ident(OLD_AT)
     )
+    return _kept(spec, stage, owner, where, match)
 
 
 def _moved_away(spec: PipelineSpec, stage: sql.Composable, owner: str, where: sql.Composable) -> sql.Composed:
@@ -249,21 +260,7 @@ def _moved_away(spec: PipelineSpec, stage: sql.Composable, owner: str, where: sq
             for k in spec.key
         )
     )
-    return sql.SQL(
-        "SELECT DISTINCT ON (_s.ctid) _s.ctid AS _row, {columns}, _mv.unchanged AS {unchanged} FROM {stage} AS _s "
-        "JOIN {moved} AS _mv ON _mv.pipeline = {owner} AND {old_key} = {key} {values} WHERE {where} "
-        "ORDER BY _s.ctid, nullif(_mv.moved_at, '')::bigint DESC NULLS LAST, _mv.partition, _mv.\"offset\""
-    ).format(
-        columns=_kept_columns(spec),
-        unchanged=_ident(UNCHANGED),
-        stage=stage,
-        moved=MOVED_VALUES,
-        owner=sql.Literal(owner),
-        old_key=old_key,
-        key=_key_object(spec, "_s"),
-        values=_kept_values(spec),
-        where=where,
-    )
+    return _kept(spec, stage, owner, where, sql.SQL("{} = {}").format(old_key, _key_object(spec, "_s")), latest=True)
 
 
 def keep_moved_values(cur: Any, spec: PipelineSpec, stage: sql.Composable, owner: str, run_id: str) -> None:
