@@ -14,7 +14,7 @@ from bench.coverage import seed
 from reprocess.kafka import demo_data
 from reprocess.kafka.clients import make_admin
 from reprocess.operations import coverage
-from tests.integration.helpers import log_ends, orders_spec
+from tests.support.helpers import log_ends, orders_spec
 
 pytestmark = pytest.mark.integration("postgres")
 
