@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib.resources import files
-from pathlib import Path
+from importlib.resources.abc import Traversable
 from typing import TYPE_CHECKING, Final
 from urllib.parse import urlsplit
 
@@ -34,31 +34,62 @@ CLIENT_MARKS: Final = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE")
 DEFAULT_PORT: Final = 15002  # Spark Connect's own default
 
 
+# The packages the build maps into ``reprocess`` from top-level folders (pyproject.toml's package-dir):
+# a checkout imports them from there, a wheel holds them inside reprocess/.
+MAPPED_PACKAGES: Final = ("reprocess.spark_apps", "reprocess.sql", "reprocess.plugins")
+
+
 def library_fingerprint() -> str:
-    """A hash over the names and bytes of the ``reprocess`` package's files (code and package
-    data, the mapped ``spark_apps``, ``sql`` and ``plugins`` folders included), as the running Python imports them.
+    """A hash over the ``reprocess`` package's content as the running Python imports it: each file
+    (code and package data, the mapped ``spark_apps``, ``sql`` and ``plugins`` included) named by
+    its importable name, ``<dotted package>/<path in that package>``, with its bytes.
+
+    A file's name never depends on where it lies, so a wheel and a checkout of one commit give
+    one fingerprint.
 
     Examples
     --------
     >>> len(library_fingerprint()) == 16 and library_fingerprint() == library_fingerprint()
     True
     """
-    # Each file is named by the package that imports it, never by where it lies: a checkout maps
-    # the top-level spark_apps/, sql/ and plugins/ into the package, a wheel holds them inside reprocess/,
-    # and the two installs of one commit must give one fingerprint. The mapped packages go first,
-    # so a wheel's reprocess/spark_apps/… is named as the checkout's spark_apps/… is.
-    named: dict[str, Path] = {}
-    seen: set[Path] = set()
-    for package in ("reprocess.spark_apps", "reprocess.sql", "reprocess.plugins", "reprocess"):
-        root = Path(str(files(package)))
-        for path in root.rglob("*"):
-            if path.is_file() and "__pycache__" not in path.parts and path.resolve() not in seen:
-                seen.add(path.resolve())
-                named[f"{package}/{path.relative_to(root).as_posix()}"] = path
+    named = library_files()
     digest = hashlib.sha256()
     for name in sorted(named):
         digest.update(name.encode() + b"\0" + named[name].read_bytes() + b"\0")
     return digest.hexdigest()[:16]
+
+
+def library_files() -> dict[str, Traversable]:
+    """The files :func:`library_fingerprint` hashes, by importable name.
+
+    Examples
+    --------
+    >>> names = library_files()
+    >>> "reprocess.spark/connect.py" in names and "reprocess.sql/001_core.sql" in names
+    True
+    >>> "reprocess.plugins/templates/base.html" in names and "reprocess/__init__.py" in names
+    True
+    """
+    named: dict[str, Traversable] = {}
+    for package in ("reprocess", *MAPPED_PACKAGES):
+        named.update(_package_files(package, files(package)))
+    return named
+
+
+def _package_files(package: str, folder: Traversable, within: str = "") -> Iterator[tuple[str, Traversable]]:
+    """Each file of ``package`` (in ``folder``) and of its subpackages, by importable name. A subfolder
+    holding ``__init__.py`` is a subpackage, another one (``templates/``) is data of its package; a
+    mapped package is walked from where it is imported, not from inside ``reprocess/``."""
+    for entry in folder.iterdir():
+        if entry.is_file():
+            yield f"{package}/{within}{entry.name}", entry
+        elif entry.name == "__pycache__":
+            continue
+        elif not within and entry.joinpath("__init__.py").is_file():
+            if f"{package}.{entry.name}" not in MAPPED_PACKAGES:
+                yield from _package_files(f"{package}.{entry.name}", entry)
+        else:
+            yield from _package_files(package, entry, f"{within}{entry.name}/")
 
 
 def endpoint(url: str) -> tuple[str, int]:
@@ -103,8 +134,10 @@ def check_library(spark: SparkSession, url: str) -> None:
     if served != ours:
         raise SparkConnectError(
             f"the Spark Connect server at {url} was started with reprocess {served}, but this job's library is "
-            f"{ours}: its Python workers would run the old code. Restart the server: `make services` restarts the "
-            "embedded one when the library changed."
+            f"{ours}: its Python workers would run the old code. Restart the server with this library: in a "
+            "checkout, `make services` restarts the embedded one; for an installed package, restart its Spark "
+            "Connect server with this package on the Python path of its workers (the environment this job runs "
+            "in, or one with the same version of reprocess installed)."
         )
 
 

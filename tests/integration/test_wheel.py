@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 import devstack.wheel
-from reprocess.spark.connect import library_fingerprint
+from reprocess.spark.connect import library_files, library_fingerprint
 from tests.support import airflow_http
 from tests.support.helpers import REPO_ROOT
 
@@ -61,7 +61,12 @@ globals().update(dags_from_specs({specs!r}))
 OLD_SHIM = "from reprocess.airflow.plugin import ReprocessPlugin\n\n__all__ = ['ReprocessPlugin']\n"
 
 
-FINGERPRINT = "from reprocess.spark.connect import library_fingerprint; print(library_fingerprint())"
+# The Spark Connect library check's view of the installed package: its fingerprint and the names it hashes.
+FINGERPRINT = """
+import json
+from reprocess.spark.connect import library_files, library_fingerprint
+print(json.dumps({"fingerprint": library_fingerprint(), "files": sorted(library_files())}))
+"""
 
 
 def _fresh_database(name: str) -> str:
@@ -108,10 +113,15 @@ def test_wheel_carries_migrations_and_entry_point_and_the_dag_file_runs_from_it(
     assert found["applied"] == shipped and found["applied_again"] == []
     assert found["import_errors"] == {}
     assert Path(found["app"]).is_relative_to(installed) and Path(found["job"]).is_relative_to(installed)
-    # The Spark Connect server's library check: the wheel's code is the checkout's, so its
-    # fingerprint is too (the checkout maps spark_apps/ and sql/ into the package; the wheel holds them).
-    fingerprint = subprocess.run([python, "-c", FINGERPRINT], cwd=tmp_path, env=env, capture_output=True, text=True)
-    assert fingerprint.stdout.strip() == library_fingerprint(), fingerprint.stderr[-2000:]
+    # The Spark Connect server's library check: the wheel's code is the checkout's, so its fingerprint is
+    # too (the checkout maps spark_apps/, sql/ and plugins/ into the package; the wheel holds them inside).
+    hashed = subprocess.run([python, "-c", FINGERPRINT], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert hashed.returncode == 0, hashed.stderr[-2000:]
+    wheel_hashed = json.loads(hashed.stdout.strip().splitlines()[-1])
+    checkout_files = sorted(library_files())
+    assert wheel_hashed["files"] == checkout_files, set(wheel_hashed["files"]) ^ set(checkout_files)
+    assert "reprocess.spark_apps/run_job.py" in checkout_files and "reprocess.core/spec.schema.json" in checkout_files
+    assert wheel_hashed["fingerprint"] == library_fingerprint()
     # The entry point runs as spark-submit runs it: as a script, from the installed folder.
     usage = subprocess.run([str(python), found["app"]], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert "usage: run_job.py module:function" in usage.stderr, usage.stderr
