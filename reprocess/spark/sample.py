@@ -90,12 +90,15 @@ def decode_sample(
 @contextmanager
 def session_from_env() -> Iterator[SparkSession]:
     """A Spark session as the DAGs' ``spark_default`` connection (its environment form) names it:
-    the Connect server's shared session, or a local one for a ``spark`` connection."""
-    from reprocess.spark.connect import DEFAULT_PORT, client_env, shared_session
+    the Connect server's shared session, or a local one for a ``spark`` connection. A Connect
+    server holding another version of the library is refused, as a DAG's Spark task refuses it."""
+    from reprocess.spark.connect import DEFAULT_PORT, check_library, client_env, shared_session
 
     conn = json.loads(os.environ.get(SPARK_CONN_ENV) or '{"conn_type": "spark", "host": "local[1]"}')
     if conn.get("conn_type") == "spark_connect":
-        with client_env(), shared_session(f"sc://{conn['host']}:{conn.get('port', DEFAULT_PORT)}") as spark:
+        url = f"sc://{conn['host']}:{conn.get('port', DEFAULT_PORT)}"
+        with client_env(), shared_session(url) as spark:
+            check_library(spark, url)
             yield spark
         return
     from pyspark.sql import SparkSession

@@ -1,4 +1,5 @@
-"""Runs attach to the server's shared Spark Connect session and never release it (no Spark)."""
+"""Runs attach to the server's shared Spark Connect session and never release it, and a server
+declaring another library is refused (no Spark)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ import pytest
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
-from reprocess.spark.connect import shared_session, shared_session_id
+from reprocess.core.errors import SparkConnectError
+from reprocess.spark.connect import FINGERPRINT_CONF, library_fingerprint, shared_session, shared_session_id
+from reprocess.spark.sample import SPARK_CONN_ENV, session_from_env
 
 
 class _SessionClosed(PySparkException):
@@ -29,17 +32,20 @@ class _Client:
 class _Session:
     """Stands in for a remote session: its first RPC fails when the server released its id."""
 
-    def __init__(self, url: str, released: set[str]) -> None:
+    def __init__(self, url: str, released: set[str], conf: dict[str, str]) -> None:
         self.client = _Client(url, released)
         self.conf = self
+        self.values = conf
 
     def get(self, key: str, default: Any = None) -> Any:
         if any(self.client.url.endswith(f"session_id={sid}") for sid in self.client.released):
             raise _SessionClosed(message="[INVALID_HANDLE.SESSION_CLOSED] Session was closed.")
-        return default
+        return self.values.get(key, default)
 
 
-def _fake_builder(monkeypatch: pytest.MonkeyPatch, released: set[str]) -> list[_Session]:
+def _fake_builder(
+    monkeypatch: pytest.MonkeyPatch, released: set[str], conf: dict[str, str] | None = None
+) -> list[_Session]:
     made: list[_Session] = []
 
     class Builder:
@@ -48,7 +54,7 @@ def _fake_builder(monkeypatch: pytest.MonkeyPatch, released: set[str]) -> list[_
             return self
 
         def create(self) -> _Session:
-            made.append(_Session(self.url, released))
+            made.append(_Session(self.url, released, conf or {}))
             return made[-1]
 
     monkeypatch.setattr(SparkSession, "builder", Builder())
@@ -71,3 +77,18 @@ def test_a_released_shared_session_moves_runs_to_the_next_id_instead_of_failing(
     with shared_session("sc://127.0.0.1:15002") as spark:
         assert spark.client.url == f"sc://127.0.0.1:15002/;session_id={shared_session_id(1)}"
     assert len(made) == 2 and made[0].client.closed
+
+
+def test_online_validate_refuses_a_server_holding_another_library_and_names_both_restarts(monkeypatch):
+    made = _fake_builder(monkeypatch, released=set(), conf={FINGERPRINT_CONF: "0123456789abcdef"})
+    monkeypatch.setenv(SPARK_CONN_ENV, '{"conn_type": "spark_connect", "host": "127.0.0.1", "port": 15002}')
+    refusal = "started with reprocess 0123456789abcdef"
+    with pytest.raises(SparkConnectError, match=refusal) as refused, session_from_env():
+        pytest.fail("a session on a server holding another library")
+    assert "`make services`" in str(refused.value)
+    assert "installed package, restart its Spark Connect server with this package" in str(refused.value)
+    assert made[-1].client.closed
+    # A server started with this library serves the sample.
+    made = _fake_builder(monkeypatch, released=set(), conf={FINGERPRINT_CONF: library_fingerprint()})
+    with session_from_env() as spark:
+        assert spark is made[-1]
