@@ -1,3 +1,3 @@
 from reprocess.airflow.factory import dags_from_specs
 
-globals().update(dags_from_specs("../pipelines", relative_to=__file__))
+globals().update(dags_from_specs())

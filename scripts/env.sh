@@ -14,6 +14,9 @@ export PATH="$_repo/.venv/bin:$PATH"
 
 export AIRFLOW_HOME="${AIRFLOW_HOME:-$REPROCESS_STATE_DIR/airflow}"
 export AIRFLOW__CORE__DAGS_FOLDER="$_repo/dags"
+# The folder of pipeline specs (Airflow option [reprocess] pipelines_dir): the checkout's own. An
+# installed package has no default; REPROCESS_PIPELINES_DIR (the tests' folders) overrides it.
+export AIRFLOW__REPROCESS__PIPELINES_DIR="$_repo/pipelines"
 # No plugins folder: the installed package registers its plugin (entry point airflow.plugins).
 export AIRFLOW__CORE__LOAD_EXAMPLES=False
 export AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION=False

@@ -37,4 +37,21 @@ def get_provider_info() -> dict[str, Any]:
             # SparkJobOperator: one job function through Spark Connect or spark-submit.
             {"integration-name": INTEGRATION, "python-modules": ["reprocess.airflow.spark_task"]},
         ],
+        "config": {
+            # Read by reprocess.airflow.settings; AIRFLOW__REPROCESS__PIPELINES_DIR is its environment form.
+            "reprocess": {
+                "description": "Settings of the reprocess package.",
+                "options": {
+                    "pipelines_dir": {
+                        "description": "The folder of pipeline specs (*.yaml) that the DAG factory, the "
+                        "workers and the `reprocess` command read. No default: set it. The environment "
+                        "variable REPROCESS_PIPELINES_DIR overrides it.\n",
+                        "version_added": "0.1.0",
+                        "type": "string",
+                        "example": "/opt/airflow/specs",
+                        "default": None,
+                    },
+                },
+            },
+        },
     }

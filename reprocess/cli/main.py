@@ -18,7 +18,7 @@ from sqlalchemy.exc import OperationalError
 
 from reprocess.cli import redrive, reset, status, validate
 from reprocess.cli.common import EXIT_CODES, EXIT_FOUND, EXIT_UNREACHABLE
-from reprocess.core.errors import ConnectionConfigError, ReprocessError
+from reprocess.core.errors import ReprocessError, SettingError
 
 COMMANDS_GROUP: Final = "reprocess.commands"
 
@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     try:
         return int(args.handler(args))
-    except (ConnectionConfigError, OperationalError, KafkaException) as exc:
+    except (SettingError, OperationalError, KafkaException) as exc:
         print(f"reprocess {args.command}: {exc}", file=sys.stderr)
         return EXIT_UNREACHABLE
     except ReprocessError as exc:

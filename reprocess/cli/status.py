@@ -13,12 +13,13 @@ import json
 import sys
 from typing import Final
 
+from reprocess.airflow.settings import pipelines_dir
 from reprocess.cli.common import EXIT_FOUND, EXIT_OK, app_engine, kafka_config
 from reprocess.cli.output import NeverRan, never_ran_text, pipeline_status_text
-from reprocess.core.errors import SpecError
+from reprocess.core.errors import SettingError, SpecError
 from reprocess.core.names import pipeline_dag_id
 from reprocess.core.spec import PipelineSpec
-from reprocess.core.spec_catalog import load_specs, pipelines_dir
+from reprocess.core.spec_catalog import load_specs
 from reprocess.operations import coverage
 
 NAME: Final = "status"
@@ -58,10 +59,11 @@ def never_ran(spec: PipelineSpec, live: bool) -> NeverRan:
 
 
 def spec_folder() -> list[PipelineSpec]:
-    """The pipelines folder's specs; a broken one leaves them out, saying so (the runs still print)."""
+    """The pipelines folder's specs; a broken one or no folder set leaves them out, saying so (the runs
+    still print)."""
     try:
         return load_specs(pipelines_dir())
-    except SpecError as exc:
+    except (SpecError, SettingError) as exc:
         print(f"reprocess status: specs not read, pipelines that never ran are left out ({exc}); "
               "`reprocess validate` lists every problem", file=sys.stderr)  # fmt: skip
         return []

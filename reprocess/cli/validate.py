@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
+from reprocess.airflow.settings import pipelines_dir
 from reprocess.cli.common import EXIT_FOUND, EXIT_OK, app_db_url, kafka_config
-from reprocess.core.spec_catalog import pipelines_dir
 from reprocess.postgres.db import make_engine
 
 NAME: Final = "validate"

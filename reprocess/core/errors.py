@@ -47,7 +47,11 @@ class RunStateError(ReprocessError):
     as a plain run); the message names the step to run first."""
 
 
-class ConnectionConfigError(ReprocessError):
+class SettingError(ReprocessError):
+    """A setting the product needs is not set; the message names it. Retrying cannot help until it is."""
+
+
+class ConnectionConfigError(SettingError):
     """An Airflow connection (or its ``AIRFLOW_CONN_*`` environment form) is missing or lacks a
     required key; retrying cannot help until it is set."""
 

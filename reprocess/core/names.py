@@ -26,6 +26,16 @@ def pipeline_dag_id(pipeline: str, kind: str) -> str:
     return f"reprocess_{pipeline}_{kind}"
 
 
+def broken_spec_dag_id(file_stem: str) -> str:
+    """The DAG a spec file that does not load leaves in its pipeline's place (airflow.factory): named
+    after the file, since a broken spec may have no name to read; a character a DAG id refuses is ``_``.
+
+    >>> broken_spec_dag_id("orders v2")
+    'reprocess_orders_v2_broken'
+    """
+    return f"reprocess_{re.sub(r'[^A-Za-z0-9_.-]', '_', file_stem)}_broken"
+
+
 def pipeline_of_dag(dag_id: str) -> str | None:
     """The pipeline a generated DAG belongs to, or None for any other DAG.
 

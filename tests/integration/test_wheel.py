@@ -53,7 +53,7 @@ print(json.dumps({
 
 # The DAG file a user writes (README "Install into your Airflow"), pointed at a folder of specs.
 USER_DAG_FILE = """from reprocess.airflow.factory import dags_from_specs
-globals().update(dags_from_specs({specs!r}))
+globals().update(dags_from_specs())
 """
 
 
@@ -135,6 +135,15 @@ def test_wheel_carries_migrations_and_entry_point_and_the_dag_file_runs_from_it(
                                env=env, capture_output=True, text=True)  # fmt: skip
     specs = len(list((REPO_ROOT / "pipelines").glob("*.yaml")))
     assert validated.returncode == 0 and f"{specs} valid spec(s); no problems" in validated.stdout, validated.stdout
+    # No folder of its own: with no setting, the command names the one to set (exit 3), then reads it.
+    unset = {k: v for k, v in env.items() if k not in ("REPROCESS_PIPELINES_DIR", "AIRFLOW__REPROCESS__PIPELINES_DIR")}
+    for extra, code, said in (
+        ({}, 3, "set Airflow's [reprocess] pipelines_dir"),
+        ({"AIRFLOW__REPROCESS__PIPELINES_DIR": str(REPO_ROOT / "pipelines")}, 0, f"{specs} valid spec(s)"),
+    ):
+        done = subprocess.run([command, "validate", "--offline"], cwd=tmp_path, env=unset | extra,
+                              capture_output=True, text=True)  # fmt: skip
+        assert done.returncode == code and said in done.stdout + done.stderr, done.stdout + done.stderr
 
     _airflow_serves_the_installed_plugin(tmp_path, python, env)
 
@@ -147,7 +156,9 @@ def _airflow_serves_the_installed_plugin(tmp_path: Path, python: Path, env: dict
     for folder in (home, plugins, dags):
         folder.mkdir()
     shutil.copytree(REPO_ROOT / "pipelines", specs)
-    (dags / "pipelines.py").write_text(USER_DAG_FILE.format(specs=str(specs)))
+    # A typo in one spec: its own placeholder DAG, every other pipeline's DAGs still there.
+    (specs / "typo.yaml").write_text("name: typo\ntopics: [t]\nkey: [id]\ncolumns:\n  id: {type: money}\n")
+    (dags / "pipelines.py").write_text(USER_DAG_FILE)
     airflow_env = {k: v for k, v in env.items() if not k.startswith("AIRFLOW__") and k != "REPROCESS_PIPELINES_DIR"}
     airflow_env |= {
         "PATH": f"{python.parent}{os.pathsep}{env['PATH']}",
@@ -159,6 +170,7 @@ def _airflow_serves_the_installed_plugin(tmp_path: Path, python: Path, env: dict
             "postgresql://", "postgresql+psycopg2://", 1
         ),
         "AIRFLOW_CONN_REPROCESS_DB": env["WHEEL_DB_URL"],
+        "AIRFLOW__REPROCESS__PIPELINES_DIR": str(specs),
     }
     for args in (["db", "migrate"], ["dags", "reserialize"]):
         done = subprocess.run([str(python), "-m", "airflow", *args], cwd=tmp_path, env=airflow_env,
@@ -188,10 +200,12 @@ def _airflow_serves_the_installed_plugin(tmp_path: Path, python: Path, env: dict
         providers = {p["package_name"]: p for p in api("/api/v2/providers")["providers"]}
         assert providers["reprocess"]["version"] == "0.1.0", providers.get("reprocess")
         dag_ids = {d["dag_id"] for d in api("/api/v2/dags?limit=100")["dags"]}
-        expected = {f"reprocess_{p.stem}_{k}" for p in specs.glob("*.yaml")
+        expected = {f"reprocess_{p.stem}_{k}" for p in (REPO_ROOT / "pipelines").glob("*.yaml")
                     for k in ("backfill", "incremental", "reconcile", "reset")}  # fmt: skip
-        assert dag_ids == expected
+        assert dag_ids == expected | {"reprocess_typo_broken"}
         assert api("/api/v2/importErrors")["import_errors"] == []
+        broken = api("/api/v2/dags/reprocess_typo_broken/details")
+        assert broken["is_paused"] and "field 'columns.id.type': 'money' is not one of" in broken["doc_md"], broken
 
     # A plugins folder still holding the shim older checkouts shipped: one plugin, not two.
     (plugins / "reprocess_plugin.py").write_text(OLD_SHIM)

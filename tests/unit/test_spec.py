@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 import yaml
 
-from reprocess.core.errors import SpecError
+from reprocess.core.errors import SettingError, SpecError
 from reprocess.core.ordering import Ordering, OrderingMode
 from reprocess.core.spec import ColumnType
-from reprocess.core.spec_catalog import load_specs
+from reprocess.core.spec_catalog import load_specs, read_folder
 from reprocess.core.spec_parse import parse_spec, read_spec
 
 ORDERS_YAML = Path(__file__).resolve().parents[2] / "pipelines" / "orders.yaml"
@@ -160,12 +160,33 @@ def test_load_specs_refuses_two_files_with_the_same_pipeline_name(tmp_path):
     assert str(caught.value) == f"{second}: field 'name': 'orders' is also used by {first}"
 
 
-def test_the_default_folder_of_specs_is_the_repositorys_pipelines_folder(monkeypatch):
-    from reprocess.core.spec_catalog import pipelines_dir
+def test_a_broken_file_costs_its_own_spec_only(tmp_path):
+    healthy = write_spec(tmp_path, orders_raw(name="a_orders", target_table="public.a_orders"), "a.yaml")
+    typo = tmp_path / "b.yaml"
+    typo.write_text("name: b_orders\ntopics: [t]\nkey: [id]\ncolumns:\n  id: {type: money}\n")
+    duplicate = write_spec(tmp_path, orders_raw(name="a_orders", target_table="public.c_orders"), "c.yaml")
+
+    folder = read_folder(tmp_path)
+
+    assert [s.name for s in folder.specs] == ["a_orders"]
+    assert list(folder.broken) == [typo, duplicate]
+    assert str(folder.broken[typo]).startswith(f"{typo}: field 'columns.id.type': 'money' is not one of")
+    assert str(folder.broken[duplicate]) == f"{duplicate}: field 'name': 'a_orders' is also used by {healthy}"
+    with pytest.raises(SpecError, match=re.escape(f"{typo}: field 'columns.id.type'")):
+        load_specs(tmp_path)
+
+
+def test_an_installed_package_has_no_default_folder_of_specs_and_names_the_setting(monkeypatch):
+    from reprocess.airflow.settings import pipelines_dir
 
     monkeypatch.delenv("REPROCESS_PIPELINES_DIR", raising=False)
-    assert pipelines_dir() == Path(__file__).resolve().parents[2] / "pipelines"
-    assert (pipelines_dir() / "orders.yaml").is_file()
+    monkeypatch.delenv("AIRFLOW__REPROCESS__PIPELINES_DIR", raising=False)
+    with pytest.raises(SettingError, match=re.escape("set Airflow's [reprocess] pipelines_dir")):
+        pipelines_dir()
+    monkeypatch.setenv("AIRFLOW__REPROCESS__PIPELINES_DIR", "/opt/specs")
+    assert pipelines_dir() == Path("/opt/specs")
+    monkeypatch.setenv("REPROCESS_PIPELINES_DIR", "/tmp/specs")
+    assert pipelines_dir() == Path("/tmp/specs")
 
 
 def test_load_specs_refuses_two_specs_with_one_target_table(tmp_path):
