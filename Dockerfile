@@ -38,6 +38,7 @@ RUN useradd --uid 50000 --gid 0 --home-dir /opt/airflow --create-home airflow \
     && chown -R 50000:0 /opt/airflow /opt/spark
 ENV AIRFLOW_HOME=/opt/airflow \
     AIRFLOW__CORE__DAGS_FOLDER=/opt/reprocess/dags \
+    AIRFLOW__REPROCESS__PIPELINES_DIR=/opt/reprocess/pipelines \
     AIRFLOW__CORE__LOAD_EXAMPLES=False \
     SPARK_HOME=/usr/local/lib/python3.11/site-packages/pyspark \
     SPARK_WORKER_DIR=/opt/spark/work \
