@@ -1,23 +1,34 @@
 """A sample of a topic's records and what the Spark job's decoder made of it (``reprocess validate``
 and the backfill's dry run): plain values, so the check (operations) and the decoding (spark)
-share them without importing each other."""
+share them without importing each other. Also which paths the sampled records hold
+(:class:`PathCensus`), read on the driver from the raw records: a column whose path none of
+them holds is NULL in every row a run writes.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from difflib import get_close_matches
+from typing import Any
+
+from reprocess.core.formats import Format
+from reprocess.core.spec import PipelineSpec
 
 
 @dataclass(frozen=True, slots=True)
 class SampleResult:
     """What the Spark job's decoder made of a sample: per record its error (None: a row), and
-    for good records whether each key column and the ordering column got a value."""
+    for good records which columns got a value."""
 
     records: int
     # error kind (the text before the first ':', as reprocess.dead_letters.error_kind) →
     # (count, an example's offset, its whole error)
     errors: Mapping[str, tuple[int, int, str]]
-    missing: Mapping[str, int]  # column → good records without a value
+    missing: Mapping[str, int]  # column (every one) → good records without a value
+    rows: int = 0  # good records: neither a dead letter nor a tombstone
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,3 +40,87 @@ class SampleRecord:
     key: bytes | None
     value: bytes | None
     headers: tuple[tuple[str, bytes | None], ...] = ()  # as the client gives them ($headers columns read them)
+
+
+@dataclass(frozen=True, slots=True)
+class PathCensus:
+    """In how many of ``records`` sampled records each path occurs: a value's dotted field paths,
+    or a record's header names."""
+
+    records: int
+    counts: Mapping[str, int]
+
+    def closest(self, path: str) -> str | None:
+        """The path the records hold that is most like ``path`` (a typo's fix), or None.
+
+        Examples
+        --------
+        >>> PathCensus(2, {"reading": 2, "reading.temp_c": 2, "id": 2}).closest("reading.tmp_c")
+        'reading.temp_c'
+        >>> PathCensus(2, {"id": 2}).closest("reading.tmp_c") is None
+        True
+        """
+        found = get_close_matches(path, list(self.counts), n=1)
+        return found[0] if found else None
+
+
+def field_paths(doc: Any, prefix: str = "") -> Iterator[str]:
+    """Every dotted path into a parsed JSON value's objects, an inner object's own path included
+    (arrays are not walked: a column's path names object fields only).
+
+    Examples
+    --------
+    >>> list(field_paths({"id": 1, "reading": {"temp_c": 2.5, "at": None}, "tags": [{"k": 1}]}))
+    ['id', 'reading', 'reading.temp_c', 'reading.at', 'tags']
+    """
+    if isinstance(doc, dict):
+        for name, node in doc.items():
+            yield prefix + name
+            yield from field_paths(node, f"{prefix}{name}.")
+
+
+def value_census(spec: PipelineSpec, records: Sequence[SampleRecord]) -> PathCensus | None:
+    """The value field paths the sampled records hold, over those whose value is a JSON object: a
+    ``json`` value, a Debezium event's row (``after``, a delete's ``before``; the envelope of the
+    JSON converter with schemas unwrapped). None for Avro values: they are decoded only in Spark,
+    with the registry's writer schemas.
+
+    Examples
+    --------
+    >>> from reprocess.core.spec_parse import parse_spec
+    >>> spec = parse_spec({"name": "p", "topics": ["t"], "key": ["id"], "columns": {"id": "text"}})
+    >>> rec = lambda v: SampleRecord("t", 0, 0, 0, None, v)
+    >>> value_census(spec, [rec(b'{"id": "a", "r": {"t": 1}}'), rec(b'{"id": "b"}'), rec(b"oops"), rec(None)])
+    PathCensus(records=2, counts={'id': 2, 'r': 1, 'r.t': 1})
+    """
+    if spec.needs_registry or spec.format is Format.AVRO:
+        return None
+    counts: Counter[str] = Counter()
+    parsed = 0
+    for record in records:
+        try:
+            doc = json.loads(record.value) if record.value else None
+        except (UnicodeDecodeError, ValueError):
+            continue
+        if spec.format is Format.DEBEZIUM and isinstance(doc, dict):
+            env = doc["payload"] if isinstance(doc.get("payload"), dict) else doc
+            doc = env.get("after") if env.get("op") != "d" else env.get("before")
+        if isinstance(doc, dict):
+            parsed += 1
+            counts.update(set(field_paths(doc)))
+    return PathCensus(parsed, dict(sorted(counts.items())))
+
+
+def header_census(records: Sequence[SampleRecord]) -> PathCensus:
+    """The header names the sampled records carry (every format: headers are not the value's).
+
+    Examples
+    --------
+    >>> header_census([SampleRecord("t", 0, 0, 0, None, b"{}", (("src", b"a"), ("src", b"b"))),
+    ...                SampleRecord("t", 0, 1, 0, None, b"{}")])
+    PathCensus(records=2, counts={'src': 1})
+    """
+    counts: Counter[str] = Counter()
+    for record in records:
+        counts.update({name for name, _ in record.headers})
+    return PathCensus(len(records), dict(sorted(counts.items())))

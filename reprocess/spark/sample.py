@@ -39,7 +39,7 @@ def decode_sample(
     records: Sequence[SampleRecord],
     registry: Mapping[str, Any] | None = None,
 ) -> SampleResult:
-    """Each record's ``_error`` and, for rows, whether the key and ordering columns got values.
+    """Each record's ``_error`` and, for rows, which columns got values.
     An Avro pipeline's writer schemas come from ``registry`` (its ``SchemaRegistryClient`` config)."""
     from reprocess.spark.job import spec_writer_schemas
 
@@ -62,12 +62,9 @@ def decode_sample(
         )
         for r in records
     ]
-    watched = {
-        c.name: typed_name(i)
-        for i, c in enumerate(spec.columns)
-        if c.name in spec.key or c.name == spec.ordering.column
-    }
-    flags = [f"{col} IS NULL AS `{name}`" for name, col in watched.items()]
+    # Flags named by position: a column may be called `offset` or `kind`.
+    watched = {f"_null_{i}": c.name for i, c in enumerate(spec.columns)}
+    flags = [f"{typed_name(i)} IS NULL AS {flag}" for i, flag in enumerate(watched)]
     decoded = decode(spark.createDataFrame(rows, RECORD_SCHEMA), spec, schemas).selectExpr(
         # The dead-letter table's error_kind (sql/005_coverage.sql), in Spark SQL.
         "offset",
@@ -78,13 +75,15 @@ def decode_sample(
     )
     errors: dict[str, tuple[int, int, str]] = {}
     missing: Counter[str] = Counter()
+    good = 0
     for row in decoded.orderBy("topic", "partition", "offset").collect():
         if row["_error"] is not None:
             count, offset, example = errors.get(row["kind"], (0, row["offset"], row["_error"]))
             errors[row["kind"]] = (count + 1, offset, example)
         elif not row["tombstone"]:
-            missing.update(name for name in watched if row[name])
-    return SampleResult(len(rows), errors, dict(missing))
+            good += 1
+            missing.update(name for flag, name in watched.items() if row[flag])
+    return SampleResult(len(rows), errors, dict(missing), good)
 
 
 @contextmanager

@@ -141,3 +141,47 @@ def test_online_findings_topic_sample_and_table_and_the_dry_run_shows_them(kafka
     assert len(dry) == len(problems), dry
     for finding in problems:
         assert any(finding["problem"] in w and finding["fix"] in w for w in dry), finding["problem"]
+
+
+def test_a_typod_path_and_an_always_null_column_are_warned_and_the_dry_run_shows_them(
+    kafka_config, engine, unique_name
+):
+    topic = unique_name
+    demo_data.create_topic(kafka_config, topic, 1)
+    reading = {"temp_c": 21.5, "humidity": None}
+    readings = [(f"s{n}", {"sensor_id": f"s{n}", "reading": reading}) for n in range(300)]
+    produced = demo_data.produce(kafka_config, topic, 1, readings, malformed=())
+    assert len(produced.messages) == 300  # the oracle: every record holds reading.temp_c, none a humidity
+    sensor = {"type": "text", "required": True}
+    typod = orders_spec(unique_name, topic, key=["sensor_id"], columns={
+        "sensor_id": sensor,
+        "temp_c": {"type": "real", "path": "reading.tmp_c"},
+        "humidity": {"type": "real", "path": "reading.humidity"},
+    })  # fmt: skip
+    correct = orders_spec(f"{unique_name}_ok", topic, key=["sensor_id"], columns={
+        "sensor_id": sensor, "temp_c": {"type": "real", "path": "reading.temp_c"},
+    })  # fmt: skip
+
+    out = _validate("--json", "--sample", "1000", typod.source_file, correct.source_file)
+
+    assert out.returncode == 0, out.stdout + out.stderr  # warnings fail nothing
+    findings = json.loads(out.stdout)["findings"]
+    paths = [(f["source"], f["severity"], f["problem"]) for f in findings if f["check"] == "path"]
+    assert paths == [
+        (typod.source_file, "warning", "column 'temp_c': `reading.tmp_c` found in 0 of 300 records; "
+         "did you mean `reading.temp_c`?"),
+        (typod.source_file, "warning", "column 'humidity' (`reading.humidity`) is NULL in all 300 decoded rows"),
+    ]  # fmt: skip
+    text_out = _validate(typod.source_file).stdout
+    assert "WARNING" in text_out and "did you mean `reading.temp_c`?" in text_out and "2 warning(s)" in text_out
+
+    dr = run_dag(typod, "backfill", {"dry_run": True})
+    assert dr.state == "success"
+    with engine.connect() as conn:
+        summary = conn.execute(
+            text("SELECT summary FROM reprocess.runs WHERE pipeline = :p ORDER BY created_at DESC LIMIT 1"),
+            {"p": typod.name},
+        ).scalar_one()
+    dry = [w for w in summary["warnings"] if w.startswith("validate: ")]
+    assert any("found in 0 of" in w and "did you mean `reading.temp_c`?" in w for w in dry), dry
+    assert any("is NULL in all" in w for w in dry), dry
