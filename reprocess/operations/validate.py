@@ -413,7 +413,8 @@ def _table(spec: PipelineSpec, engine: Engine) -> list[Finding]:
 
 def format_findings(report: Report) -> str:
     lines = [f.render() for f in report.findings]
-    errors, warnings = len(report.errors), len(report.findings) - len(report.errors)
+    errors = len(report.errors)
+    warnings = sum(f.severity is Severity.WARNING for f in report.findings)  # OK findings are not warnings
     verdict = "no problems" if not errors else f"{errors} problem(s)"
     verdict += f", {warnings} warning(s)" if warnings else ""
     lines.append(f"{len(report.specs)} valid spec(s); {verdict}")
