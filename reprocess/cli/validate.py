@@ -18,8 +18,9 @@ DESCRIPTION: Final = (
     "Check pipeline specs and print every problem with its fix. Offline: the JSON Schema shipped in the "
     "package (reprocess/core/spec.schema.json, usable by editors) and the spec rules. Online (unless "
     "--offline): the topics exist (partition counts), a sample of records decodes by the Spark job's rules and "
-    "carries the key and ordering fields, the target table takes the spec in place or what mode=rebuild "
-    "would change."
+    "carries the key and ordering fields (a mapped path or header none of the records holds, with the closest "
+    "one they do, and an optional column NULL in every row are warnings), the target table takes the spec in "
+    "place or what mode=rebuild would change."
 )
 
 

@@ -5,8 +5,10 @@ then the spec's own rules (:func:`~reprocess.core.spec_parse.parse_spec`: key co
 ordering column is required, ...), and names unique across the folder. Online, per valid spec:
 the topics exist (their partition counts), a sample of the newest records decodes by the Spark
 job's own rules (the caller passes the decoder: this layer never imports Spark) and carries the
-key and ordering fields, and the target table takes the spec in place, or what ``mode=rebuild``
-would change. The backfill's dry run reports the same online findings.
+key and ordering fields, every mapped path and header is held by some sampled record (else the
+closest one that is) and no optional column is NULL in every row, and the target table takes the
+spec in place, or what ``mode=rebuild`` would change. The backfill's dry run reports the same
+online findings.
 """
 
 from __future__ import annotations
