@@ -59,7 +59,8 @@ def dry_run_findings(spec: PipelineSpec) -> list[Any]:
     run the check instead), the target table. Each is logged; the problems go into the summary."""
     from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
 
-    from reprocess.operations.validate import Severity, validate_online
+    from reprocess.operations.findings import Severity
+    from reprocess.operations.validate import validate_online
     from reprocess.spark.connect import check_reachable, client_env, shared_session
     from reprocess.spark.sample import decode_sample
 

@@ -13,7 +13,6 @@ online findings.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -24,31 +23,14 @@ from sqlalchemy import Engine
 
 from reprocess.core.errors import SpecError
 from reprocess.core.ordering import UNORDERED_POSITIONS
-from reprocess.core.sample import SampleRecord, SampleResult, header_census, value_census
+from reprocess.core.sample import SampleRecord, SampleResult
 from reprocess.core.spec import PipelineSpec
 from reprocess.core.spec_parse import parse_spec, spec_schema
+from reprocess.operations.dead_columns import dead_columns
+from reprocess.operations.findings import Finding, Severity
 from reprocess.postgres.evolve import table_diff
 
 SAMPLE_TIMEOUT_S: Final = 10
-
-
-class Severity(enum.StrEnum):
-    ERROR = "error"  # a run would fail or lose records to dead letters: exit code 1
-    WARNING = "warning"  # worth a look, nothing fails
-    OK = "ok"  # what was checked and found fine (partition counts, sample sizes)
-
-
-@dataclass(frozen=True, slots=True)
-class Finding:
-    source: str  # the spec file
-    check: str  # yaml, schema, spec, ordering, topic, sample, path, table
-    severity: Severity
-    problem: str
-    fix: str = ""
-
-    def render(self) -> str:
-        fix = f"\n    fix: {self.fix}" if self.fix else ""
-        return f"{self.severity.value.upper():7} {self.source}: [{self.check}] {self.problem}{fix}"
 
 
 Decoder = Callable[[PipelineSpec, Sequence[SampleRecord]], SampleResult]
@@ -342,52 +324,7 @@ def _sample(spec: PipelineSpec, kafka: Mapping[str, Any], decode: Decoder | None
                 f"point columns.{column}.path at the field that holds it, and mark it required",
             )
         )
-    return out + _dead_columns(spec, records, result)
-
-
-def _dead_columns(spec: PipelineSpec, records: Sequence[SampleRecord], result: SampleResult) -> list[Finding]:
-    """Columns the sample never fills: a mapped path or header that none of the records holds (with
-    the closest one they do hold), and a non-required column NULL in every decoded row. Neither
-    fails a run, but every row it writes gets NULL there, and a later fix of the path re-derives
-    every row (the path is part of the fingerprint)."""
-    src = spec.source_file
-    values, headers = value_census(spec, records), header_census(records)
-    out, dead = [], set()
-    for c in spec.columns:
-        header = c.path.startswith("$headers.")
-        census = headers if header else values if c.from_value else None
-        prefix = "$headers." if header else ""
-        path = c.path.removeprefix(prefix)
-        if census is None or not census.records or census.counts.get(path):
-            continue
-        dead.add(c.name)
-        close = census.closest(path)
-        out.append(
-            Finding(
-                src,
-                "path",
-                Severity.WARNING,
-                f"column {c.name!r}: `{c.path}` found in 0 of {census.records} records"
-                + (f"; did you mean `{prefix}{close}`?" if close else ""),
-                f"point columns.{c.name}.path at a {'header' if header else 'field'} the records hold: "
-                "as it is, the column is NULL in every row",
-            )
-        )
-    for c in spec.columns:
-        if c.required or c.name in dead or not result.rows or result.missing.get(c.name, 0) < result.rows:
-            continue
-        source = f"expr {c.expr!r}" if c.expr else f"`{c.path}`"
-        out.append(
-            Finding(
-                src,
-                "path",
-                Severity.WARNING,
-                f"column {c.name!r} ({source}) is NULL in all {result.rows} decoded rows",
-                f"check that columns.{c.name} reads the field that holds the value (the records have "
-                "the path but never a value in it), or drop the column",
-            )
-        )
-    return out
+    return out + dead_columns(spec, records, result)
 
 
 def _table(spec: PipelineSpec, engine: Engine) -> list[Finding]:

@@ -8,7 +8,8 @@ import json
 
 from reprocess.core.sample import PathCensus, SampleRecord, SampleResult, header_census, value_census
 from reprocess.core.spec_parse import parse_spec
-from reprocess.operations.validate import Severity, _dead_columns
+from reprocess.operations.dead_columns import dead_columns
+from reprocess.operations.findings import Severity
 
 READINGS = [{"id": f"s{n}", "reading": {"temp_c": 20 + n, "humidity": None}} for n in range(3)]
 
@@ -50,7 +51,7 @@ def test_a_typod_path_is_found_in_no_record_and_the_closest_path_is_named():
     spec = _spec(temp_c={"type": "real", "path": "reading.tmp_c"})
     result = SampleResult(3, {}, {"temp_c": 3}, rows=3)
 
-    (finding,) = _dead_columns(spec, _records(READINGS), result)
+    (finding,) = dead_columns(spec, _records(READINGS), result)
 
     assert finding.severity is Severity.WARNING
     assert finding.problem == "column 'temp_c': `reading.tmp_c` found in 0 of 3 records; did you mean `reading.temp_c`?"
@@ -61,7 +62,7 @@ def test_a_typod_header_names_the_closest_header():
     spec = _spec(src={"type": "text", "path": "$headers.sorce"})
     result = SampleResult(3, {}, {"src": 3}, rows=3)
 
-    (finding,) = _dead_columns(spec, _records(READINGS, (("source", b"a"),)), result)
+    (finding,) = dead_columns(spec, _records(READINGS, (("source", b"a"),)), result)
 
     assert finding.problem == "column 'src': `$headers.sorce` found in 0 of 3 records; did you mean `$headers.source`?"
 
@@ -69,7 +70,7 @@ def test_a_typod_header_names_the_closest_header():
 def test_a_path_with_nothing_close_is_reported_without_a_suggestion():
     spec = _spec(x={"type": "text", "path": "zzz"})
 
-    (finding,) = _dead_columns(spec, _records(READINGS), SampleResult(3, {}, {"x": 3}, rows=3))
+    (finding,) = dead_columns(spec, _records(READINGS), SampleResult(3, {}, {"x": 3}, rows=3))
 
     assert finding.problem == "column 'x': `zzz` found in 0 of 3 records"
 
@@ -79,14 +80,14 @@ def test_a_present_path_never_valued_is_a_null_warning_unless_required():
                  "path": "reading.temp_c"})  # fmt: skip
     result = SampleResult(3, {}, {"humidity": 3, "temp_c": 1}, rows=3)
 
-    (finding,) = _dead_columns(spec, _records(READINGS), result)
+    (finding,) = dead_columns(spec, _records(READINGS), result)
 
     assert finding.problem == "column 'humidity' (`reading.humidity`) is NULL in all 3 decoded rows"
     required = _spec(humidity={"type": "real", "path": "reading.humidity", "required": True})
-    assert _dead_columns(required, _records(READINGS), result) == []
+    assert dead_columns(required, _records(READINGS), result) == []
 
 
 def test_a_correct_spec_gets_no_path_warning():
     spec = _spec(temp_c={"type": "real", "path": "reading.temp_c"})
 
-    assert _dead_columns(spec, _records(READINGS), SampleResult(3, {}, {}, rows=3)) == []
+    assert dead_columns(spec, _records(READINGS), SampleResult(3, {}, {}, rows=3)) == []
