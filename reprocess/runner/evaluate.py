@@ -126,11 +126,12 @@ def _commit_read(ctx: RunContext, stage: Commit, read: Read, started: float) -> 
     if ctx.reader is not None:
         ctx.reader.committed(read, result.records_read)
     seconds = time.monotonic() - started
-    log.info(
-        "batch run_id=%s pipeline=%s %d of %d records=%d upserted=%d dead_letters=%d rows_per_s=%.0f",
-        stage.run_id, ctx.spec.name, (read.batch or 0) + 1, read.batches or 1, result.records_read,
-        result.rows_upserted, result.dead_letters, result.records_read / seconds if seconds else 0,
-    )  # fmt: skip
+    if read.batch is not None:  # a whole run's commit logs its own line (postgres.commit)
+        log.info(
+            "batch run_id=%s pipeline=%s %d of %d records=%d upserted=%d dead_letters=%d rows_per_s=%.0f",
+            stage.run_id, ctx.spec.name, read.batch + 1, read.batches, result.records_read,
+            result.rows_upserted, result.dead_letters, result.records_read / seconds if seconds else 0,
+        )  # fmt: skip
     return result
 
 
