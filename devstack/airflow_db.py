@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import logging
-from typing import Final
 
-SPARK_POOL_SLOTS: Final = 2  # the default size of Airflow's ``spark`` pool: see prepare_airflow
+from reprocess.airflow.common import SPARK_POOL, SPARK_POOL_DESCRIPTION, SPARK_POOL_SLOTS
 
 
 def prepare_airflow(slots: int = SPARK_POOL_SLOTS) -> None:
@@ -23,7 +22,7 @@ def prepare_airflow(slots: int = SPARK_POOL_SLOTS) -> None:
         logger.setLevel(logging.WARNING)
     try:
         upgradedb()
-        Pool.create_or_update_pool("spark", slots, "Spark jobs of the reprocessing pipelines", include_deferred=False)
+        Pool.create_or_update_pool(SPARK_POOL, slots, SPARK_POOL_DESCRIPTION, include_deferred=False)
     finally:
         for logger, level in zip(quiet, levels, strict=True):
             logger.setLevel(level)

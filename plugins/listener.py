@@ -3,6 +3,13 @@
 Tasks cannot set a run note through the Execution API, so a DAG-run listener (it runs where
 the run's state changes, with metadata DB access) copies the summary that the ``report``
 task stored in ``reprocess.runs.summary`` into the note shown in the UI.
+
+A failed run gets a note too, at whatever task it failed: the task-failure hook runs in the
+worker, where the exception is, and records it on the run's row (kind, task, reason, fix; the
+state kept, a retry may still succeed); when the run fails, the run is marked failed and the
+note shows that error. A run starting while the ``spark`` pool is missing gets a note saying its
+Spark task will wait in ``scheduled`` until ``reprocess init`` creates the pool: the task cannot
+see pools (the Task SDK has no metadata DB access), and creating the pool lets the run go on.
 """
 
 from __future__ import annotations
@@ -18,16 +25,47 @@ NOTE_LIMIT = 1000  # the UI/API limit of a run note
 
 class RunNoteListener:
     @hookimpl
+    def on_dag_run_running(self, dag_run: Any, msg: str | None) -> None:
+        if _noted(dag_run.dag_id):
+            _note_missing_pool(dag_run)
+
+    @hookimpl
     def on_dag_run_success(self, dag_run: Any, msg: str | None) -> None:
-        _write_note(dag_run)
+        _write_note(dag_run, failed=False)
 
     @hookimpl
     def on_dag_run_failed(self, dag_run: Any, msg: str | None) -> None:
-        _write_note(dag_run)
+        _write_note(dag_run, failed=True)
+
+    @hookimpl
+    def on_task_instance_failed(self, previous_state: Any, task_instance: Any, error: Any) -> None:
+        if _noted(task_instance.dag_id) and isinstance(error, BaseException):
+            _record_error(task_instance, error)
 
 
-def _write_note(dag_run: Any) -> None:
-    if not dag_run.dag_id.startswith("reprocess_") or dag_run.dag_id.endswith("_reconcile"):
+def _noted(dag_id: str) -> bool:
+    return dag_id.startswith("reprocess_") and not dag_id.endswith("_reconcile")
+
+
+def _record_error(task_instance: Any, error: BaseException) -> None:
+    """In the worker: the attempt's error on the run's row, for the note of a run that then fails."""
+    try:
+        from reprocess.airflow.hooks import AppDatabaseHook
+        from reprocess.core.names import run_key
+        from reprocess.operations.summary import failure_text
+        from reprocess.postgres.store import record_error
+
+        engine = AppDatabaseHook().engine()
+        with engine.begin() as conn:
+            record_error(conn, run_key(task_instance.dag_id, task_instance.run_id),
+                         failure_text(task_instance.task_id, error))  # fmt: skip
+        engine.dispose()
+    except Exception:  # the task failed already: recording why must not hide that
+        log.exception("could not record the error of %s %s", task_instance.dag_id, task_instance.task_id)
+
+
+def _write_note(dag_run: Any, *, failed: bool) -> None:
+    if not _noted(dag_run.dag_id):
         return
     try:
         from sqlalchemy import text
@@ -35,18 +73,52 @@ def _write_note(dag_run: Any) -> None:
         from reprocess.airflow.hooks import AppDatabaseHook
         from reprocess.core.names import run_key
         from reprocess.operations.summary import format_note
+        from reprocess.postgres.store import mark_failed
 
+        key = run_key(dag_run.dag_id, dag_run.run_id)
         engine = AppDatabaseHook.server_engine()
-        with engine.connect() as conn:
+        with engine.begin() as conn:
             row = conn.execute(
-                text("SELECT summary, state, error FROM reprocess.runs WHERE run_id = :r"),
-                {"r": run_key(dag_run.dag_id, dag_run.run_id)},
+                text("SELECT summary, state, error FROM reprocess.runs WHERE run_id = :r"), {"r": key}
             ).one_or_none()
+            if failed and row is not None and row.state != "committed":
+                error = row.error or _failed_tasks_text(dag_run)
+                mark_failed(conn, key, error)  # a run the DAG failed is failed, not left planned or staged
+                row = row._replace(state="failed", error=error)
         engine.dispose()
         if row is not None:
             _set_note(dag_run, format_note(row.summary, row.state, row.error)[:NOTE_LIMIT])
+        elif failed:  # failed before the run had a row (planning could not reach Kafka, say)
+            _set_note(dag_run, f"reprocess run failed: {_failed_tasks_text(dag_run)}"[:NOTE_LIMIT])
     except Exception:  # a note must never fail a run
         log.exception("could not write the run note of %s %s", dag_run.dag_id, dag_run.run_id)
+
+
+def _failed_tasks_text(dag_run: Any) -> str:
+    """What the note says when the worker recorded no error (the app database was out of its reach)."""
+    tasks = ", ".join(ti.task_id for ti in dag_run.get_task_instances(state=["failed", "upstream_failed"]))
+    return (
+        f"failed at {tasks or 'a task'} with no error recorded in the app database (reprocess_db unreachable "
+        "from the worker?); fix: read the failed task's log, fix the cause, then clear the task"
+    )
+
+
+def _note_missing_pool(dag_run: Any) -> None:
+    """A run whose Spark task would wait on a pool that does not exist says so, naming the fix."""
+    try:
+        from airflow.models.pool import Pool
+
+        from reprocess.airflow.common import SPARK_POOL
+
+        waiting = [ti.task_id for ti in dag_run.get_task_instances() if ti.pool == SPARK_POOL]
+        if waiting and Pool.get_pool(SPARK_POOL) is None:
+            _set_note(dag_run, (
+                f"waiting: the Airflow pool `{SPARK_POOL}` does not exist, so {', '.join(waiting)} stays in "
+                f"`scheduled` (the scheduler log says \"non-existent pool\"). SettingError: fix: run `reprocess "
+                "init` (it creates the pool); the run then goes on by itself"
+            ))  # fmt: skip
+    except Exception:  # a note must never fail a run
+        log.exception("could not check the pool of %s %s", dag_run.dag_id, dag_run.run_id)
 
 
 def _set_note(dag_run: Any, note: str) -> None:

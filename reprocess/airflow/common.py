@@ -17,6 +17,10 @@ from reprocess.core.spec import PipelineSpec
 log = logging.getLogger(__name__)
 
 SPARK_POOL: Final = "spark"
+# Two runs at once on one Connect server gave 1.3x one run's records/s, four no more than two while
+# each run took 2.7x as long (docs/performance.md): more runs queue in Airflow instead.
+SPARK_POOL_SLOTS: Final = 2
+SPARK_POOL_DESCRIPTION: Final = "Spark jobs of the reprocessing pipelines"
 SAMPLE_PER_PARTITION: Final = 100  # records the dry run decodes per partition (reprocess validate's default)
 
 # Validation, connection and fencing errors fail at once: retrying cannot change the answer.

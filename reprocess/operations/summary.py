@@ -132,3 +132,28 @@ def _kinds(summary: dict[str, Any]) -> str:
         f"{summary.get('rows_inserted', 0)} new, {summary.get('rows_newer', 0)} newer, "
         f"{summary.get('rows_rederived', 0)} re-derived"
     )
+
+
+def failure_text(task_id: str, error: BaseException) -> str:
+    """A failed task's error as a run records it: the error kind, where, the reason and the fix.
+
+    The product's own errors say their fix; any other exception is not one the product raises on
+    purpose, so its fix is to read the task's log.
+
+    Examples
+    --------
+    >>> from reprocess.core.errors import SparkConnectError
+    >>> failure_text("spark_read_stage", SparkConnectError("no server at h:1. Start it."))
+    'SparkConnectError at spark_read_stage: no server at h:1. Start it.'
+    >>> failure_text("plan_offsets", KeyError("x")).split(" (")[0]
+    "KeyError at plan_offsets: 'x'"
+    """
+    from reprocess.core.errors import ReprocessError
+
+    text = f"{type(error).__name__} at {task_id}: {error}"
+    if isinstance(error, ReprocessError):
+        return text
+    return (
+        f"{text} (not an error reprocess raises on purpose; fix: read the task log of {task_id}, fix the cause, "
+        "then clear the task)"
+    )

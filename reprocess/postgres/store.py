@@ -221,6 +221,11 @@ def mark_failed(conn: Connection, run_id: str, error: str) -> None:
     conn.execute(queries.MARK_FAILED, {"run_id": run_id, "error": error})
 
 
+def record_error(conn: Connection, run_id: str, error: str) -> None:
+    """A failed task attempt's error on its run, the state kept (its retry may still succeed)."""
+    conn.execute(queries.RECORD_ERROR, {"run_id": run_id, "error": error})
+
+
 def record_failed_request(
     engine: Engine,
     spec: PipelineSpec,

@@ -1,0 +1,113 @@
+"""``reprocess init`` on the suite's real services, and the run note of a run that fails at a task."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+from reprocess.cli.main import main
+from reprocess.kafka import demo_data
+from tests.support.helpers import orders_spec, run_dag, runs
+
+pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("airflow")]
+
+
+def _pool_slots() -> int | None:
+    from airflow.models.pool import Pool
+
+    pool = Pool.get_pool("spark")
+    return None if pool is None else pool.slots
+
+
+def _init(capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[str, dict[str, str]]]:
+    code = main(["init", "--json"])
+    report = json.loads(capsys.readouterr().out)
+    return code, {f["source"]: f for f in report["findings"]}
+
+
+@pytest.fixture
+def no_spark_pool() -> object:
+    """The metadata DB as a fresh Airflow has it: no ``spark`` pool; the session's pool is put back after."""
+    from airflow.models.pool import Pool
+
+    slots = _pool_slots()
+    Pool.delete_pool("spark")
+    yield
+    Pool.create_or_update_pool("spark", slots or 1, "Spark jobs of the reprocessing pipelines", include_deferred=False)
+
+
+@pytest.mark.integration("spark")
+def test_init_creates_the_pool_with_two_slots_then_a_second_init_changes_nothing(no_spark_pool, capsys):
+    code, first = _init(capsys)
+    assert code == 0, first
+    assert _pool_slots() == 2 and "created with 2 slots" in first["spark"]["problem"]
+    assert all(f["severity"] == "ok" for f in first.values()), first
+    assert "answers and holds reprocess" in first["spark_default"]["problem"]  # the Connect library check ran
+
+    code, second = _init(capsys)
+    assert code == 0 and _pool_slots() == 2
+    assert "exists with 2 slots; left as is" in second["spark"]["problem"]
+    assert "migrations already up to date" in second["reprocess_db"]["problem"]
+
+
+def test_init_with_a_wrong_kafka_port_exits_1_naming_kafka_default_and_the_fix(monkeypatch, capsys):
+    dead = json.dumps({"conn_type": "kafka", "extra": {"bootstrap.servers": "127.0.0.1:1"}})
+    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_DEFAULT", dead)
+    code, findings = _init(capsys)
+    assert code == 1
+    kafka = findings["kafka_default"]
+    assert kafka["severity"] == "error" and kafka["check"] == "kafka"
+    assert "bootstrap.servers" in kafka["fix"] and "kafka_default" in kafka["fix"]
+    assert findings["reprocess_db"]["severity"] == "ok"  # the other steps still ran
+
+
+@pytest.mark.integration("spark")
+def test_a_run_failing_at_the_spark_task_is_failed_with_a_note_naming_the_error_kind_reason_and_fix(
+    kafka_config, engine, unique_name
+):
+    """The spec file changes after the DAG was built: the Spark task refuses it (SpecError, no retry).
+    The run had a row in state ``planned``; it ends ``failed`` and its note says why and what to do."""
+    from airflow.dag_processing.dagbag import DagBag
+    from airflow.models.dagrun import DagRun
+    from airflow.utils.session import create_session
+
+    spec = orders_spec(unique_name, unique_name)
+    demo_data.create_topic(kafka_config, unique_name, 1)
+    demo_data.produce(kafka_config, unique_name, 1, demo_data.order_events(10, 2), malformed=())
+    dag = DagBag(dag_folder=os.environ["AIRFLOW__CORE__DAGS_FOLDER"]).dags[spec.dag_id("backfill")]
+    path = Path(spec.source_file)
+    path.write_text(yaml.safe_dump({**yaml.safe_load(path.read_text()), "description": "edited after the parse"}))
+
+    dr = dag.test()
+
+    assert dr.state == "failed" and dr.get_task_instance("spark_read_stage").state == "failed"
+    (run,) = runs(engine, spec)
+    assert run.state == "failed" and run.error.startswith("SpecError at spark_read_stage: ")
+    with create_session() as session:
+        note = DagRun.find(dag_id=dr.dag_id, run_id=dr.run_id, session=session)[0].note or ""
+    assert "failed" in note and "SpecError at spark_read_stage" in note
+    assert "changed since the DAG was built" in note and "Trigger the run again" in note  # reason and fix
+
+
+def test_a_run_whose_spark_task_waits_on_a_missing_pool_says_so_in_its_note(kafka_config, unique_name, request):
+    """The scheduler's run-start hook on a real run of the metadata DB (its task instances name the
+    pool), called as the scheduler calls it once the pool is gone."""
+    from airflow.models.dagrun import DagRun
+    from airflow.utils.session import create_session
+
+    from plugins.listener import RunNoteListener
+
+    spec = orders_spec(unique_name, unique_name)
+    demo_data.create_topic(kafka_config, unique_name, 1)
+    dr = run_dag(spec, "backfill", {"dry_run": True})
+    request.getfixturevalue("no_spark_pool")
+    with create_session() as session:
+        RunNoteListener().on_dag_run_running(DagRun.find(dag_id=dr.dag_id, run_id=dr.run_id, session=session)[0], "")
+    with create_session() as session:
+        note = DagRun.find(dag_id=dr.dag_id, run_id=dr.run_id, session=session)[0].note or ""
+    assert "pool `spark` does not exist" in note and "spark_read_stage stays in `scheduled`" in note
+    assert "`reprocess init`" in note
