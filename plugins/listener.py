@@ -81,13 +81,14 @@ def _write_note(dag_run: Any, *, failed: bool) -> None:
             row = conn.execute(
                 text("SELECT summary, state, error FROM reprocess.runs WHERE run_id = :r"), {"r": key}
             ).one_or_none()
-            if failed and row is not None and row.state != "committed":
-                error = row.error or _failed_tasks_text(dag_run)
-                mark_failed(conn, key, error)  # a run the DAG failed is failed, not left planned or staged
-                row = row._replace(state="failed", error=error)
+            if row is not None:
+                summary, state, error = row.summary, row.state, row.error
+                if failed and state != "committed":
+                    state, error = "failed", error or _failed_tasks_text(dag_run)
+                    mark_failed(conn, key, error)  # a run the DAG failed is failed, not left planned or staged
         engine.dispose()
         if row is not None:
-            _set_note(dag_run, format_note(row.summary, row.state, row.error)[:NOTE_LIMIT])
+            _set_note(dag_run, format_note(summary, state, error)[:NOTE_LIMIT])
         elif failed:  # failed before the run had a row (planning could not reach Kafka, say)
             _set_note(dag_run, f"reprocess run failed: {_failed_tasks_text(dag_run)}"[:NOTE_LIMIT])
     except Exception:  # a note must never fail a run

@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from reprocess.cli.main import main
+from reprocess.core import errors
 from reprocess.kafka import demo_data
 from tests.support.helpers import orders_spec, run_dag, runs
 
@@ -80,16 +81,19 @@ def test_a_run_failing_at_the_spark_task_is_failed_with_a_note_naming_the_error_
     demo_data.produce(kafka_config, unique_name, 1, demo_data.order_events(10, 2), malformed=())
     dag = DagBag(dag_folder=os.environ["AIRFLOW__CORE__DAGS_FOLDER"]).dags[spec.dag_id("backfill")]
     path = Path(spec.source_file)
-    path.write_text(yaml.safe_dump({**yaml.safe_load(path.read_text()), "description": "edited after the parse"}))
+    raw = yaml.safe_load(path.read_text())
+    raw["columns"]["currency"] = {"type": "text", "path": "currency_code"}  # a path derives rows: a new fingerprint
+    path.write_text(yaml.safe_dump(raw))
 
     dr = dag.test()
 
     assert dr.state == "failed" and dr.get_task_instance("spark_read_stage").state == "failed"
     (run,) = runs(engine, spec)
-    assert run.state == "failed" and run.error.startswith("SpecError at spark_read_stage: ")
+    kind, _, _ = run.error.partition(" at spark_read_stage: ")
+    assert run.state == "failed" and issubclass(getattr(errors, kind), errors.SpecError), run.error
     with create_session() as session:
         note = DagRun.find(dag_id=dr.dag_id, run_id=dr.run_id, session=session)[0].note or ""
-    assert "failed" in note and "SpecError at spark_read_stage" in note
+    assert "failed" in note and f"{kind} at spark_read_stage" in note
     assert "changed since the DAG was built" in note and "Trigger the run again" in note  # reason and fix
 
 
