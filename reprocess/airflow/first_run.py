@@ -109,11 +109,17 @@ def migrate_app_db() -> str:
 
 def check_kafka() -> str:
     """List the brokers' topics, with a short timeout: a wrong address fails in seconds."""
+    from confluent_kafka import KafkaException
+
     from reprocess.kafka.clients import make_admin
 
     config = KafkaConfigHook().client_config()
-    metadata = make_admin(config).list_topics(timeout=KAFKA_TIMEOUT_S)
-    return f"{len(metadata.brokers)} broker(s) at {config['bootstrap.servers']} answer; {len(metadata.topics)} topics"
+    servers = config["bootstrap.servers"]
+    try:
+        metadata = make_admin(config).list_topics(timeout=KAFKA_TIMEOUT_S)
+    except KafkaException as exc:  # its text names no address: say which one did not answer
+        raise KafkaException(f"bootstrap.servers={servers}: {exc.args[0].str()}") from exc
+    return f"{len(metadata.brokers)} broker(s) at {servers} answer; {len(metadata.topics)} topics"
 
 
 def check_registry(conn_id: str, specs: list[PipelineSpec]) -> str:

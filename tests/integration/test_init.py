@@ -62,6 +62,7 @@ def test_init_with_a_wrong_kafka_port_exits_1_naming_kafka_default_and_the_fix(m
     assert code == 1
     kafka = findings["kafka_default"]
     assert kafka["severity"] == "error" and kafka["check"] == "kafka"
+    assert kafka["problem"].startswith("KafkaException: bootstrap.servers=127.0.0.1:1: ")
     assert "bootstrap.servers" in kafka["fix"] and "kafka_default" in kafka["fix"]
     assert findings["reprocess_db"]["severity"] == "ok"  # the other steps still ran
 
