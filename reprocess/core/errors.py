@@ -118,3 +118,8 @@ class QueryResultError(ReprocessError):
 
 class ProduceError(ReprocessError):
     """Producing records failed: a delivery, or a transaction's commit marker that did not land in time."""
+
+
+class ServiceError(ReprocessError):
+    """A background service (the Spark Connect server, a dev-stack service) could not be started or
+    stopped; the message says what to do."""
