@@ -51,6 +51,16 @@ def get_provider_info() -> dict[str, Any]:
                         "example": "/opt/airflow/specs",
                         "default": None,
                     },
+                    "spark_log_level": {
+                        "description": "The log4j level of the Spark drivers the package starts: a spark-submit "
+                        "task (its log) and `reprocess spark-connect start` (the server's log). WARN keeps "
+                        "Spark's INFO lines out; INFO or DEBUG brings them back. The environment variable "
+                        "REPROCESS_SPARK_LOG_LEVEL overrides it.\n",
+                        "version_added": "0.1.0",
+                        "type": "string",
+                        "example": "INFO",
+                        "default": "WARN",
+                    },
                 },
             },
         },

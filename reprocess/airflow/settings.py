@@ -17,6 +17,7 @@ from reprocess.core.spec_catalog import PIPELINES_DIR_ENV
 
 SECTION: Final = "reprocess"
 PIPELINES_DIR: Final = "pipelines_dir"
+SPARK_LOG_LEVEL: Final = "spark_log_level"
 
 
 def pipelines_dir() -> Path:
@@ -41,3 +42,14 @@ def pipelines_dir() -> Path:
             f"({PIPELINES_DIR_ENV} overrides it)"
         )
     return Path(value)
+
+
+def spark_log_level() -> str:
+    """The log level of the Spark drivers the package starts (a spark-submit task, the Connect server):
+    ``REPROCESS_SPARK_LOG_LEVEL``, else ``[reprocess] spark_log_level``, else WARN, which keeps
+    Spark's INFO lines out of a task's log (``reprocess.spark.conf.log_level`` checks the value)."""
+    from airflow.configuration import conf
+
+    from reprocess.spark.conf import LOG_LEVEL_ENV, log_level
+
+    return log_level(os.environ.get(LOG_LEVEL_ENV) or conf.get(SECTION, SPARK_LOG_LEVEL, fallback=None))

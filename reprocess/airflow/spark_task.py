@@ -28,6 +28,7 @@ from airflow.providers.apache.spark.operators.spark_pyspark import PySparkOperat
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Connection
 
+from reprocess.airflow.settings import spark_log_level
 from reprocess.spark.conf import dependency_args, spark_conf
 from reprocess.spark.connect import check_library, check_reachable, client_env, shared_session
 from reprocess.spark.entry_points import RUN_JOB, app_path, resolve_job, secret_env
@@ -96,7 +97,9 @@ class SparkJobOperator(PySparkOperator):
             conn_id=conn_id,
             name=self.name,
             application_args=application_args,
-            conf=spark_conf(),
+            # Spark's INFO lines stay out of the task log ([reprocess] spark_log_level); a driver on a
+            # cluster node (deploy mode cluster) has no file of this package and keeps its own logging.
+            conf=spark_conf(level=spark_log_level(), quiet=conn.extra_dejson.get("deploy-mode") != "cluster"),
             # Spark's Kafka source: the local jars, or its Maven coordinates on a cluster
             jars=deps.get("jars"),
             packages=deps.get("packages"),

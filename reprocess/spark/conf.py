@@ -50,6 +50,13 @@ LOCAL_MASTER: Final = "local[8,4]"
 # (Spark logs "Generated method too long to be JIT compiled"). The common Spark tuning lifts that.
 JIT_OPTIONS: Final = "-XX:-DontCompileHugeMethods"
 
+# Spark's own INFO lines (~800 in a 5,000-record spark-submit task's log) are kept out by the
+# package's log4j2 file (log4j2.properties beside this module), at WARN unless the level is set.
+LOG_LEVEL_ENV: Final = "REPROCESS_SPARK_LOG_LEVEL"
+LOG_LEVELS: Final = ("OFF", "FATAL", "ERROR", "WARN", "INFO", "DEBUG", "TRACE", "ALL")
+DEFAULT_LOG_LEVEL: Final = "WARN"
+LOG_CONFIG: Final = Path(__file__).resolve().with_name("log4j2.properties")
+
 BASE_CONF: Final[Mapping[str, str]] = {
     "spark.ui.enabled": "false",
     "spark.sql.shuffle.partitions": "4",
@@ -65,16 +72,55 @@ def class_archive() -> Path | None:
     return Path(value) if value else None
 
 
-def spark_conf(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """``--conf`` values for ``spark-submit spark_apps/run_job.py``; ``extra`` wins.
+def log_level(level: str | None = None) -> str:
+    """The driver's log level: ``level``, else ``$REPROCESS_SPARK_LOG_LEVEL``, else WARN; upper case.
+
+    Examples
+    --------
+    >>> log_level("info")
+    'INFO'
+    >>> log_level("loud")
+    Traceback (most recent call last):
+    ...
+    reprocess.core.errors.SparkSetupError: Spark log level 'loud' is not one of OFF, FATAL, ERROR, WARN, INFO, \
+DEBUG, TRACE, ALL (set [reprocess] spark_log_level or $REPROCESS_SPARK_LOG_LEVEL to one)
+    """
+    value = (level or os.environ.get(LOG_LEVEL_ENV) or DEFAULT_LOG_LEVEL).strip().upper()
+    if value not in LOG_LEVELS:
+        raise SparkSetupError(
+            f"Spark log level {value.lower()!r} is not one of {', '.join(LOG_LEVELS)} "
+            f"(set [reprocess] spark_log_level or ${LOG_LEVEL_ENV} to one)"
+        )
+    return value
+
+
+def log_options(level: str | None = None) -> str:
+    """JVM options of a driver logging through the package's log4j2 file at :func:`log_level`.
+
+    Examples
+    --------
+    >>> log_options("INFO").split()[1]
+    '-Dreprocess.spark.logLevel=INFO'
+    """
+    return f"-Dlog4j2.configurationFile=file:{LOG_CONFIG} -Dreprocess.spark.logLevel={log_level(level)}"
+
+
+def spark_conf(
+    extra: Mapping[str, str] | None = None, *, level: str | None = None, quiet: bool = True
+) -> dict[str, str]:
+    """``--conf`` values for ``spark-submit spark_apps/run_job.py``; ``extra`` wins. The driver logs at
+    :func:`log_level` (``level``) unless ``quiet`` is False: a driver on a cluster node
+    (deploy mode ``cluster``) has no such file, and keeps the cluster's logging.
 
     Examples
     --------
     >>> saved = os.environ.pop(CLASS_ARCHIVE_ENV, None)
-    >>> spark_conf()["spark.driver.extraJavaOptions"]
+    >>> spark_conf(quiet=False)["spark.driver.extraJavaOptions"]
     '-XX:-DontCompileHugeMethods'
+    >>> spark_conf(level="info")["spark.driver.extraJavaOptions"] == f"{JIT_OPTIONS} {log_options('INFO')}"
+    True
     >>> os.environ[CLASS_ARCHIVE_ENV] = "/x/spark.jsa"
-    >>> spark_conf({"spark.sql.shuffle.partitions": "8"})["spark.driver.extraJavaOptions"]
+    >>> spark_conf({"spark.sql.shuffle.partitions": "8"}, quiet=False)["spark.driver.extraJavaOptions"]
     '-XX:-DontCompileHugeMethods -XX:SharedArchiveFile=/x/spark.jsa'
     >>> if saved is None:
     ...     del os.environ[CLASS_ARCHIVE_ENV]
@@ -82,9 +128,13 @@ def spark_conf(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     ...     os.environ[CLASS_ARCHIVE_ENV] = saved
     """
     conf = dict(BASE_CONF)
+    driver = [JIT_OPTIONS]
     archive = class_archive()
     if archive is not None:
-        conf["spark.driver.extraJavaOptions"] = f"{JIT_OPTIONS} -XX:SharedArchiveFile={archive}"
+        driver.append(f"-XX:SharedArchiveFile={archive}")
+    if quiet:
+        driver.append(log_options(level))
+    conf["spark.driver.extraJavaOptions"] = " ".join(driver)
     ivy_settings = os.environ.get(IVY_SETTINGS_ENV)
     if ivy_settings:
         conf["spark.jars.ivySettings"] = ivy_settings

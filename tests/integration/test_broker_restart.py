@@ -62,7 +62,9 @@ def own_broker(tmp_path: Path) -> Iterator[Broker]:
         broker.kill()
 
 
-def test_broker_killed_and_restarted_during_the_read_then_retried_matches_the_oracle(engine, own_broker, unique_name):
+def test_broker_killed_and_restarted_during_the_read_then_retried_matches_the_oracle(
+    engine, own_broker, unique_name, monkeypatch
+):
     """SIGKILL of the broker as the Spark job starts its read; the broker comes back 12 s later.
 
     The kill is timed on the stage table: the job creates it right before its one Spark action, so
@@ -78,6 +80,7 @@ def test_broker_killed_and_restarted_during_the_read_then_retried_matches_the_or
     plan = plan_run(engine, kafka, spec, RunRequest.from_params({}), unique_name)
     assert {r.partition: r.end for r in plan.ranges} == ends  # the broker's log ends are the produced ones
 
+    monkeypatch.setenv("REPROCESS_SPARK_LOG_LEVEL", "INFO")  # the task lines timed below are Spark's INFO
     job = start_spark_stage(spec, plan.run_id, kafka=kafka)
     deadline = time.monotonic() + 180
     while stage_count(engine, spec, plan.run_id) is None:  # one short transaction per look
