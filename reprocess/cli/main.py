@@ -16,7 +16,7 @@ from typing import Final, Protocol, cast
 from confluent_kafka import KafkaException
 from sqlalchemy.exc import OperationalError
 
-from reprocess.cli import init, redrive, reset, status, validate
+from reprocess.cli import init, redrive, reset, spark_connect, status, validate
 from reprocess.cli.common import EXIT_CODES, EXIT_FOUND, EXIT_UNREACHABLE
 from reprocess.core.errors import ReprocessError, SettingError
 
@@ -43,7 +43,7 @@ class Command(Protocol):
 def commands() -> list[Command]:
     """The installed packages' commands, then this package's own."""
     added = [cast(Command, ep.load()) for ep in entry_points(group=COMMANDS_GROUP)]
-    return [*added, init, status, reset, redrive, validate]
+    return [*added, init, status, reset, redrive, validate, spark_connect]
 
 
 def parser() -> argparse.ArgumentParser:

@@ -3,7 +3,7 @@
 A Connect server's Python workers import ``reprocess`` from the server's environment and are
 reused across jobs, so a server started before the library changed would run the old reader
 and copier under the new driver code. The server records the library's fingerprint in its
-Spark conf (:data:`FINGERPRINT_CONF`, set by ``devstack.connect`` at start); a job compares
+Spark conf (:data:`FINGERPRINT_CONF`, set by ``reprocess.spark.connect_server`` at start); a job compares
 it with its own and refuses on a mismatch. A server that does not declare one (a managed
 endpoint with its own deployment) is trusted and the job logs that it could not check.
 """
@@ -134,10 +134,10 @@ def check_library(spark: SparkSession, url: str) -> None:
     if served != ours:
         raise SparkConnectError(
             f"the Spark Connect server at {url} was started with reprocess {served}, but this job's library is "
-            f"{ours}: its Python workers would run the old code. Restart the server with this library: in a "
-            "checkout, `make services` restarts the embedded one; for an installed package, restart its Spark "
-            "Connect server with this package on the Python path of its workers (the environment this job runs "
-            "in, or one with the same version of reprocess installed)."
+            f"{ours}: its Python workers would run the old code. Restart the server with this library: "
+            "`reprocess spark-connect start` (run in the environment this job runs in, it restarts a server it "
+            "started whose library changed); a server started another way needs this version of reprocess on "
+            "the Python path of its workers and a restart."
         )
 
 
@@ -222,5 +222,5 @@ def shared_session(url: str) -> Iterator[SparkSession]:
         return
     raise SparkConnectError(
         f"the first {_SESSION_GENERATIONS} shared Spark Connect session ids on {endpoint(url)} were all released; "
-        "restart the server (`make services` restarts the embedded one)."
+        "restart the server: `reprocess spark-connect start` (a server it started), or however it was started."
     )

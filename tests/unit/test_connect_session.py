@@ -79,14 +79,14 @@ def test_a_released_shared_session_moves_runs_to_the_next_id_instead_of_failing(
     assert len(made) == 2 and made[0].client.closed
 
 
-def test_online_validate_refuses_a_server_holding_another_library_and_names_both_restarts(monkeypatch):
+def test_online_validate_refuses_a_server_holding_another_library_and_names_the_restart_command(monkeypatch):
     made = _fake_builder(monkeypatch, released=set(), conf={FINGERPRINT_CONF: "0123456789abcdef"})
     monkeypatch.setenv(SPARK_CONN_ENV, '{"conn_type": "spark_connect", "host": "127.0.0.1", "port": 15002}')
     refusal = "started with reprocess 0123456789abcdef"
     with pytest.raises(SparkConnectError, match=refusal) as refused, session_from_env():
         pytest.fail("a session on a server holding another library")
-    assert "`make services`" in str(refused.value)
-    assert "installed package, restart its Spark Connect server with this package" in str(refused.value)
+    assert "`reprocess spark-connect start`" in str(refused.value)
+    assert "make " not in str(refused.value)  # no checkout command for a wheel user
     assert made[-1].client.closed
     # A server started with this library serves the sample.
     made = _fake_builder(monkeypatch, released=set(), conf={FINGERPRINT_CONF: library_fingerprint()})
