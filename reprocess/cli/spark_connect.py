@@ -88,16 +88,15 @@ def _connection_endpoint() -> tuple[str, int] | None:
 
 
 def server(args: argparse.Namespace) -> ConnectServer:
-    """The server the arguments name."""
-    from reprocess.airflow.settings import spark_log_level
-
+    """The server the arguments name; its log level (``start`` only) defaults to ``[reprocess] spark_log_level``."""
     host, port = endpoint(args)
+    level = args.log_level
+    if args.action == "start" and level is None:
+        from reprocess.airflow.settings import spark_log_level
+
+        level = spark_log_level()
     return ConnectServer(
-        host=host,
-        port=port,
-        state_dir=args.state_dir or default_state_dir(),
-        master=args.master,
-        log_level=args.log_level or spark_log_level(),
+        host=host, port=port, state_dir=args.state_dir or default_state_dir(), master=args.master, log_level=level
     )
 
 

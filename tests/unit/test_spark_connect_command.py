@@ -47,6 +47,7 @@ def test_the_log_level_comes_from_the_option_else_the_setting_and_a_wrong_one_is
     monkeypatch.setenv("REPROCESS_SPARK_LOG_LEVEL", "info")
     assert server(_args("start", "--host", "h", "--port", "1")).log_level == "INFO"
     assert server(_args("start", "--host", "h", "--port", "1", "--log-level", "debug")).log_level == "debug"
+    assert server(_args("status", "--host", "h", "--port", "1")).log_level is None  # status reads no setting
     monkeypatch.setenv("REPROCESS_SPARK_LOG_LEVEL", "chatty")
     with pytest.raises(SparkSetupError, match="spark_log_level or \\$REPROCESS_SPARK_LOG_LEVEL"):
         server(_args("start", "--host", "h", "--port", "1"))
