@@ -207,14 +207,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     from devstack import debezium, kafka_connect
-    from reprocess.kafka.clients import config_from_env
+    from reprocess.airflow.hooks import KafkaConfigHook
 
     args = parse_args(argv)
     started = time.monotonic()
     tag = f"cdc_life_{args.seed}_{datetime.now(UTC):%H%M%S}"
     out = REPO / ".state" / "cdc_life" / tag
     out.mkdir(parents=True, exist_ok=True)
-    bench = Bench(bench_db_url(os.environ["AIRFLOW_CONN_REPROCESS_DB"]), dict(config_from_env()), tag, out)
+    bench = Bench(bench_db_url(os.environ["AIRFLOW_CONN_REPROCESS_DB"]), KafkaConfigHook().client_config(), tag, out)
     life = Life(tag, random.Random(args.seed))
     topic = f"{tag}.public.{tag}"
 

@@ -81,12 +81,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)
-    from reprocess.kafka.clients import config_from_env
+    from reprocess.airflow.hooks import KafkaConfigHook
 
     tag = "bench_" + datetime.now(UTC).strftime("%Y%m%d_%H%M%S")
     out = RESULTS / tag
     out.mkdir(parents=True, exist_ok=True)
-    bench = Bench(bench_db_url(os.environ["AIRFLOW_CONN_REPROCESS_DB"]), config_from_env(), tag, out)
+    bench = Bench(bench_db_url(os.environ["AIRFLOW_CONN_REPROCESS_DB"]), KafkaConfigHook().client_config(), tag, out)
     n = args.records
     topics: list[str] = []
 

@@ -65,9 +65,10 @@ def _wait_for(marker: str, seconds: float = 120) -> None:
     """Until an event holding ``marker`` reached the topic (the connector streamed everything before it)."""
     from confluent_kafka import Consumer, TopicPartition
 
-    from reprocess.kafka.clients import config_from_env
+    from reprocess.airflow.hooks import KafkaConfigHook
 
-    consumer = Consumer({**config_from_env(), "group.id": f"cdc-demo-{marker}", "enable.auto.commit": False})
+    config = KafkaConfigHook().client_config()
+    consumer = Consumer({**config, "group.id": f"cdc-demo-{marker}", "enable.auto.commit": False})
     consumer.assign([TopicPartition(TOPIC, 0, 0)])
     deadline = time.monotonic() + seconds
     try:

@@ -141,9 +141,9 @@ def warm_up_in_background() -> None:
 
 
 def _kafka_config() -> dict[str, object]:
-    from reprocess.kafka.clients import config_from_env
+    from reprocess.airflow.hooks import KafkaConfigHook
 
-    return config_from_env()
+    return KafkaConfigHook().client_config()
 
 
 # A broker that has just started answers for a few seconds that it leads no partition yet (it is

@@ -145,9 +145,9 @@ def _create_database(name: str, fresh: bool) -> None:
 
 @pytest.fixture(scope="session")
 def kafka_config() -> dict[str, Any]:
-    from reprocess.kafka.clients import config_from_env
+    from reprocess.airflow.hooks import KafkaConfigHook
 
-    return config_from_env()
+    return KafkaConfigHook().client_config()
 
 
 @pytest.fixture(scope="session")

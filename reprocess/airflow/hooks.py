@@ -10,16 +10,49 @@ connection id's default, its required keys and the Jinja form a Spark task's sec
 - :class:`SchemaRegistryHook`: an Avro pipeline's Schema Registry (its ``schema_registry``
   connection: the host is the registry's URL, login/password its basic auth, the extra its TLS
   files) as a ``SchemaRegistryClient`` config.
+
+Each hook names its connection in the product's errors: a missing one says how to add it
+(``airflow connections add`` or the UI), an unreachable service names the connection and the
+setting it was reached by (:meth:`setting`). :func:`read_metastore` lets a process outside
+Airflow's own (the ``reprocess`` command) find connections stored in the metadata DB.
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+import os
+from typing import Any, ClassVar, Final
 
 from airflow.providers.apache.kafka.hooks.base import KafkaBaseHook
-from airflow.sdk import BaseHook
+from airflow.sdk import BaseHook, Connection
+from airflow.sdk.exceptions import AirflowNotFoundException
 
+from reprocess.core.errors import ConnectionConfigError
 from reprocess.core.spec import DEFAULT_REGISTRY_CONN
+
+# Airflow's process context: the Task SDK's lookup outside a task (no supervisor) reads the
+# environment and a configured secrets backend only; "server" adds the metadata DB.
+PROCESS_CONTEXT: Final = "_AIRFLOW_PROCESS_CONTEXT"
+
+
+def read_metastore() -> None:
+    """Look connections up as ``airflow connections get`` does (it sets the same context): secrets
+    backend, ``AIRFLOW_CONN_*`` environment, then Airflow's metadata DB. Without it a connection
+    added with ``airflow connections add`` or in the UI is not found by a plain process."""
+    os.environ[PROCESS_CONTEXT] = "server"
+
+
+def connection(conn_id: str, add: str) -> Connection:
+    """``conn_id`` as Airflow resolves it; a missing one is the product's error, saying how to add it
+    (``add``: the ``airflow connections add`` arguments after the id)."""
+    try:
+        return BaseHook.get_connection(conn_id)
+    except AirflowNotFoundException as exc:
+        home = os.environ.get("AIRFLOW_HOME", "~/airflow")
+        raise ConnectionConfigError(
+            f"Airflow connection `{conn_id}` is not defined (looked in the secrets backend, "
+            f"AIRFLOW_CONN_{conn_id.upper()} and the metadata DB of AIRFLOW_HOME={home}): add it with "
+            f"`airflow connections add {conn_id} {add}` or in the UI (Admin > Connections)"
+        ) from exc
 
 
 class AppDatabaseHook(BaseHook):
@@ -34,8 +67,23 @@ class AppDatabaseHook(BaseHook):
         super().__init__()
         self.conn_id = conn_id
 
+    ADD: ClassVar[str] = (
+        "--conn-type postgres --conn-host HOST --conn-port 5432 --conn-schema DATABASE --conn-login USER "
+        "--conn-password PASSWORD"
+    )
+
     def url(self) -> str:
-        return str(self.get_connection(self.conn_id).get_uri())
+        return str(connection(self.conn_id, self.ADD).get_uri())
+
+    def setting(self) -> str:
+        """The connection and where it points (no secrets), for an error that it did not answer."""
+        conn = connection(self.conn_id, self.ADD)
+        return f"`{self.conn_id}` `host={conn.host} port={conn.port} schema={conn.schema}`"
+
+    def unreachable(self, reason: str) -> ConnectionConfigError:
+        return ConnectionConfigError(
+            f"{self.setting()}: {reason}; check the connection's host, port, schema (the database), login and password"
+        )
 
     def engine(self) -> Any:
         """A SQLAlchemy engine on the database, migrated."""
@@ -66,12 +114,21 @@ class KafkaConfigHook(KafkaBaseHook):
     """The Kafka connection's client config: librdkafka keys (and ``java.*`` ones for Spark's
     Kafka source) in its extra."""
 
+    ADD: ClassVar[str] = '--conn-type kafka --conn-extra \'{"bootstrap.servers": "HOST:9092"}\''
+
     def client_config(self) -> dict[str, Any]:
         from reprocess.kafka.clients import require_bootstrap
 
-        config = dict(self.get_connection(self.kafka_config_id).extra_dejson)
+        config = dict(connection(self.kafka_config_id, self.ADD).extra_dejson)
         require_bootstrap(config)
         return config
+
+    def setting(self) -> str:
+        servers = connection(self.kafka_config_id, self.ADD).extra_dejson.get("bootstrap.servers")
+        return f"`{self.kafka_config_id}` `bootstrap.servers={servers}`"
+
+    def unreachable(self, reason: str) -> ConnectionConfigError:
+        return ConnectionConfigError(f"{self.setting()}: {reason}; check the connection's extra")
 
     @classmethod
     def config_template(cls) -> str:
@@ -86,14 +143,22 @@ class SchemaRegistryHook(BaseHook):
     conn_type = "http"
     hook_name = "Schema Registry"
 
+    ADD: ClassVar[str] = "--conn-type http --conn-host https://REGISTRY:8081"
+
     def __init__(self, conn_id: str = DEFAULT_REGISTRY_CONN) -> None:
         super().__init__()
         self.conn_id = conn_id
 
+    def setting(self) -> str:
+        return f"`{self.conn_id}` `host={connection(self.conn_id, self.ADD).host}`"
+
+    def unreachable(self, reason: str) -> ConnectionConfigError:
+        return ConnectionConfigError(f"{self.setting()}: {reason}; check the connection's host (the registry's URL)")
+
     def client_config(self) -> dict[str, Any]:
         from reprocess.kafka.registry import client_config
 
-        conn = self.get_connection(self.conn_id)
+        conn = connection(self.conn_id, self.ADD)
         return client_config({"url": conn.host, "login": conn.login, "password": conn.password,
                               "extra": conn.extra_dejson})  # fmt: skip
 

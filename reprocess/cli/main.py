@@ -8,6 +8,7 @@ The commands are this package's modules and those that installed packages add th
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 from importlib.metadata import entry_points
@@ -17,7 +18,7 @@ from confluent_kafka import KafkaException
 from sqlalchemy.exc import OperationalError
 
 from reprocess.cli import init, redrive, reset, spark_connect, status, validate
-from reprocess.cli.common import EXIT_CODES, EXIT_FOUND, EXIT_UNREACHABLE
+from reprocess.cli.common import EXIT_CODES, EXIT_FOUND, EXIT_UNREACHABLE, unreachable
 from reprocess.core.errors import ReprocessError, SettingError
 
 COMMANDS_GROUP: Final = "reprocess.commands"
@@ -65,11 +66,22 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    from reprocess.airflow.hooks import read_metastore  # Airflow loads only once the arguments parse
+
+    read_metastore()
     try:
         return int(args.handler(args))
-    except (SettingError, OperationalError, KafkaException) as exc:
-        print(f"reprocess {args.command}: {exc}", file=sys.stderr)
-        return EXIT_UNREACHABLE
+    except (OperationalError, KafkaException) as exc:
+        return failed(args, unreachable(exc), EXIT_UNREACHABLE)
+    except SettingError as exc:
+        return failed(args, exc, EXIT_UNREACHABLE)
     except ReprocessError as exc:
-        print(f"reprocess {args.command}: {exc}", file=sys.stderr)
-        return EXIT_FOUND
+        return failed(args, exc, EXIT_FOUND)
+
+
+def failed(args: argparse.Namespace, exc: ReprocessError, code: int) -> int:
+    """One line on stderr; with ``--json`` also the error as JSON on stdout, for a caller that parses it."""
+    print(f"reprocess {args.command}: {exc}", file=sys.stderr)
+    if getattr(args, "json", False):
+        print(json.dumps({"error": {"kind": type(exc).__name__, "message": str(exc), "exit_code": code}}, indent=2))
+    return code

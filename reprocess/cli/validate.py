@@ -39,9 +39,10 @@ def run(args: argparse.Namespace) -> int:
     if not args.offline:
         from contextlib import ExitStack
 
+        from reprocess.airflow.hooks import SchemaRegistryHook
+        from reprocess.core.errors import RegistryError
         from reprocess.core.sample import SampleRecord, SampleResult
         from reprocess.core.spec import PipelineSpec
-        from reprocess.kafka.registry import registry_from_env
         from reprocess.spark.sample import decode_sample, session_from_env
 
         engine, kafka = make_engine(app_db_url()), kafka_config()
@@ -52,7 +53,10 @@ def run(args: argparse.Namespace) -> int:
                 """Spark starts only when a topic has records to decode."""
                 if not sessions:
                     sessions.append(stack.enter_context(session_from_env()))
-                return decode_sample(sessions[0], spec, records, registry_from_env(spec))
+                try:
+                    return decode_sample(sessions[0], spec, records, registry(spec))
+                except RegistryError as exc:  # its words are a task's ("the task retries"): the cause's here
+                    raise SchemaRegistryHook(spec.schema_registry).unreachable(str(exc.__cause__ or exc)) from exc
 
             for spec in report.specs:
                 report.findings.extend(validate_online(spec, kafka, engine, decode, args.sample))
@@ -62,3 +66,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(format_findings(report))
     return EXIT_FOUND if report.errors else EXIT_OK
+
+
+def registry(spec: Any) -> dict[str, Any] | None:
+    """An Avro pipeline's Schema Registry config, from its connection (None: the pipeline needs none)."""
+    from reprocess.airflow.hooks import SchemaRegistryHook
+
+    return SchemaRegistryHook(spec.schema_registry).client_config() if spec.needs_registry else None

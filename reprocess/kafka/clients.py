@@ -1,13 +1,11 @@
 """Kafka clients built in one place, with the safe defaults this pipeline relies on.
 
-Callers pass a plain librdkafka config (from the Airflow ``kafka_default`` connection or the
-environment); this module adds the settings a bounded, exactly-once read needs.
+Callers pass a plain librdkafka config (from the Airflow ``kafka_default`` connection); this
+module adds the settings a bounded, exactly-once read needs.
 """
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
@@ -22,14 +20,20 @@ KafkaConfig = Mapping[str, Any]
 JAVA_PREFIX: Final = "java."
 
 
-def config_from_env() -> dict[str, Any]:
-    """The Kafka config from ``AIRFLOW_CONN_KAFKA_DEFAULT`` (JSON form), as tasks see it."""
-    raw = os.environ.get("AIRFLOW_CONN_KAFKA_DEFAULT")
-    if not raw:
-        raise ConnectionConfigError(
-            "AIRFLOW_CONN_KAFKA_DEFAULT is not set; source scripts/env.sh or define the connection"
-        )
-    return dict(json.loads(raw).get("extra", {}))
+def probe_brokers(config: KafkaConfig, timeout: float = 3.0) -> str:
+    """Why no broker answered, in the words of a plain TCP connect to each ``bootstrap.servers``
+    entry ("127.0.0.1:19099 connection refused"); empty when all accept one (the fault is then Kafka's
+    own: TLS/SASL settings, advertised listeners). librdkafka's error says only "transport failure"."""
+    import socket
+
+    reasons = []
+    for server in str(config.get("bootstrap.servers") or "").split(","):
+        host, _, port = server.strip().rpartition(":")
+        try:
+            socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+        except (OSError, ValueError) as exc:
+            reasons.append(f"{server.strip()} {getattr(exc, 'strerror', None) or exc}".rstrip())
+    return "; ".join(r.lower() for r in reasons)
 
 
 def librdkafka_config(config: KafkaConfig) -> dict[str, Any]:

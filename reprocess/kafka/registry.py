@@ -10,7 +10,6 @@ task retries, never a dead letter and never a silent skip.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
@@ -59,18 +58,6 @@ def client_config(raw: str | Mapping[str, Any]) -> dict[str, Any]:
     extra = conn.get("extra") or {}
     config.update({k: v for k, v in extra.items() if k in _CLIENT_EXTRA})
     return config
-
-
-def registry_from_env(spec: PipelineSpec) -> dict[str, Any] | None:
-    """An Avro pipeline's client config from its connection's environment form (``AIRFLOW_CONN_<ID>``
-    as JSON, as scripts/env.sh sets it; ``reprocess validate`` runs without Airflow), or None when
-    the pipeline needs no registry or the variable is not set."""
-    raw = os.environ.get(f"AIRFLOW_CONN_{spec.schema_registry.upper()}") if spec.needs_registry else None
-    if not raw:
-        return None
-    conn = json.loads(raw)
-    fields = {"url": conn.get("host"), "login": conn.get("login"), "password": conn.get("password")}
-    return client_config({**fields, "extra": conn.get("extra") or {}})
 
 
 def value_subjects(spec: PipelineSpec) -> list[str]:

@@ -14,7 +14,7 @@ from reprocess.core.spec_catalog import load_specs
 from reprocess.core.spec_parse import parse_spec
 from reprocess.core.stage_rows import LINKS, UNCHANGED, stage_columns
 from reprocess.formats import record_parts
-from reprocess.kafka.registry import client_config, registry_from_env
+from reprocess.kafka.registry import client_config
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "pipelines" / "examples"
 
@@ -139,12 +139,16 @@ def test_the_example_specs_load():
     assert {s.format for s in load_specs(EXAMPLES)} == set(Format)
 
 
-def test_validate_reads_the_registry_connection_from_the_environment(monkeypatch):
+def test_validate_reads_the_spec_s_registry_connection_and_names_a_missing_one(monkeypatch):
+    from reprocess.cli.validate import registry
+    from reprocess.core.errors import ConnectionConfigError
+
     spec = parse_spec(_cdc(encoding="avro", schema_registry="my_registry"))
     monkeypatch.delenv("AIRFLOW_CONN_MY_REGISTRY", raising=False)
-    assert registry_from_env(spec) is None
+    with pytest.raises(ConnectionConfigError, match="`airflow connections add my_registry --conn-type http"):
+        registry(spec)
     monkeypatch.setenv("AIRFLOW_CONN_MY_REGISTRY", '{"conn_type": "http", "host": "http://r:1/apis/ccompat/v7", '
                        '"login": "u", "password": "p"}')  # fmt: skip
     expected = {"url": "http://r:1/apis/ccompat/v7", "basic.auth.user.info": "u:p", "timeout": 30}
-    assert registry_from_env(spec) == expected
-    assert registry_from_env(parse_spec(_cdc())) is None  # JSON-encoded: no registry
+    assert registry(spec) == expected
+    assert registry(parse_spec(_cdc())) is None  # JSON-encoded: no registry
