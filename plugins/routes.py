@@ -26,7 +26,7 @@ from sqlalchemy import Engine
 from reprocess.core.names import pipeline_dag_id, pipeline_of_dag
 from reprocess.operations import coverage, progress, redrive
 
-from .access import User, readable_pipelines, require_pipeline
+from .access import User, login_or_401, readable_pipelines, require_pipeline
 
 URL_PREFIX: Final = "/reprocess"
 HERE: Final = Path(__file__).resolve().parent
@@ -48,6 +48,7 @@ app = FastAPI(
     openapi_url=None,
     docs_url=None,
     redoc_url=None,
+    exception_handlers={HTTPException: login_or_401},
 )
 templates = Environment(
     loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(default=True), trim_blocks=True

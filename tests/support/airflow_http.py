@@ -27,6 +27,12 @@ def token(url: str, user: str, password: str) -> str:
 
 def get(url: str, path: str, token: str | None = None) -> tuple[int, bytes]:
     """(status, body) of a GET, with a Bearer token or none; no redirects followed."""
+    status, body, _ = response(url, path, token)
+    return status, body
+
+
+def response(url: str, path: str, token: str | None = None) -> tuple[int, bytes, Mapping[str, str]]:
+    """(status, body, headers by lower-case name) of a GET, with a Bearer token or none; no redirects followed."""
 
     class NoRedirect(urllib.request.HTTPRedirectHandler):
         def redirect_request(self, *args: Any, **kwargs: Any) -> None:
@@ -36,9 +42,9 @@ def get(url: str, path: str, token: str | None = None) -> tuple[int, bytes]:
     opener = urllib.request.build_opener(NoRedirect)
     try:
         with opener.open(urllib.request.Request(f"{url}{path}", headers=headers), timeout=30) as resp:
-            return resp.status, resp.read()
+            return resp.status, resp.read(), {k.lower(): v for k, v in resp.headers.items()}
     except urllib.error.HTTPError as exc:
-        return exc.code, exc.read()
+        return exc.code, exc.read(), {k.lower(): v for k, v in exc.headers.items()}
 
 
 @contextmanager
