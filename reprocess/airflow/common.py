@@ -7,10 +7,16 @@ import logging
 from datetime import timedelta
 from typing import Any, Final
 
-from airflow.sdk import Connection, ExceptionRetryPolicy, Param, RetryAction, RetryRule
+from airflow.sdk import ExceptionRetryPolicy, Param, RetryAction, RetryRule
 
-from reprocess.airflow.hooks import AppDatabaseHook, KafkaConfigHook, SchemaRegistryHook
-from reprocess.airflow.spark_task import SPARK_CONN_ID, SparkJobOperator
+from reprocess.airflow.hooks import (
+    SPARK_CONN_ID,
+    AppDatabaseHook,
+    KafkaConfigHook,
+    SchemaRegistryHook,
+    spark_connect_url,
+)
+from reprocess.airflow.spark_task import SparkJobOperator
 from reprocess.core.errors import ConnectionConfigError, DataLossError, FencedRunError, ReconciliationGap, SpecError
 from reprocess.core.spec import PipelineSpec
 
@@ -61,20 +67,17 @@ def dry_run_findings(spec: PipelineSpec) -> list[Any]:
     """``reprocess validate``'s online findings for the dry run: topics, a sample decoded on the
     ``spark_default`` Connect server (a spark-submit connection gets a finding saying where to
     run the check instead), the target table. Each is logged; the problems go into the summary."""
-    from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
-
     from reprocess.operations.findings import Severity
     from reprocess.operations.validate import validate_online
-    from reprocess.spark.connect import check_reachable, client_env, shared_session
+    from reprocess.spark.connect import checked_session
     from reprocess.spark.sample import decode_sample
 
     engine, kafka = app_engine(), kafka_config()
-    if Connection.get(SPARK_CONN_ID).conn_type != SparkConnectHook.conn_type:
+    url = spark_connect_url()
+    if url is None:
         findings = validate_online(spec, kafka, engine, None, SAMPLE_PER_PARTITION)
     else:
-        url = SparkConnectHook(SPARK_CONN_ID).get_connection_url()
-        check_reachable(url)
-        with client_env(), shared_session(url) as spark:
+        with checked_session(url) as spark:
             findings = validate_online(
                 spec,
                 kafka,

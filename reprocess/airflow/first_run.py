@@ -17,8 +17,15 @@ from pathlib import Path
 from typing import Final
 
 from reprocess.airflow.common import SPARK_POOL, SPARK_POOL_DESCRIPTION, SPARK_POOL_SLOTS
-from reprocess.airflow.hooks import AppDatabaseHook, KafkaConfigHook, SchemaRegistryHook
-from reprocess.airflow.spark_task import SPARK_CONN_ID
+from reprocess.airflow.hooks import (
+    SPARK_ADD,
+    SPARK_CONN_ID,
+    AppDatabaseHook,
+    KafkaConfigHook,
+    SchemaRegistryHook,
+    connection,
+    spark_connect_url,
+)
 from reprocess.core.spec import PipelineSpec
 from reprocess.operations.findings import Finding, Severity
 
@@ -135,20 +142,13 @@ def check_registry(conn_id: str, specs: list[PipelineSpec]) -> str:
 def check_spark() -> str:
     """Spark Connect: the server answers and holds this library (the check a run's Spark task
     makes). spark-submit: the launcher and Java are found."""
-    from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
-    from airflow.sdk import BaseHook
+    url = spark_connect_url()
+    if url is not None:
+        from reprocess.spark.connect import checked_session, library_fingerprint
 
-    conn = BaseHook.get_connection(SPARK_CONN_ID)
-    if conn.conn_type == SparkConnectHook.conn_type:
-        from reprocess.spark import connect
-
-        url = SparkConnectHook(SPARK_CONN_ID).get_connection_url()
-        connect.check_reachable(url)
-        with connect.client_env(), connect.shared_session(url) as spark:
-            connect.check_library(spark, url)
-        return (
-            f"Spark Connect server at {url.split('/;')[0]} answers and holds reprocess {connect.library_fingerprint()}"
-        )
+        with checked_session(url):
+            return f"Spark Connect server at {url.split('/;')[0]} answers and holds reprocess {library_fingerprint()}"
+    conn = connection(SPARK_CONN_ID, SPARK_ADD)
     binary = str(conn.extra_dejson.get("spark_binary") or "spark-submit")
     launcher = shutil.which(binary)
     if launcher is None:

@@ -23,6 +23,7 @@ import os
 from typing import Any, ClassVar, Final
 
 from airflow.providers.apache.kafka.hooks.base import KafkaBaseHook
+from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
 from airflow.sdk import BaseHook, Connection
 from airflow.sdk.exceptions import AirflowNotFoundException
 
@@ -32,6 +33,8 @@ from reprocess.core.spec import DEFAULT_REGISTRY_CONN
 # Airflow's process context: the Task SDK's lookup outside a task (no supervisor) reads the
 # environment and a configured secrets backend only; "server" adds the metadata DB.
 PROCESS_CONTEXT: Final = "_AIRFLOW_PROCESS_CONTEXT"
+SPARK_CONN_ID: Final = "spark_default"
+SPARK_ADD: Final = "--conn-type spark_connect --conn-host HOST --conn-port 15002"
 
 
 def read_metastore() -> None:
@@ -53,6 +56,14 @@ def connection(conn_id: str, add: str) -> Connection:
             f"AIRFLOW_CONN_{conn_id.upper()} and the metadata DB of AIRFLOW_HOME={home}): add it with "
             f"`airflow connections add {conn_id} {add}` or in the UI (Admin > Connections)"
         ) from exc
+
+
+def spark_connect_url(conn_id: str = SPARK_CONN_ID) -> str | None:
+    """``conn_id``'s Spark Connect URL when it is a ``spark_connect`` connection; None for a
+    spark-submit one (type ``spark``). A missing connection is the product's error saying how to add it."""
+    if connection(conn_id, SPARK_ADD).conn_type != SparkConnectHook.conn_type:
+        return None
+    return str(SparkConnectHook(conn_id).get_connection_url())
 
 
 class AppDatabaseHook(BaseHook):

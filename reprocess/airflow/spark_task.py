@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
 from airflow.providers.apache.spark.operators.spark_pyspark import PySparkOperator
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Connection
 
+from reprocess.airflow.hooks import SPARK_CONN_ID
 from reprocess.airflow.settings import spark_log_level
 from reprocess.spark.conf import dependency_args, spark_conf
 from reprocess.spark.connect import check_library, check_reachable, client_env, shared_session
@@ -37,8 +38,6 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
-
-SPARK_CONN_ID: Final = "spark_default"
 
 
 def _connect_job(

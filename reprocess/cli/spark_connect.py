@@ -72,19 +72,15 @@ def endpoint(args: argparse.Namespace) -> tuple[str, int]:
 
 def _connection_endpoint() -> tuple[str, int] | None:
     """(host, port) of the ``spark_default`` connection, when one of type ``spark_connect`` is defined."""
-    from airflow.exceptions import AirflowNotFoundException
-    from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
-
+    from reprocess.airflow.hooks import spark_connect_url
+    from reprocess.core.errors import ConnectionConfigError
     from reprocess.spark.connect import endpoint as url_endpoint
 
-    hook = SparkConnectHook(SPARK_CONN_ID)
     try:
-        conn = hook.get_connection(SPARK_CONN_ID)
-    except AirflowNotFoundException:
+        url = spark_connect_url()
+    except ConnectionConfigError:  # none defined: the defaults
         return None
-    if conn.conn_type != SparkConnectHook.conn_type:
-        return None
-    return url_endpoint(hook.get_connection_url())
+    return None if url is None else url_endpoint(url)
 
 
 def server(args: argparse.Namespace) -> ConnectServer:

@@ -39,11 +39,11 @@ def run(args: argparse.Namespace) -> int:
     if not args.offline:
         from contextlib import ExitStack
 
-        from reprocess.airflow.hooks import SchemaRegistryHook
+        from reprocess.airflow.hooks import SchemaRegistryHook, spark_connect_url
         from reprocess.core.errors import RegistryError
         from reprocess.core.sample import SampleRecord, SampleResult
         from reprocess.core.spec import PipelineSpec
-        from reprocess.spark.sample import decode_sample, session_from_env
+        from reprocess.spark.sample import decode_sample, validation_session
 
         engine, kafka = make_engine(app_db_url()), kafka_config()
         with ExitStack() as stack:
@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
             def decode(spec: PipelineSpec, records: Sequence[SampleRecord]) -> SampleResult:
                 """Spark starts only when a topic has records to decode."""
                 if not sessions:
-                    sessions.append(stack.enter_context(session_from_env()))
+                    sessions.append(stack.enter_context(validation_session(spark_connect_url())))
                 try:
                     return decode_sample(sessions[0], spec, records, registry(spec))
                 except RegistryError as exc:  # its words are a task's ("the task retries"): the cause's here

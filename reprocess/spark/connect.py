@@ -224,3 +224,13 @@ def shared_session(url: str) -> Iterator[SparkSession]:
         f"the first {_SESSION_GENERATIONS} shared Spark Connect session ids on {endpoint(url)} were all released; "
         "restart the server: `reprocess spark-connect start` (a server it started), or however it was started."
     )
+
+
+@contextmanager
+def checked_session(url: str) -> Iterator[SparkSession]:
+    """The shared session on the Connect server at ``url``, refused as a run's Spark task refuses it:
+    unreachable, or holding another library (validate's sample, ``reprocess init``, the dry run)."""
+    check_reachable(url)
+    with client_env(), shared_session(url) as spark:
+        check_library(spark, url)
+        yield spark

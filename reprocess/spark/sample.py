@@ -8,8 +8,6 @@ source (the project's reader or ``format("kafka")``) a run reads with.
 
 from __future__ import annotations
 
-import json
-import os
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -30,7 +28,6 @@ RECORD_SCHEMA: Final = (
     "key binary, value binary, headers array<struct<key:string,value:binary>>, topic string, partition int, "
     "offset bigint, timestamp timestamp"
 )
-SPARK_CONN_ENV: Final = "AIRFLOW_CONN_SPARK_DEFAULT"
 
 
 def decode_sample(
@@ -87,17 +84,14 @@ def decode_sample(
 
 
 @contextmanager
-def session_from_env() -> Iterator[SparkSession]:
-    """A Spark session as the DAGs' ``spark_default`` connection (its environment form) names it:
-    the Connect server's shared session, or a local one for a ``spark`` connection. A Connect
-    server holding another version of the library is refused, as a DAG's Spark task refuses it."""
-    from reprocess.spark.connect import DEFAULT_PORT, check_library, client_env, shared_session
+def validation_session(connect_url: str | None) -> Iterator[SparkSession]:
+    """A session to decode a sample on: the Connect server's shared session (refused, as a DAG's
+    Spark task refuses it, when it holds another version of the library), or with no Connect URL
+    (a spark-submit ``spark_default``) a local one in this process."""
+    if connect_url is not None:
+        from reprocess.spark.connect import checked_session
 
-    conn = json.loads(os.environ.get(SPARK_CONN_ENV) or '{"conn_type": "spark", "host": "local[1]"}')
-    if conn.get("conn_type") == "spark_connect":
-        url = f"sc://{conn['host']}:{conn.get('port', DEFAULT_PORT)}"
-        with client_env(), shared_session(url) as spark:
-            check_library(spark, url)
+        with checked_session(connect_url) as spark:
             yield spark
         return
     from pyspark.sql import SparkSession

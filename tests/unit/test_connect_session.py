@@ -10,8 +10,9 @@ from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 
 from reprocess.core.errors import SparkConnectError
+from reprocess.spark import connect
 from reprocess.spark.connect import FINGERPRINT_CONF, library_fingerprint, shared_session, shared_session_id
-from reprocess.spark.sample import SPARK_CONN_ENV, session_from_env
+from reprocess.spark.sample import validation_session
 
 
 class _SessionClosed(PySparkException):
@@ -81,14 +82,15 @@ def test_a_released_shared_session_moves_runs_to_the_next_id_instead_of_failing(
 
 def test_online_validate_refuses_a_server_holding_another_library_and_names_the_restart_command(monkeypatch):
     made = _fake_builder(monkeypatch, released=set(), conf={FINGERPRINT_CONF: "0123456789abcdef"})
-    monkeypatch.setenv(SPARK_CONN_ENV, '{"conn_type": "spark_connect", "host": "127.0.0.1", "port": 15002}')
+    monkeypatch.setattr(connect, "check_reachable", lambda url: None)  # no server: the fake session answers
+    url = "sc://127.0.0.1:15002"
     refusal = "started with reprocess 0123456789abcdef"
-    with pytest.raises(SparkConnectError, match=refusal) as refused, session_from_env():
+    with pytest.raises(SparkConnectError, match=refusal) as refused, validation_session(url):
         pytest.fail("a session on a server holding another library")
     assert "`reprocess spark-connect start`" in str(refused.value)
     assert "make " not in str(refused.value)  # no checkout command for a wheel user
     assert made[-1].client.closed
     # A server started with this library serves the sample.
     made = _fake_builder(monkeypatch, released=set(), conf={FINGERPRINT_CONF: library_fingerprint()})
-    with session_from_env() as spark:
+    with validation_session(url) as spark:
         assert spark is made[-1]
