@@ -1,10 +1,11 @@
 """What the commands print: aligned tables, a pipeline's status and its reconciliation calendar, the view
-of a pipeline that never ran."""
+of a pipeline that never ran, a spec file that does not load."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import PurePath
 from typing import Any, Final
 
 from reprocess.core.ranges import PartitionSnapshot
@@ -111,3 +112,35 @@ def never_ran_text(p: NeverRan) -> str:
         lines.append(table(NEVER_RAN_COLUMNS, rows))
         lines.append(f"BACKLOG {p.backlog} records on the broker now")
     return "\n".join(lines)
+
+
+@dataclass(frozen=True, slots=True)
+class BrokenSpec:
+    """A spec file of the pipelines folder that does not load: a finding of ``status``, which lists the rest."""
+
+    file: str
+    error: str
+
+    @property
+    def name(self) -> str:
+        """The file's name without ``.yaml``: its pipeline's, as the placeholder DAG names it."""
+        return PurePath(self.file).stem
+
+    @property
+    def fix(self) -> str:
+        return f"fix the file as the error says; `reprocess validate {self.file}` lists every problem of it"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "broken_spec": True,
+                "spec_file": self.file, "error": self.error, "fix": self.fix}  # fmt: skip
+
+
+def broken_spec_text(b: BrokenSpec) -> str:
+    """A spec file that does not load: its error and the fix.
+
+    >>> print(broken_spec_text(BrokenSpec("/specs/typo.yaml", "/specs/typo.yaml: field 'key': required")))
+    BROKEN SPEC /specs/typo.yaml: its pipeline is not listed until the file loads
+      /specs/typo.yaml: field 'key': required
+      fix the file as the error says; `reprocess validate /specs/typo.yaml` lists every problem of it
+    """
+    return f"BROKEN SPEC {b.file}: its pipeline is not listed until the file loads\n  {b.error}\n  {b.fix}"

@@ -3,7 +3,9 @@
 ``--live`` asks the broker for the backlog of the pipelines that never ran.
 
 Every pipeline is listed: those that ran (their rows in Postgres, a spec or not) and the specs of
-the pipelines folder that never ran, each with the DAG that starts it.
+the pipelines folder that never ran, each with the DAG that starts it. A spec file that does not
+load hides no other pipeline: it is a finding of its own (its error and fix; exit 1), as in Airflow
+its pipeline gets a placeholder DAG while the other specs keep theirs.
 """
 
 from __future__ import annotations
@@ -15,11 +17,11 @@ from typing import Final
 
 from reprocess.airflow.settings import pipelines_dir
 from reprocess.cli.common import EXIT_FOUND, EXIT_OK, app_engine, kafka_config
-from reprocess.cli.output import NeverRan, never_ran_text, pipeline_status_text
-from reprocess.core.errors import SettingError, SpecError
+from reprocess.cli.output import BrokenSpec, NeverRan, broken_spec_text, never_ran_text, pipeline_status_text
+from reprocess.core.errors import SettingError
 from reprocess.core.names import pipeline_dag_id
 from reprocess.core.spec import PipelineSpec
-from reprocess.core.spec_catalog import load_specs
+from reprocess.core.spec_catalog import read_folder
 from reprocess.operations import coverage
 
 NAME: Final = "status"
@@ -27,7 +29,8 @@ SUMMARY: Final = "coverage and lag per partition (like kafka-consumer-groups --d
 DESCRIPTION: Final = (
     "Per pipeline and partition: log start, ledger, log end (latest snapshot), lag, the run that last moved "
     "the ledger and the latest reconciliation verdict. Reads Postgres only. A spec'd pipeline that never "
-    "ran is listed with the DAG that starts it (with --live, its topics' backlog on the broker now)."
+    "ran is listed with the DAG that starts it (with --live, its topics' backlog on the broker now). A spec "
+    "file that does not load is reported with its error and fix (exit 1); the other pipelines are still listed."
 )
 
 
@@ -58,15 +61,15 @@ def never_ran(spec: PipelineSpec, live: bool) -> NeverRan:
     )
 
 
-def spec_folder() -> list[PipelineSpec]:
-    """The pipelines folder's specs; a broken one or no folder set leaves them out, saying so (the runs
-    still print)."""
+def spec_folder() -> tuple[list[PipelineSpec], list[BrokenSpec]]:
+    """The pipelines folder's specs that load, and a finding per file that does not. No folder set
+    leaves them out, saying so (the runs still print)."""
     try:
-        return load_specs(pipelines_dir())
-    except (SpecError, SettingError) as exc:
-        print(f"reprocess status: specs not read, pipelines that never ran are left out ({exc}); "
-              "`reprocess validate` lists every problem", file=sys.stderr)  # fmt: skip
-        return []
+        folder = read_folder(pipelines_dir())
+    except SettingError as exc:
+        print(f"reprocess status: specs not read, pipelines that never ran are left out ({exc})", file=sys.stderr)
+        return [], []
+    return folder.specs, [BrokenSpec(str(path), str(error)) for path, error in folder.broken.items()]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -74,13 +77,16 @@ def run(args: argparse.Namespace) -> int:
     last moved the ledger and the latest reconciliation verdict; then the calendar's gaps and healed
     windows. A pipeline that never ran: the DAG that starts it, with ``--live`` its backlog."""
     pipeline = args.pipeline
-    specs = {s.name: s for s in spec_folder()}
+    loaded, broken = spec_folder()
+    specs = {s.name: s for s in loaded}
+    if pipeline is not None:  # a broken file is this pipeline's when its name is the file's
+        broken = [b for b in broken if b.name == pipeline]
     engine = app_engine()
     with engine.connect() as conn:
         ran = coverage.pipeline_names(conn)
         never = [name for name in specs if name not in ran]
         if pipeline is not None:
-            if pipeline not in ran and pipeline not in specs:
+            if pipeline not in ran and pipeline not in specs and not broken:
                 known_text = ", ".join(sorted({*ran, *specs})) or "none"
                 print(f"reprocess status: no pipeline named {pipeline!r} has run or has a spec in {pipelines_dir()}; "
                       f"known: {known_text}", file=sys.stderr)  # fmt: skip
@@ -95,11 +101,12 @@ def run(args: argparse.Namespace) -> int:
             {**p.as_dict(), "never_ran": False, "partitions": [x.as_dict() for x in p.partitions],
              "calendar": [c.as_dict() for c in calendars[p.name]]}
             for p in pipelines
-        ] + [w.as_dict() for w in waiting]  # fmt: skip
+        ] + [w.as_dict() for w in waiting] + [b.as_dict() for b in broken]  # fmt: skip
         print(json.dumps(sorted(out, key=lambda p: p["name"]), indent=2))
-        return EXIT_OK
+        return EXIT_FOUND if broken else EXIT_OK
     texts = [(p.name, pipeline_status_text(p, calendars[p.name])) for p in pipelines]
     texts += [(w.name, never_ran_text(w)) for w in waiting]
-    if texts:
-        print("\n\n".join(text for _, text in sorted(texts)))
-    return EXIT_OK
+    findings = [broken_spec_text(b) for b in broken]
+    if texts or findings:
+        print("\n\n".join([*(text for _, text in sorted(texts)), *findings]))
+    return EXIT_FOUND if broken else EXIT_OK

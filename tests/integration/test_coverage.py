@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from pathlib import Path
 
 import pytest
 from sqlalchemy import text
@@ -168,3 +169,32 @@ def test_status_lists_a_spec_that_never_ran_with_the_dag_that_starts_it_and_its_
     [no_topic] = json.loads(status(waiting.name, "--live", "--json"))
     assert no_topic["broker_error"] == f"not on the broker yet: {unique_name}_w" and no_topic["partitions"] == []
     assert f"{unique_name}_w" not in make_admin(kafka_config).list_topics(timeout=10).topics
+
+
+def test_status_lists_the_healthy_specs_and_reports_a_broken_one_as_a_finding(engine, unique_name):
+    """One spec file that does not load hides none of the others: ``status`` lists the healthy spec
+    that never ran and reports the broken file with its error and fix (exit 1), in text and JSON;
+    asked for the healthy pipeline alone, it answers as before (exit 0)."""
+    spec = orders_spec(unique_name, unique_name)
+    folder = Path(os.environ["REPROCESS_PIPELINES_DIR"])
+    typo = folder / f"{unique_name}_typo.yaml"
+    typo.write_text(f"name: {unique_name}_typo\ntopics: [t]\nkey: [id]\ncolumns:\n  id: {{type: money}}\n")
+
+    def status(*args: str, code: int) -> str:
+        out = subprocess.run(["reprocess", "status", *args], capture_output=True, text=True)
+        assert out.returncode == code, out.stdout[-2000:] + out.stderr[-2000:]
+        return out.stdout
+
+    text = status(code=1)
+    assert f"PIPELINE {spec.name} (target {spec.qualified_target}; never ran:" in text, text
+    assert f"BROKEN SPEC {typo}: its pipeline is not listed until the file loads" in text, text
+    assert "field 'columns.id.type': 'money' is not one of" in text and f"`reprocess validate {typo}`" in text, text
+
+    listed = {p["name"]: p for p in json.loads(status("--json", code=1))}
+    assert listed[spec.name]["never_ran"], listed
+    broken = listed[typo.stem]
+    assert broken["broken_spec"] and broken["spec_file"] == str(typo) and "money" in broken["error"], broken
+
+    [alone] = json.loads(status(spec.name, "--json", code=0))
+    assert alone["name"] == spec.name and alone["never_ran"]
+    assert "BROKEN SPEC" in status(typo.stem, code=1)
