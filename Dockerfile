@@ -3,7 +3,8 @@
 # driver, its executors and Airflow therefore run the same Python, pyspark and reprocess, version
 # for version (constraints.txt). No secrets in here: every password and key is set at run time.
 
-# Stage 1: the reprocess wheel (SQL migrations and the spark-submit entry points inside it).
+# Stage 1: the reprocess wheel (SQL migrations and the spark-submit entry points inside it), and the
+# dev stack's (devstack/pyproject.toml: the demo producer's `reprocess produce`).
 FROM python:3.11.14-slim-bookworm AS wheel
 WORKDIR /src
 COPY pyproject.toml README.md ./
@@ -13,7 +14,7 @@ COPY spark_apps ./spark_apps
 COPY sql ./sql
 COPY plugins ./plugins
 COPY devstack ./devstack
-RUN pip wheel --no-cache-dir --no-deps --wheel-dir /dist .
+RUN pip wheel --no-cache-dir --no-deps --wheel-dir /dist . ./devstack
 
 # Stage 2: Java 17 for Spark, the pinned dependency set, the wheel (not an editable checkout).
 FROM python:3.11.14-slim-bookworm
@@ -22,7 +23,7 @@ RUN apt-get update \
     && rm -rf /var/lib/apt/lists/*
 COPY constraints.txt /tmp/constraints.txt
 COPY --from=wheel /dist /tmp/dist
-RUN pip install --no-cache-dir -c /tmp/constraints.txt /tmp/dist/reprocess-*.whl \
+RUN pip install --no-cache-dir -c /tmp/constraints.txt /tmp/dist/reprocess-*.whl /tmp/dist/reprocess_devstack-*.whl \
     && rm -rf /tmp/dist /tmp/constraints.txt
 
 # The DAG file and the pipeline specs (compose may bind-mount newer ones); the Airflow plugin and

@@ -22,7 +22,7 @@ from typing import Final
 
 from devstack.process import REPO
 
-SOURCES: Final = ("pyproject.toml", "README.md", "reprocess", "spark_apps", "sql", "plugins", "devstack")
+SOURCES: Final = ("pyproject.toml", "README.md", "reprocess", "spark_apps", "sql", "plugins")
 
 
 def build(out: Path) -> Path:
@@ -63,13 +63,18 @@ def install_env(venv: Path, wheel: Path) -> Path:
 
 
 def _is_project_install(name: str) -> bool:
-    """The project venv's editable ``reprocess``: its import hook and its metadata (entry points).
+    """The project venv's editable ``reprocess`` and ``reprocess-devstack``: their import hooks and
+    their metadata (entry points: a user's install has neither the checkout nor the dev stack).
 
     Examples
     --------
     >>> _is_project_install("__editable__.reprocess-0.1.0.pth"), _is_project_install("reprocess-0.1.0.dist-info")
     (True, True)
+    >>> _is_project_install("__editable__.reprocess_devstack-0.1.0.pth")
+    True
+    >>> _is_project_install("reprocess_devstack-0.1.0.dist-info")
+    True
     >>> _is_project_install("pyspark")
     False
     """
-    return name.startswith(("__editable__.reprocess-", "__editable___reprocess_", "reprocess-"))
+    return name.startswith(("__editable__.reprocess", "__editable___reprocess_", "reprocess-", "reprocess_devstack-"))

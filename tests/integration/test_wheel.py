@@ -95,6 +95,10 @@ def test_wheel_carries_migrations_and_entry_point_and_the_dag_file_runs_from_it(
     assert "reprocess/plugins/templates/pipeline.html" in members
     assert "reprocess/plugins/static/coverage.js" in members
     assert "reprocess/core/spec.schema.json" in members
+    # The dev stack is a distribution of its own (devstack/pyproject.toml): nothing of it in a user's install.
+    assert not [m for m in members if m.startswith("devstack/")], members
+    entry_points = next(m for m in members if m.endswith(".dist-info/entry_points.txt"))
+    assert "reprocess.commands" not in zipfile.ZipFile(wheel).read(entry_points).decode()
 
     python = devstack.wheel.install_env(tmp_path / "venv", wheel)
     dags = tmp_path / "dags"
@@ -126,11 +130,15 @@ def test_wheel_carries_migrations_and_entry_point_and_the_dag_file_runs_from_it(
     usage = subprocess.run([str(python), found["app"]], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert "usage: run_job.py module:function" in usage.stderr, usage.stderr
 
-    # The console script: every command listed; validate finds the schema inside the installed package.
+    # The console script: every command listed, the dev stack's demo and produce not (a checkout's own);
+    # validate finds the schema inside the installed package.
     command = str(python.parent / "reprocess")
     helped = subprocess.run([command, "--help"], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert helped.returncode == 0 and "usage: reprocess" in helped.stdout, helped.stdout + helped.stderr
-    assert all(c in helped.stdout for c in ("demo", "status", "reset", "redrive", "validate")), helped.stdout
+    assert all(c in helped.stdout for c in ("status", "reset", "redrive", "validate")), helped.stdout
+    assert not {"demo", "produce"} & set(helped.stdout.split()), helped.stdout
+    stack = subprocess.run([str(python), "-c", "import devstack"], cwd=tmp_path, env=env, capture_output=True)
+    assert stack.returncode != 0, "the wheel's venv imports devstack"
     validated = subprocess.run([command, "validate", "--offline", str(REPO_ROOT / "pipelines")], cwd=tmp_path,
                                env=env, capture_output=True, text=True)  # fmt: skip
     specs = len(list((REPO_ROOT / "pipelines").glob("*.yaml")))
