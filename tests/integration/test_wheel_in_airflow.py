@@ -64,4 +64,5 @@ def test_the_wheel_installs_beside_the_previous_airflow_patch_release_and_change
     # The package imports against that Airflow: the DAG factory and the plugin, as Airflow loads them.
     probe = "import airflow, reprocess.airflow.factory, reprocess.plugins.plugin; print(airflow.__version__)"
     ran = subprocess.run([venv / "bin" / "python", "-c", probe], cwd=tmp_path, capture_output=True, text=True)
-    assert ran.returncode == 0 and ran.stdout.splitlines()[-1] == PREVIOUS_AIRFLOW, ran.stdout[-3000:] + ran.stderr[-3000:]
+    said = ran.stdout[-3000:] + ran.stderr[-3000:]
+    assert ran.returncode == 0 and ran.stdout.splitlines()[-1] == PREVIOUS_AIRFLOW, said
