@@ -11,8 +11,8 @@ home; the services are shared.
 A file's tests stay on one worker (``--dist loadfile``: module fixtures such as a second broker
 are made once). A test that restarts or kills a service every test uses (Postgres, the Spark
 Connect server) is ``serial``; one that uses a service only some tests use and some of them stop
-(Kafka Connect, the registry) is ``lane``; one that runs the standalone cluster (fixed ports) is
-``cluster_lane``.
+(Kafka Connect, the registry) is ``lane``; one that runs the standalone cluster (fixed ports), or
+an Airflow of its own from a venv it builds (test_readme_install.py), is ``cluster_lane``.
 """
 
 from __future__ import annotations

@@ -31,17 +31,24 @@ def get(url: str, path: str, token: str | None = None) -> tuple[int, bytes]:
     return status, body
 
 
-def response(url: str, path: str, token: str | None = None) -> tuple[int, bytes, Mapping[str, str]]:
-    """(status, body, headers by lower-case name) of a GET, with a Bearer token or none; no redirects followed."""
+def response(
+    url: str, path: str, token: str | None = None, method: str = "GET", payload: Any = None
+) -> tuple[int, bytes, Mapping[str, str]]:
+    """(status, body, headers by lower-case name) of a request (a JSON ``payload`` for POST/PATCH), with
+    a Bearer token or none; no redirects followed."""
 
     class NoRedirect(urllib.request.HTTPRedirectHandler):
         def redirect_request(self, *args: Any, **kwargs: Any) -> None:
             return None
 
     headers = {"Authorization": f"Bearer {token}"} if token else {}
+    data = None if payload is None else json.dumps(payload).encode()
+    if data is not None:
+        headers["Content-Type"] = "application/json"
     opener = urllib.request.build_opener(NoRedirect)
+    request = urllib.request.Request(f"{url}{path}", data=data, headers=headers, method=method)
     try:
-        with opener.open(urllib.request.Request(f"{url}{path}", headers=headers), timeout=30) as resp:
+        with opener.open(request, timeout=30) as resp:
             return resp.status, resp.read(), {k.lower(): v for k, v in resp.headers.items()}
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read(), {k.lower(): v for k, v in exc.headers.items()}
