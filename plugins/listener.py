@@ -15,6 +15,8 @@ see pools (the Task SDK has no metadata DB access), and creating the pool lets t
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from airflow.listeners import hookimpl
@@ -97,7 +99,9 @@ def _write_note(dag_run: Any, *, failed: bool) -> None:
 
 def _failed_tasks_text(dag_run: Any) -> str:
     """What the note says when the worker recorded no error (the app database was out of its reach)."""
-    tasks = ", ".join(ti.task_id for ti in dag_run.get_task_instances(state=["failed", "upstream_failed"]))
+    with _session_of(dag_run) as session:
+        failed = dag_run.get_task_instances(state=["failed", "upstream_failed"], session=session)
+    tasks = ", ".join(ti.task_id for ti in failed)
     return (
         f"failed at {tasks or 'a task'} with no error recorded in the app database (reprocess_db unreachable "
         "from the worker?); fix: read the failed task's log, fix the cause, then clear the task"
@@ -106,20 +110,41 @@ def _failed_tasks_text(dag_run: Any) -> str:
 
 def _note_missing_pool(dag_run: Any) -> None:
     """A run whose Spark task would wait on a pool that does not exist says so, naming the fix."""
+    dag_id, run_id = dag_run.dag_id, dag_run.run_id
     try:
         from airflow.models.pool import Pool
 
         from reprocess.airflow.common import SPARK_POOL
 
-        waiting = [ti.task_id for ti in dag_run.get_task_instances() if ti.pool == SPARK_POOL]
-        if waiting and Pool.get_pool(SPARK_POOL) is None:
+        with _session_of(dag_run) as session:
+            waiting = [ti.task_id for ti in dag_run.get_task_instances(session=session) if ti.pool == SPARK_POOL]
+            missing = bool(waiting) and Pool.get_pool(SPARK_POOL, session=session) is None
+        if missing:
             _set_note(dag_run, (
                 f"waiting: the Airflow pool `{SPARK_POOL}` does not exist, so {', '.join(waiting)} stays in "
                 f"`scheduled` (the scheduler log says \"non-existent pool\"). SettingError: fix: run `reprocess "
                 "init` (it creates the pool); the run then goes on by itself"
             ))  # fmt: skip
     except Exception:  # a note must never fail a run
-        log.exception("could not check the pool of %s %s", dag_run.dag_id, dag_run.run_id)
+        log.exception("could not check the pool of %s %s", dag_id, run_id)
+
+
+@contextmanager
+def _session_of(dag_run: Any) -> Iterator[Any]:
+    """The scheduler's session the run is attached to, never committed here: the scheduler holds
+    its locks in it and refuses a commit inside its loop ("UNEXPECTED COMMIT - THIS WILL BREAK HA
+    LOCKS!", found by tests/integration/test_readme_install.py on a running scheduler). A detached
+    run (``dag.test()``) gets a short session of its own."""
+    from sqlalchemy.orm import object_session
+
+    attached = object_session(dag_run)
+    if attached is not None:
+        yield attached
+        return
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        yield session
 
 
 def _set_note(dag_run: Any, note: str) -> None:
