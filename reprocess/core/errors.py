@@ -123,3 +123,7 @@ class ProduceError(ReprocessError):
 class ServiceError(ReprocessError):
     """A background service (the Spark Connect server, a dev-stack service) could not be started or
     stopped; the message says what to do."""
+
+
+class StalePlanError(ReprocessError):
+    """A plan whose spec, ledger or log changed since it was made: applying it would not do what it showed."""

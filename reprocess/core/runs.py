@@ -68,6 +68,7 @@ class RunRequest:
     allow_data_loss: bool = False
     batch_size: int | None = None
     dry_run: bool = False
+    preview: bool = False  # a plan: read and diff against the target, write nothing (reprocess plan)
     acknowledge_partition_change: bool = False  # see Ordering.check_partition_counts
     mode: RunMode = RunMode.MERGE
     # The reconciliation window [start, end) this backfill heals: checked again once it commits.
@@ -104,6 +105,7 @@ class RunRequest:
             allow_data_loss=bool(params.get("allow_data_loss", False)),
             batch_size=_batch_size(params.get("batch_size")),
             dry_run=bool(params.get("dry_run", False)),
+            preview=bool(params.get("preview", False)),
             acknowledge_partition_change=bool(params.get("acknowledge_partition_change", False)),
             mode=choice("mode", RunMode, "merge"),
             heals_window=parse_window(heals, HEALS_WINDOW) if (heals := optional_str(HEALS_WINDOW)) else None,
@@ -124,6 +126,8 @@ class RunRequest:
                 parse_timestamp(value or "", f"{name}_value")
         if self.batch_size is not None and self.batch_size <= 0:
             raise SpecError(f"param batch_size must be positive, got {self.batch_size}")
+        if self.preview and self.mode is RunMode.REBUILD:
+            raise SpecError("param preview: a plan diffs a merge against the live table; set mode=merge")
 
     def check_rebuild(self, topics: tuple[str, ...]) -> None:
         """A rebuild reads every partition of every topic from the log start to the log end."""

@@ -14,7 +14,9 @@ driver of spark-submit, the benchmarks or the tests.
   commit into the shadow table, and the swap (verify, then swap in with the ledger) is what makes
   it visible;
 - an empty plan: ``Commit(run)`` (a rebuild: ``PrepareShadow → Swap(run)``);
-- a dry run: nothing.
+- a dry run: nothing;
+- a preview (a plan of what a replay would change, ``reprocess plan``): ``Read(run) → Diff(run)``,
+  one read of the whole range, whose stage the diff compares with the live target and drops.
 
 Every write to the target happens in a :class:`Commit` or a :class:`Swap`; the Spark side only
 reads, decodes and stages (:class:`Read`).
@@ -78,7 +80,16 @@ class Swap:
     empty: bool = False
 
 
-Stage = PrepareShadow | CutBatches | Read | Commit | Swap
+@dataclass(frozen=True, slots=True)
+class Diff:
+    """A preview's last stage instead of a commit: the commit's own statements over the stage, in a
+    transaction rolled back, counting what they would change (reprocess.operations.preview)."""
+
+    run_id: str
+    empty: bool = False
+
+
+Stage = PrepareShadow | CutBatches | Read | Commit | Swap | Diff
 
 
 def build_stages(
@@ -87,6 +98,7 @@ def build_stages(
     batch_size: int,
     *,
     dry_run: bool = False,
+    preview: bool = False,
     cut: Sequence[Sequence[OffsetRange]] = (),
     committed: Collection[str] = (),
 ) -> tuple[Stage, ...]:
@@ -107,9 +119,13 @@ def build_stages(
     >>> empty = RunPlan("r", "p", RunKind.INCREMENTAL, (OffsetRange("t", 0, 5, 5),))
     >>> describe(build_stages(empty, RunMode.MERGE, 10)), describe(build_stages(plan, RunMode.MERGE, 10, dry_run=True))
     ('Commit(r)', '')
+    >>> [describe(build_stages(p, RunMode.MERGE, 2, preview=True)) for p in (plan, empty)]
+    ['Read(r) → Diff(r)', 'Diff(r)']
     """
     if dry_run:
         return ()
+    if preview:  # one read: the diff is of the range's net effect, whatever batches an apply cuts
+        return (Diff(plan.run_id, True),) if plan.is_empty else (Read(plan.run_id, plan.ranges), Diff(plan.run_id))
     rebuild = mode is RunMode.REBUILD
     stages: list[Stage] = [PrepareShadow(plan.run_id)] if rebuild else []
     empty = plan.is_empty
@@ -166,7 +182,7 @@ def launched_with_spark(stages: Sequence[Stage]) -> tuple[Stage, ...]:
 
 
 def launched_after_spark(stages: Sequence[Stage]) -> tuple[Stage, ...]:
-    """The run's own commit or swap, when a Spark task ran before it."""
+    """The run's own commit, swap or diff, when a Spark task ran before it."""
     return (stages[-1],) if launched_with_spark(stages) else ()
 
 

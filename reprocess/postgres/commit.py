@@ -133,8 +133,6 @@ def _commit_once(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResul
                 pipeline=spec.name,
                 run_id=run_id,
             )
-        target = shadow_spec(spec) if rebuild else spec
-        owner = dead_letters_owner(spec, mode)  # whose dead letters this run writes
         # A chunked run committed batch by batch (each through this protocol); its own commit only
         # checks and sums them.
         totals = None if rebuild else sum_committed_batches(conn, run_id)
@@ -160,12 +158,10 @@ def _commit_once(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResul
                 pipeline=spec.name,
                 run_id=run_id,
             )
-        records, staged, dead, upserted, dead_new, deleted, inserted, rederived = 0, 0, 0, 0, 0, 0, 0, 0
-        filtered, filtered_rows, restamped, incomplete = 0, 0, 0, 0
+        counts = dict.fromkeys(store.RUN_COUNTS, 0)
         if has_stage:
-            cur.execute(stage_counts_sql(stage))
-            records, staged, dead, filtered, filtered_rows, moved = (int(x) for x in one_row(cur))
-            held = staged + dead + filtered_rows + moved
+            counts = stage_counts(cur, stage)
+            held = counts["rows_staged"] + counts["dead_letters"] + counts.pop("_filtered_rows") + counts.pop("_moved")
             if run.stage_rows is not None and held != run.stage_rows:
                 raise StageRefusedError(
                     f"{spec.name}: run {run_id}'s stage holds {held} rows but the Spark "
@@ -174,31 +170,7 @@ def _commit_once(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResul
                     pipeline=spec.name,
                     run_id=run_id,
                 )
-            _check_dead_letter_ratio(conn, spec, run_id, stage, records - filtered, dead, owner)
-            if spec.ordering.column is None:
-                _refuse_split_keys(cur, target, run_id, stage)
-            # 3. Merge: a newer record replaces the row (or its deletion marker); the same record
-            #    re-derives it when it derives differently; tombstones newer than the row delete it
-            #    and leave a marker, so replays never resurrect. Debezium's left-out values are
-            #    found first, and those nobody holds are recorded after.
-            if spec.unchanged_columns:
-                left_out.resolve(cur, target, stage, owner, live=spec if rebuild else None)
-            cur.execute(merge_sql(target, stage), {"run_id": run_id, "spec_version": spec_version})
-            upserted, inserted, rederived, restamped = (int(x) for x in one_row(cur))
-            if spec.tombstones is TombstoneMode.DELETE:
-                cur.execute(apply_tombstones_sql(target, stage), {"run_id": run_id})
-                deleted = int(one_row(cur)[0])
-                cur.execute(drop_superseded_markers_sql(target, stage))
-            if spec.unchanged_columns:
-                left_out.keep_moved_values(cur, target, stage, owner, run_id)
-                incomplete = left_out.record_incomplete(cur, target, stage, owner, run_id)
-            # 4. Dead letters, in the same transaction as the good rows; earlier ones whose record
-            #    now parses (a redrive after a fix) are marked resolved by this run. A rebuild's
-            #    batches keep theirs apart and resolve nothing: its swap does both (rebuild.swap_in).
-            if not rebuild:
-                cur.execute(resolve_dead_letters_sql(stage), {"pipeline": owner, "run_id": run_id})
-            cur.execute(dead_letters_sql(stage), {"pipeline": owner, "run_id": run_id})
-            dead_new = cur.rowcount
+            counts.update(merge_stage(conn, spec, run_id, stage, mode=mode, spec_version=spec_version, counts=counts))
 
         # 5. Ledger, committed ranges (a rebuild moves them at its swap), run state.
         for r in () if rebuild else plan.ranges:
@@ -206,10 +178,6 @@ def _commit_once(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResul
                       "start": r.start, "end": r.end}  # fmt: skip
             conn.execute(queries.ADVANCE_LEDGER, {**params, "start": starts[r.tp]})
             conn.execute(queries.INSERT_COMMITTED_RANGE, params)
-        counts = {"records_read": records, "rows_staged": staged, "rows_upserted": upserted, "dead_letters": dead,
-                  "dead_letters_new": dead_new, "rows_deleted": deleted, "rows_inserted": inserted,
-                  "rows_rederived": rederived, "records_filtered": filtered, "rows_restamped": restamped,
-                  "values_incomplete": incomplete}  # fmt: skip
         store.mark_committed(conn, run_id, counts)
 
         # 6. The stage has served its purpose.
@@ -217,9 +185,73 @@ def _commit_once(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResul
             drop_stage(conn.connection, spec, run_id)
     log.info(
         "commit run_id=%s pipeline=%s records=%d staged=%d upserted=%d deleted=%d dead_letters=%d (new %d)",
-        run_id, spec.name, records, staged, upserted, deleted, dead, dead_new,
+        run_id, spec.name, counts["records_read"], counts["rows_staged"], counts["rows_upserted"],
+        counts["rows_deleted"], counts["dead_letters"], counts["dead_letters_new"],
     )  # fmt: skip
     return CommitResult(run_id, False, **counts)
+
+
+def stage_counts(cur: Any, stage: sql.Composable) -> dict[str, int]:
+    """The stage's own counts (:func:`~reprocess.postgres.stage.stage_counts_sql`) under the names of
+    :data:`~reprocess.postgres.store.RUN_COUNTS`, the others 0; ``_filtered_rows`` and ``_moved``
+    are the stage rows holding the filtered count and the moved values."""
+    cur.execute(stage_counts_sql(stage))
+    records, staged, dead, filtered, filtered_rows, moved = (int(x) for x in one_row(cur))
+    counts = dict.fromkeys(store.RUN_COUNTS, 0)
+    counts.update(records_read=records, rows_staged=staged, dead_letters=dead, records_filtered=filtered)
+    return {**counts, "_filtered_rows": filtered_rows, "_moved": moved}
+
+
+def merge_stage(
+    conn: Connection,
+    spec: PipelineSpec,
+    run_id: str,
+    stage: sql.Composable,
+    *,
+    mode: RunMode,
+    spec_version: int,
+    counts: dict[str, int],
+) -> dict[str, int]:
+    """DESIGN §2's steps 3-4 in the caller's transaction: the refusals of the stage, the merge, the
+    tombstones, Debezium's left-out values, the dead letters. Returns the counts they wrote.
+
+    The one place these statements run: a commit runs them for good, and a plan
+    (:mod:`reprocess.postgres.diff`) runs the very same ones in a transaction it rolls back, so
+    what a plan says a replay will change and what the replay then changes cannot disagree.
+    """
+    rebuild = mode is RunMode.REBUILD
+    target = shadow_spec(spec) if rebuild else spec
+    owner = dead_letters_owner(spec, mode)  # whose dead letters this run writes
+    cur = pg_cursor(conn)
+    dead, filtered = counts["dead_letters"], counts["records_filtered"]
+    _check_dead_letter_ratio(conn, spec, run_id, stage, counts["records_read"] - filtered, dead, owner)
+    if spec.ordering.column is None:
+        _refuse_split_keys(cur, target, run_id, stage)
+    deleted, incomplete = 0, 0
+    # 3. Merge: a newer record replaces the row (or its deletion marker); the same record
+    #    re-derives it when it derives differently; tombstones newer than the row delete it
+    #    and leave a marker, so replays never resurrect. Debezium's left-out values are
+    #    found first, and those nobody holds are recorded after.
+    if spec.unchanged_columns:
+        left_out.resolve(cur, target, stage, owner, live=spec if rebuild else None)
+    cur.execute(merge_sql(target, stage), {"run_id": run_id, "spec_version": spec_version})
+    upserted, inserted, rederived, restamped = (int(x) for x in one_row(cur))
+    if spec.tombstones is TombstoneMode.DELETE:
+        cur.execute(apply_tombstones_sql(target, stage), {"run_id": run_id})
+        deleted = int(one_row(cur)[0])
+        cur.execute(drop_superseded_markers_sql(target, stage))
+    if spec.unchanged_columns:
+        left_out.keep_moved_values(cur, target, stage, owner, run_id)
+        incomplete = left_out.record_incomplete(cur, target, stage, owner, run_id)
+    # 4. Dead letters, in the same transaction as the good rows; earlier ones whose record
+    #    now parses (a redrive after a fix) are marked resolved by this run. A rebuild's
+    #    batches keep theirs apart and resolve nothing: its swap does both (rebuild.swap_in).
+    if not rebuild:
+        cur.execute(resolve_dead_letters_sql(stage), {"pipeline": owner, "run_id": run_id})
+    cur.execute(dead_letters_sql(stage), {"pipeline": owner, "run_id": run_id})
+    return {"rows_upserted": upserted, "rows_inserted": inserted, "rows_rederived": rederived,
+            "rows_restamped": restamped, "rows_deleted": deleted, "values_incomplete": incomplete,
+            "dead_letters_new": cur.rowcount}  # fmt: skip
 
 
 @contextmanager

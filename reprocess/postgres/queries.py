@@ -71,6 +71,9 @@ LAST_PARTITION_COUNTS: Final = text(
     "WHERE r.pipeline = :pipeline AND r.state = 'committed' ORDER BY s.topic, r.committed_at DESC"
 )
 
+MARK_PREVIEWED: Final = text(
+    "UPDATE reprocess.runs SET state = 'dry_run', error = NULL WHERE run_id = :run_id AND state = 'staged'"
+)
 MARK_STAGED: Final = text(
     "UPDATE reprocess.runs SET state = 'staged', staged_at = now(), error = NULL, stage_rows = :stage_rows "
     "WHERE run_id = :run_id AND state IN ('planned', 'staged', 'failed')"
@@ -174,6 +177,9 @@ RUN_SPEC_VERSIONS: Final = text(
 RUN_MODE: Final = text(
     "SELECT coalesce(parent.mode, r.mode) FROM reprocess.runs r "
     "LEFT JOIN reprocess.runs parent ON parent.run_id = r.parent_run_id WHERE r.run_id = :run_id"
+)
+RUN_IS_PREVIEW: Final = text(
+    "SELECT coalesce((request->'parsed'->>'preview')::boolean, false) FROM reprocess.runs WHERE run_id = :run_id"
 )
 RUN_IS_BATCH: Final = text("SELECT parent_run_id IS NOT NULL FROM reprocess.runs WHERE run_id = :run_id")
 SET_RUN_MODE: Final = text("UPDATE reprocess.runs SET mode = :mode WHERE run_id = :run_id")

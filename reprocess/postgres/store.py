@@ -11,7 +11,7 @@ State machine of a run (``runs.state``)::
     planned ─► staged ─► committed
        │  ▲       │
        ▼  │       ▼
-      failed ◄────┘          dry_run (a plan that reads nothing)
+      failed ◄────┘          dry_run (a plan that reads nothing, or a preview's diff done)
 
 A staged or committed run's plan is final: a zombie plan attempt (an Airflow task retried
 while the first one still runs) finds the guard in :func:`save_plan` and keeps the plan.
@@ -200,6 +200,16 @@ def lock_run(conn: Connection, run_id: str) -> Row[Any] | None:
 def run_mode(conn: Connection, run_id: str) -> RunMode:
     """Where the run (or, for a batch, its parent) writes: a rebuild's shadow table is swapped in (rebuild.py)."""
     return RunMode(conn.execute(queries.RUN_MODE, {"run_id": run_id}).scalar() or RunMode.MERGE)
+
+
+def is_preview(conn: Connection, run_id: str) -> bool:
+    """The run is a plan (``reprocess plan``): its last stage diffs instead of committing."""
+    return bool(conn.execute(queries.RUN_IS_PREVIEW, {"run_id": run_id}).scalar())
+
+
+def mark_previewed(conn: Connection, run_id: str) -> None:
+    """staged → dry_run: a plan's diff is done and stored (reprocess.plans); nothing was written."""
+    conn.execute(queries.MARK_PREVIEWED, {"run_id": run_id})
 
 
 def is_batch(conn: Connection, run_id: str) -> bool:

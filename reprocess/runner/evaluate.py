@@ -26,7 +26,8 @@ from reprocess.core.errors import ReprocessError, SchemaChangeError
 from reprocess.core.names import child_run_id, parent_run_id
 from reprocess.core.runs import RunState
 from reprocess.core.spec import PipelineSpec
-from reprocess.core.stages import Commit, CutBatches, PrepareShadow, Read, Stage, Swap, describe
+from reprocess.core.stages import Commit, CutBatches, Diff, PrepareShadow, Read, Stage, Swap, describe
+from reprocess.operations.preview import diff_run
 from reprocess.operations.rebuild import prepare_shadow, swap_in
 from reprocess.postgres import store
 from reprocess.postgres.commit import CommitResult, check_spec_version, commit_run
@@ -156,6 +157,9 @@ def _evaluate(ctx: RunContext, stage: Stage) -> CommitResult | None:
     if stage.empty:  # nothing to read: staged as it is
         with ctx.engine.begin() as conn:
             store.mark_staged(conn, stage.run_id, None)
+    if isinstance(stage, Diff):  # a plan: counted in a transaction rolled back, stored in reprocess.plans
+        diff_run(ctx.engine, ctx.spec, stage.run_id)
+        return None
     if isinstance(stage, Swap):
         return swap_in(ctx.engine, ctx.kafka, ctx.spec, stage.run_id, ctx.registry)
     return commit_run(ctx.engine, ctx.spec, stage.run_id)

@@ -32,7 +32,9 @@ def start_run(
     """Plan the run and evaluate the stages before its Spark task; returns the plan and every
     stage of the run (a dry run has none)."""
     plan = plan_run(engine, kafka, spec, request, run_id, dag_id=dag_id, dag_run_id=dag_run_id, params=params)
-    stages = build_stages(plan, request.mode, request.batch_size or spec.batch_size, dry_run=request.dry_run)
+    stages = build_stages(
+        plan, request.mode, request.batch_size or spec.batch_size, dry_run=request.dry_run, preview=request.preview
+    )
     evaluate(launched_before_spark(stages), RunContext(engine, spec, kafka, registry))
     return plan, stages
 
@@ -44,4 +46,5 @@ def stored_stages(engine: Engine, spec: PipelineSpec, run_id: str, batch_size: i
         plan = store.load_plan(conn, run_id)
         mode = store.run_mode(conn, run_id)
         cut, committed = store.batch_cut(conn, run_id)
-    return build_stages(plan, mode, batch_size or spec.batch_size, cut=cut, committed=committed)
+        preview = store.is_preview(conn, run_id)
+    return build_stages(plan, mode, batch_size or spec.batch_size, preview=preview, cut=cut, committed=committed)

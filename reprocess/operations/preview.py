@@ -1,0 +1,179 @@
+"""Plans (``reprocess plan``): see what a replay would change before it writes, and apply exactly that.
+
+A plan is a run whose last stage diffs instead of commits (:class:`reprocess.core.stages.Diff`):
+the real Spark read, decode, transforms, ordering and dedupe fill its stage as a run's, then
+:func:`diff_run` runs the commit's own statements in a transaction it rolls back, counting their
+effect (:mod:`reprocess.postgres.diff`): no target change, no ledger move, no dead letter stored.
+The report is stored in ``reprocess.plans``, the stage dropped and the run left ``dry_run``.
+
+:func:`check_fresh` is the apply's guard, as Terraform refuses a stale plan: the spec's fingerprint,
+the ledger (for a range that starts at it) and the log starts must still be what the plan saw;
+:func:`apply_request` is then the backfill that reads exactly the plan's ranges.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import asdict
+from typing import Any, Final
+
+from sqlalchemy import Connection, Engine, text
+
+from reprocess.core.errors import RunStateError, StageRefusedError, StalePlanError
+from reprocess.core.ranges import backfill_conf
+from reprocess.core.runs import RunKind, RunPlan, RunRequest, RunState
+from reprocess.core.spec import PipelineSpec
+from reprocess.kafka.offsets import take_snapshot
+from reprocess.postgres import queries, store
+from reprocess.postgres.commit import check_spec_version
+from reprocess.postgres.diff import KINDS, StageDiff, diff_stage
+from reprocess.postgres.stage import drop_stage, stage_identifier
+
+log = logging.getLogger(__name__)
+
+_SAVE: Final = text(
+    "INSERT INTO reprocess.plans (plan_id, pipeline, spec_fingerprint, from_ledger, ledger, report, changes) "
+    "VALUES (:plan_id, :pipeline, :fingerprint, :from_ledger, CAST(:ledger AS jsonb), CAST(:report AS jsonb), "
+    ":changes) ON CONFLICT (plan_id) DO UPDATE SET report = EXCLUDED.report, changes = EXCLUDED.changes, "
+    "ledger = EXCLUDED.ledger, spec_fingerprint = EXCLUDED.spec_fingerprint"
+)
+_LOAD: Final = text(
+    "SELECT p.pipeline, p.spec_fingerprint, p.from_ledger, p.ledger, p.report, p.changes, p.applied_run_id, "
+    "p.created_at, (SELECT a.state FROM reprocess.runs a WHERE a.run_id = p.applied_run_id) AS applied_state "
+    "FROM reprocess.plans p JOIN reprocess.runs r ON r.run_id = p.plan_id "
+    "WHERE p.plan_id = :plan_id"
+)
+_APPLIED: Final = text("UPDATE reprocess.plans SET applied_run_id = :run_id WHERE plan_id = :plan_id")
+
+
+def diff_run(engine: Engine, spec: PipelineSpec, run_id: str) -> dict[str, Any]:
+    """The Diff stage of a staged plan: the diff (rolled back), then the report stored, the run
+    ``dry_run`` and its stage dropped. Returns the report (:func:`load_report`'s form)."""
+    refused: str | None = None
+    with engine.connect() as conn:
+        tx = conn.begin()
+        try:
+            conn.execute(queries.PIPELINE_LOCK, {"pipeline": spec.name})  # the state a commit would see
+            run = store.lock_run(conn, run_id)
+            if run is None or run.state != RunState.STAGED:
+                raise RunStateError(
+                    f"{spec.name}: plan {run_id} is {run.state if run else 'unknown'}, not staged; "
+                    "run `reprocess plan` again", pipeline=spec.name, run_id=run_id,
+                )  # fmt: skip
+            plan = store.load_plan(conn, run_id)
+            spec_version = check_spec_version(conn, spec, run_id, live=True, step="planned")
+            diff = StageDiff(dict.fromkeys(store.RUN_COUNTS, 0), [], {}, {})
+            if not plan.is_empty:
+                try:
+                    diff = diff_stage(conn, spec, run_id, stage_identifier(spec, run_id), spec_version=spec_version)
+                except StageRefusedError as exc:
+                    refused = str(exc)
+        finally:
+            tx.rollback()  # the plan writes nothing: target, markers, dead letters and ledger stay
+    report = _report(spec, plan, diff, refused)
+    with engine.begin() as conn:
+        ledger = [[r.topic, r.partition, r.next_offset] for r in conn.execute(queries.LEDGER_FOR_PIPELINE,
+                                                                              {"pipeline": spec.name})]  # fmt: skip
+        request = conn.execute(text("SELECT request FROM reprocess.runs WHERE run_id = :r"), {"r": run_id}).scalar()
+        from_ledger = (request or {}).get("parsed", {}).get("start_mode") == "ledger"
+        conn.execute(
+            _SAVE,
+            {"plan_id": run_id, "pipeline": spec.name, "fingerprint": spec.fingerprint, "from_ledger": from_ledger,
+             "ledger": json.dumps(ledger), "report": json.dumps(report, default=str), "changes": report["changes"]},
+        )  # fmt: skip
+        store.mark_previewed(conn, run_id)
+        drop_stage(conn.connection, spec, run_id)
+    log.info("plan run_id=%s pipeline=%s changes=%d %s", run_id, spec.name, report["changes"], report["total"])
+    return report
+
+
+def _report(spec: PipelineSpec, plan: RunPlan, diff: StageDiff, refused: str | None) -> dict[str, Any]:
+    """The report a plan stores and shows (CLI, JSON, run note, coverage page)."""
+    total: dict[str, int] = dict.fromkeys(KINDS, 0)
+    total["dead_letters"], total["records_filtered"] = 0, 0
+    for p in diff.partitions:
+        for kind, n in p.kinds.items():
+            total[kind] += n
+        total["dead_letters"] += p.dead_letters
+        total["records_filtered"] += p.records_filtered
+    total["values_incomplete"] = diff.apply.get("values_incomplete", 0)
+    a = diff.apply
+    changes = 0 if refused else a["rows_upserted"] + a["rows_deleted"] + a["rows_restamped"] + a["dead_letters_new"]
+    return {
+        "plan_id": plan.run_id,
+        "pipeline": spec.name,
+        "target": spec.qualified_target,
+        "spec_fingerprint": spec.fingerprint,
+        "ranges": [[r.topic, r.partition, r.start, r.end] for r in plan.ranges],
+        "total": total,
+        "columns": diff.columns,
+        "partitions": [asdict(p) for p in diff.partitions],
+        "samples": diff.samples,
+        "apply": diff.apply,
+        "refused": refused,
+        "changes": changes,
+    }
+
+
+def load_report(conn: Connection, plan_id: str) -> dict[str, Any] | None:
+    """A stored plan's report with its state (``applied_run_id``), or None."""
+    row = conn.execute(_LOAD, {"plan_id": plan_id}).one_or_none()
+    if row is None:
+        return None
+    return {**row.report, "applied_run_id": row.applied_run_id, "created_at": row.created_at.isoformat()}
+
+
+def check_fresh(conn: Connection, kafka: Mapping[str, Any], spec: PipelineSpec, plan_id: str) -> RunPlan:
+    """The plan's ranges, when applying them still does what the plan showed.
+
+    Raises
+    ------
+    StalePlanError
+        Naming each change: the spec (fingerprint), the ledger (a range that starts at it), a log
+        start moved past a range's start (records gone), or the plan applied already.
+    """
+    row = conn.execute(_LOAD, {"plan_id": plan_id}).one_or_none()
+    if row is None or row.pipeline != spec.name:
+        raise StalePlanError(
+            f"{spec.name}: no plan {plan_id!r} of this pipeline; make one with `reprocess plan {spec.name}`",
+            pipeline=spec.name,
+        )
+    plan = store.load_plan(conn, plan_id)
+    changed = []
+    if row.applied_state == RunState.COMMITTED:
+        changed.append(f"it was applied already by run {row.applied_run_id}")
+    if row.spec_fingerprint != spec.fingerprint:
+        changed.append(
+            f"the spec changed (fingerprint {row.spec_fingerprint[:12]} at planning, {spec.fingerprint[:12]} now)"
+        )
+    if row.from_ledger:
+        then = {(t, p): o for t, p, o in row.ledger}
+        now = {(r.topic, r.partition): r.next_offset for r in conn.execute(queries.LEDGER_FOR_PIPELINE,
+                                                                            {"pipeline": spec.name})}  # fmt: skip
+        changed += [f"the ledger of {t}[{p}] moved from {then.get((t, p))} to {o}" for (t, p), o in sorted(now.items())
+                    if then.get((t, p)) != o]  # fmt: skip
+    starts = {(s.topic, s.partition): s.log_start for s in take_snapshot(kafka, spec, {r.topic for r in plan.ranges})}
+    changed += [
+        f"the log start of {r.topic}[{r.partition}] moved to {starts[(r.topic, r.partition)]}, past the plan's "
+        f"start {r.start} (those records are gone)"
+        for r in plan.ranges
+        if r.width and starts.get((r.topic, r.partition), 0) > r.start
+    ]
+    if changed:
+        raise StalePlanError(
+            f"{spec.name}: plan {plan_id} is stale: {'; '.join(changed)}. Nothing was applied: make a new plan "
+            f"(`reprocess plan {spec.name}` with the same range) and apply that one.",
+            pipeline=spec.name,
+        )
+    return plan
+
+
+def apply_request(plan: RunPlan) -> RunRequest:
+    """The backfill that reads exactly the plan's ranges (the form's offsets modes)."""
+    return RunRequest.from_params(backfill_conf(r for r in plan.ranges if r.width), RunKind.BACKFILL)
+
+
+def mark_applied(conn: Connection, plan_id: str, run_id: str) -> None:
+    conn.execute(_APPLIED, {"plan_id": plan_id, "run_id": run_id})

@@ -1,0 +1,172 @@
+"""Plans (``reprocess plan``): what a replay will change, counted before it writes, then applied exactly.
+
+On real Kafka, Spark and Postgres: a plan reads as a run does and diffs in a transaction rolled
+back, so the target's checksum, the ledger and the dead letters are the same before and after it;
+the apply that follows changes exactly what the plan counted. The expected counts are recomputed
+from the produced messages by the oracle (tests/support/oracle.py), which imports nothing of the
+product; the tombstone case stages its records by hand (no Spark), as test_tombstones does.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+
+from reprocess.core.errors import StalePlanError
+from reprocess.core.ranges import OffsetRange
+from reprocess.core.runs import RunRequest
+from reprocess.core.spec_parse import parse_spec
+from reprocess.kafka import demo_data
+from reprocess.operations.preview import diff_run, load_report
+from reprocess.postgres import store
+from reprocess.runner.preview import start_apply
+from tests.support import oracle
+from tests.support.helpers import (
+    PAYMENTS_SPEC,
+    backfill,
+    ledger,
+    orders_spec,
+    plan_stage_commit,
+    run_spark_stage,
+    stage_count,
+)
+from tests.support.staging import Record, mark_staged, plan_ranges, stage_and_commit, write_stage
+
+pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("spark")]
+CORRUPTED = 10
+
+
+def _checksum(engine, spec) -> tuple[Any, ...]:
+    """The target's rows, the dead letters and the ledger, as one comparable value."""
+    with engine.connect() as conn:
+        rows = conn.execute(
+            text(f"SELECT count(*), md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), '')) "
+                 f"FROM {spec.qualified_target} t")
+        ).one()  # fmt: skip
+        dead = conn.execute(
+            text("SELECT count(*) FROM reprocess.dead_letters WHERE pipeline = :p"), {"p": spec.name}
+        ).scalar()
+    return (*rows, dead, ledger(engine, spec))
+
+
+def _plan(engine, kafka, spec, plan_id: str, **params: Any) -> dict[str, Any]:
+    """A plan as `reprocess plan` makes one: the run's stages, Read then Diff."""
+    before = _checksum(engine, spec)
+    plan_stage_commit(engine, kafka, spec, RunRequest.from_params({**params, "preview": True}), plan_id)
+    assert _checksum(engine, spec) == before  # a plan writes nothing
+    with engine.connect() as conn:
+        report = load_report(conn, plan_id)
+        assert store.run_state(conn, plan_id) == "dry_run"
+    assert stage_count(engine, spec, plan_id) is None  # the stage is dropped
+    assert report is not None
+    print(json.dumps({k: report[k] for k in ("total", "columns", "apply", "changes")}))
+    return report
+
+
+def _apply(engine, kafka, spec, plan_id: str, run_id: str) -> dict[str, int]:
+    """The plan applied as `reprocess apply` does; the committed run's counts."""
+    _, stages = start_apply(engine, kafka, spec, plan_id, run_id)
+    if any(type(s).__name__ == "Read" for s in stages):
+        from reprocess.core.stages import launched_after_spark
+        from reprocess.runner.evaluate import RunContext, evaluate
+
+        run_spark_stage(spec, run_id, kafka=kafka)
+        evaluate(launched_after_spark(stages), RunContext(engine, spec, kafka))
+    with engine.connect() as conn:
+        row = store.committed_counts(conn, run_id)
+    return {name: getattr(row, name) or 0 for name in store.RUN_COUNTS}
+
+
+def test_plan_of_corrupted_rows_counts_them_per_column_and_its_apply_heals_exactly_them(
+    kafka_config, engine, unique_name
+):
+    spec = orders_spec(unique_name, unique_name, base=PAYMENTS_SPEC)
+    demo_data.create_topic(kafka_config, unique_name, 2)
+    produced = demo_data.produce(kafka_config, unique_name, 2, demo_data.payment_events(600), malformed=())
+    expected = oracle.expected_by_version(produced, "payment_id")
+    backfill(engine, kafka_config, spec, f"{unique_name}-load")
+
+    same = _plan(engine, kafka_config, spec, f"{unique_name}-p1")
+    assert same["changes"] == 0
+    assert same["total"]["unchanged"] == len(expected)
+    assert sum(same["total"][k] for k in ("inserted", "updated", "deleted", "rewritten")) == 0
+
+    with engine.begin() as conn:
+        corrupted = set(
+            conn.execute(
+                text(f"UPDATE {spec.qualified_target} SET status = 'wrong' WHERE payment_id IN (SELECT payment_id "
+                     f"FROM {spec.qualified_target} ORDER BY payment_id LIMIT {CORRUPTED}) RETURNING payment_id")
+            ).scalars()
+        )  # fmt: skip
+    planned = _plan(engine, kafka_config, spec, f"{unique_name}-p2")
+    assert planned["total"]["updated"] == CORRUPTED and planned["columns"] == {"status": CORRUPTED}
+    assert {s["key"]["payment_id"] for s in planned["samples"]["updated"]} == corrupted
+    assert all(s["changes"]["status"][0] == "wrong" for s in planned["samples"]["updated"])
+    assert sum(p["kinds"]["updated"] for p in planned["partitions"]) == CORRUPTED
+
+    applied = _apply(engine, kafka_config, spec, f"{unique_name}-p2", f"{unique_name}-apply")
+    assert applied == planned["apply"]
+    assert (applied["rows_rederived"], applied["rows_inserted"]) == (CORRUPTED, 0)
+    with engine.connect() as conn:
+        rows = dict(conn.execute(text(f"SELECT payment_id, version FROM {spec.qualified_target}")).all())
+    assert rows == {k: v for k, (v, _p, _o) in expected.items()}
+
+    with pytest.raises(StalePlanError, match="applied already"):
+        start_apply(engine, kafka_config, spec, f"{unique_name}-p2", f"{unique_name}-again")
+
+
+def test_stale_plan_is_refused_naming_the_spec_change(kafka_config, engine, unique_name):
+    spec = orders_spec(unique_name, unique_name, base=PAYMENTS_SPEC)
+    demo_data.create_topic(kafka_config, unique_name, 1)
+    demo_data.produce(kafka_config, unique_name, 1, demo_data.payment_events(50), malformed=())
+    _plan(engine, kafka_config, spec, f"{unique_name}-p")
+    changed = orders_spec(unique_name, unique_name, base=PAYMENTS_SPEC, ordering={"mode": "offset"})
+    with pytest.raises(StalePlanError, match="the spec changed"):
+        start_apply(engine, kafka_config, changed, f"{unique_name}-p", f"{unique_name}-apply")
+    with engine.connect() as conn:
+        assert store.run_state(conn, f"{unique_name}-apply") is None  # nothing started
+
+
+def test_plan_of_a_fresh_table_counts_inserts_and_dead_letters_as_its_apply_does(kafka_config, engine, unique_name):
+    spec = orders_spec(unique_name, unique_name)
+    demo_data.create_topic(kafka_config, unique_name, 2)
+    produced = demo_data.produce(kafka_config, unique_name, 2, demo_data.order_events(300))
+    planned = _plan(engine, kafka_config, spec, f"{unique_name}-p")
+    assert planned["total"]["inserted"] == len(oracle.expected_rows(produced))
+    assert planned["total"]["dead_letters"] == oracle.invalid_count(produced) > 0
+    assert planned["changes"] > 0
+    applied = _apply(engine, kafka_config, spec, f"{unique_name}-p", f"{unique_name}-apply")
+    assert applied == planned["apply"]
+    assert applied["rows_inserted"] == planned["total"]["inserted"]
+    assert applied["dead_letters_new"] == planned["total"]["dead_letters"]
+
+
+def test_plan_counts_tombstone_deletes_and_older_records_refused_as_the_commit_then_does(engine, db_url, unique_name):
+    spec = parse_spec(
+        {"name": unique_name, "topics": [unique_name], "key": ["id"], "columns": {"id": "text", "s": "text"},
+         "tombstones": "delete", "target_table": f"{unique_name}.items", "max_dead_letter_ratio": 0.5},
+        source=f"{unique_name}.yaml",
+    )  # fmt: skip
+    stage_and_commit(engine, db_url, spec, f"{unique_name}-1", [Record(0, o, {"id": k, "s": f"{k}{o}"})
+                                                                for o, k in enumerate("abcd", start=10)])  # fmt: skip
+    # a and b deleted by tombstones, c rewritten by an older record (refused), e new.
+    records = [
+        Record(0, 20, {"id": "a"}, tombstone=True),
+        Record(0, 21, {"id": "b"}, tombstone=True),
+        Record(0, 5, {"id": "c", "s": "old"}),
+        Record(0, 22, {"id": "e", "s": "e22"}),
+        Record(0, 23, None),
+    ]
+    before = _checksum(engine, spec)
+    plan_ranges(engine, spec, f"{unique_name}-p", "backfill", [OffsetRange(unique_name, 0, 5, 24)])
+    mark_staged(engine, f"{unique_name}-p", write_stage(db_url, spec, f"{unique_name}-p", records))
+    report = diff_run(engine, spec, f"{unique_name}-p")
+    assert _checksum(engine, spec) == before
+    assert {k: report["total"][k] for k in ("deleted", "refused", "inserted", "dead_letters")} == {
+        "deleted": 2, "refused": 1, "inserted": 1, "dead_letters": 1}  # fmt: skip
+    applied = stage_and_commit(engine, db_url, spec, f"{unique_name}-2", records)
+    assert (applied.rows_deleted, applied.rows_inserted, applied.dead_letters_new) == (2, 1, 1)
+    assert {k: getattr(applied, k) for k in report["apply"]} == report["apply"]
