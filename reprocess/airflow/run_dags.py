@@ -124,6 +124,23 @@ def backfill_params(spec: PipelineSpec) -> dict[str, Param]:
             description="Plan and store the ranges, show them, read and write nothing.",
             section="Safety",
         ),
+        "preview": Param(
+            False,
+            type="boolean",
+            title="Preview (plan)",
+            description="Read the range as the run would and show, per partition and column, what it would insert, "
+            "update, leave, refuse as older and delete, without writing (the run note and the coverage page's Plan "
+            "view). Apply exactly that plan with its id in plan_id.",
+            section="Safety",
+        ),
+        "plan_id": Param(
+            None,
+            type=["null", "string"],
+            title="Apply plan",
+            description="The id of a preview (or `reprocess plan`): read exactly its ranges. Refused, saying what "
+            "changed, when the spec, the ledger or a log start moved since the plan; the range options are ignored.",
+            section="Safety",
+        ),
     }
 
 
@@ -179,6 +196,7 @@ def build_run_dag(spec: PipelineSpec, kind: RunKind) -> DAG:
             from reprocess.core.ranges import ranges_to_rows
             from reprocess.core.stages import describe
             from reprocess.postgres.store import lost_dict
+            from reprocess.runner.preview import start_apply
             from reprocess.runner.start import start_run
 
             run_key = names.run_key(dag.dag_id, run_id or "")
@@ -196,10 +214,13 @@ def build_run_dag(spec: PipelineSpec, kind: RunKind) -> DAG:
             # planning then refuses (a table the spec cannot alter in place), and in the summary.
             findings = dry_run_findings(spec) if request.dry_run else []
             # An empty plan commits (a rebuild: swaps) here; an empty log still rebuilds by a swap.
-            plan, stages = start_run(
-                engine, kafka_config(), spec, request, run_key, registry=registry_config(spec), dag_id=dag.dag_id,
-                dag_run_id=run_id, params=params,
-            )  # fmt: skip
+            start: dict[str, Any] = {
+                "registry": registry_config(spec), "dag_id": dag.dag_id, "dag_run_id": run_id, "params": params
+            }  # fmt: skip
+            if plan_id := (params or {}).get("plan_id"):  # exactly a stored plan's ranges, unless it is stale
+                plan, stages = start_apply(engine, kafka_config(), spec, plan_id, run_key, **start)
+            else:
+                plan, stages = start_run(engine, kafka_config(), spec, request, run_key, **start)
             warnings = [*plan.warnings, *(f"validate: {f.render()}" for f in findings if f.severity != "ok")]
             return PlannedRun(
                 run_id=run_key,
@@ -242,7 +263,7 @@ def build_run_dag(spec: PipelineSpec, kind: RunKind) -> DAG:
 
         @task(task_id="commit_transaction", doc_md="The run's commit (a rebuild: its swap), in one transaction.")
         def commit_transaction(planned: dict[str, Any]) -> dict[str, Any]:
-            from reprocess.core.stages import launched_after_spark
+            from reprocess.core.stages import Diff, launched_after_spark
             from reprocess.postgres.commit import result_dict
             from reprocess.runner.evaluate import RunContext, evaluate
             from reprocess.runner.start import stored_stages
@@ -250,6 +271,8 @@ def build_run_dag(spec: PipelineSpec, kind: RunKind) -> DAG:
             plan, engine = PlannedRun.from_xcom(planned), app_engine()
             stages = launched_after_spark(stored_stages(engine, spec, plan.run_id, plan.batch_size))
             result = evaluate(stages, RunContext(engine, spec, kafka_config(), registry_config(spec)))
+            if result is None and stages and isinstance(stages[-1], Diff):  # a preview: its report is stored
+                return {"plan_id": plan.run_id}
             if result is None:
                 raise RunStateError(
                     f"{spec.name}: run {plan.run_id} has no commit left to do ({plan.stages})",

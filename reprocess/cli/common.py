@@ -20,7 +20,7 @@ EXIT_UNREACHABLE: Final = 3  # a setting is missing or a service (Postgres, Kafk
 EXIT_CODES: Final = (
     f"exit codes: {EXIT_OK} done (validate: no problem), {EXIT_FOUND} a problem was found (a failed run, an "
     f"invalid spec, an unknown pipeline, a refused reset), {EXIT_USAGE} wrong usage, {EXIT_UNREACHABLE} a setting "
-    "is missing or a service did not answer"
+    "is missing or a service did not answer; plan --detailed-exitcode: 0 no changes, 2 changes"
 )
 
 

@@ -8,6 +8,8 @@ from typing import Any
 from sqlalchemy import Engine, text
 
 from reprocess.core.spec import PipelineSpec
+from reprocess.operations.plan_report import format_plan, plan_line
+from reprocess.operations.preview import load_report
 from reprocess.postgres import queries
 from reprocess.postgres.evolve import live_version, stale_message, stale_rows
 
@@ -62,6 +64,8 @@ def run_summary(
             "error": run.error,
             **extra,
         }
+        if (plan := load_report(conn, run_id)) is not None:  # a plan (reprocess plan, the form's preview)
+            summary["plan"] = plan
         conn.execute(queries.SET_SUMMARY, {"run_id": run_id, "summary": json.dumps(summary)})
     return summary
 
@@ -102,6 +106,8 @@ def format_summary(summary: dict[str, Any]) -> str:
             f"| {r['topic']} | {r['partition']} | [{r['start']}, {r['end']}) | "
             f"{ledger.get((r['topic'], r['partition']), '-')} |"
         )
+    if summary.get("plan"):
+        lines += ["", format_plan(summary["plan"])]
     if summary.get("error"):
         lines += ["", f"error: {summary['error']}"]
     return "\n".join(lines)
@@ -114,6 +120,10 @@ def format_note(summary: dict[str, Any] | None, state: str, error: str | None) -
     ranges = ", ".join(f"{r['topic']}[{r['partition']}] [{r['start']},{r['end']})" for r in summary["planned_ranges"])
     lost = summary["lost_ranges"] or "none"
     head = "DRY RUN (nothing read or written)" if summary.get("dry_run") else summary["state"]
+    if summary.get("plan"):
+        plan = summary["plan"]
+        return (f"**PLAN `{plan['plan_id']}` (nothing written)** · {plan_line(plan)} · apply it: "
+                f"`reprocess apply {plan['plan_id']}` or the backfill form's plan_id\n\nranges: {ranges}")  # fmt: skip
     return (
         f"**{head}** · {summary['records_read']} records read ({summary.get('records_filtered', 0)} filtered) · "
         f"{summary['rows_upserted']} rows upserted "

@@ -42,10 +42,11 @@ CORRUPTED = 10
 def _checksum(engine, spec) -> tuple[Any, ...]:
     """The target's rows, the dead letters and the ledger, as one comparable value."""
     with engine.connect() as conn:
+        exists = conn.execute(text("SELECT to_regclass(:t) IS NOT NULL"), {"t": spec.qualified_target}).scalar()
         rows = conn.execute(
             text(f"SELECT count(*), md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), '')) "
                  f"FROM {spec.qualified_target} t")
-        ).one()  # fmt: skip
+        ).one() if exists else (0, None)  # fmt: skip
         dead = conn.execute(
             text("SELECT count(*) FROM reprocess.dead_letters WHERE pipeline = :p"), {"p": spec.name}
         ).scalar()
