@@ -10,6 +10,10 @@ For each partition, the window's Kafka range is ``[offset_for(start), offset_for
     the same Ordering (a later window's update). A row that is absent is *missing*; a row that
     carries an older record is *stale*. Every invalid record of the window must be in
     ``reprocess.dead_letters``. Marker and aborted-transaction offsets carry no record.
+(d) the values: a row that carries the record's lineage must hold what that record derives under
+    the current spec, column by column (:mod:`reprocess.postgres.value_checks`); a row that does
+    not *differs* (a person's UPDATE, a decoding or transform bug), named with key, column, stored
+    and derived value, and healed by a backfill of those records' offsets, which re-derives them.
 
 The heavy part runs on the Spark engine with the backfill's own parse rules and dedupe
 (:func:`reprocess.spark.job.stage_window` stages the newest record per key under the check id); this
@@ -43,6 +47,7 @@ from reprocess.postgres.dead_letters import dead_letter_of
 from reprocess.postgres.evolve import stale_in_range
 from reprocess.postgres.key_checks import key_checks_sql
 from reprocess.postgres.stage import drop_stage, stage_identifier
+from reprocess.postgres.value_checks import value_checks_sql
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +103,23 @@ class KeyCheck:
 
 
 @dataclass(frozen=True, slots=True)
+class ValueCheck:
+    """One partition's rows that carry their newest record's lineage but not what it derives."""
+
+    rows: int = 0
+    columns: tuple[tuple[str, int], ...] = ()  # (column, rows differing in it)
+    span: tuple[int, int] | None = None  # [first, last + 1) offsets of their records: the heal re-reads them
+    examples: tuple[tuple[str, str, Any, Any], ...] = ()  # (key, column, stored, derived)
+
+    def detail(self) -> str:
+        columns = ", ".join(f"{c} ×{n}" for c, n in self.columns)
+        examples = "; ".join(
+            f"{k} {c}: stored {json.dumps(a)} vs derived {json.dumps(b)}" for k, c, a, b in self.examples
+        )
+        return f"{self.rows} rows differ from what their newest record derives ({columns}); e.g. {examples}"
+
+
+@dataclass(frozen=True, slots=True)
 class PartitionVerdict:
     range: OffsetRange
     uncovered: list[tuple[int, int]]  # offset ranges of the window the ledger never committed
@@ -105,6 +127,7 @@ class PartitionVerdict:
     keys: KeyCheck = field(default_factory=KeyCheck)
     stale: str = ""  # rows of the window derived by an older spec version (evolve.stale_in_range)
     incomplete: int = 0  # Debezium: values its records left out that nobody held (NULL in the target)
+    values: ValueCheck = field(default_factory=ValueCheck)
 
     @property
     def needs_whole_window(self) -> bool:
@@ -113,7 +136,7 @@ class PartitionVerdict:
 
     @property
     def ok(self) -> bool:
-        return not self.uncovered and not self.needs_whole_window and not self.incomplete
+        return not self.uncovered and not self.needs_whole_window and not self.incomplete and not self.values.rows
 
     def detail(self) -> str:
         k = self.keys
@@ -131,6 +154,8 @@ class PartitionVerdict:
             parts.append(f"{k.dead_unrecorded} invalid records not in the dead letters")
         if self.stale:
             parts.append(self.stale)
+        if self.values.rows:
+            parts.append(self.values.detail())
         if self.incomplete:
             parts.append(
                 f"{self.incomplete} values incomplete: the connector left them out and no record or stored row held "
@@ -196,6 +221,7 @@ def record_verdicts(
         dead = {TopicPartition(topic, partition): (n, unrecorded) for topic, partition, n, unrecorded in cur.fetchall()}
         cur.execute(key_checks_sql(spec, stage))
         found = {TopicPartition(row[0], row[1]): row[2:] for row in cur.fetchall()}
+        values = _value_checks(cur, spec, stage)
         checks: dict[TopicPartition, KeyCheck] = {}
         for tp in {*dead, *found}:
             keys, missing, stale, missing_ex, stale_ex = found.get(tp, (0, 0, 0, None, None))
@@ -209,6 +235,7 @@ def record_verdicts(
                 PartitionVerdict(
                     r, uncovered(r.start, r.end, committed), committed, checks.get(r.tp, KeyCheck()),
                     stale_in_range(conn, spec, r), conn.execute(_INCOMPLETE, params).scalar_one(),
+                    values.get(r.tp, ValueCheck()),
                 )
             )  # fmt: skip
         bad = [v for v in verdicts if not v.ok]
@@ -236,12 +263,43 @@ def record_verdicts(
     return verdicts
 
 
+def _value_checks(cur: Any, spec: PipelineSpec, stage: sql.Composable) -> dict[TopicPartition, ValueCheck]:
+    values = [c.name for c in spec.columns if c.name not in spec.key]
+    if not values:
+        return {}
+    cur.execute(value_checks_sql(spec, stage))
+    out = {}
+    for topic, partition, rows, *rest in cur.fetchall():
+        counts, (first, last, examples) = rest[: len(values)], rest[len(values) :]
+        out[TopicPartition(topic, partition)] = ValueCheck(
+            int(rows),
+            tuple((c, int(n)) for c, n in zip(values, counts, strict=True) if n),
+            (int(first), int(last) + 1),
+            tuple(tuple(e) for e in examples or ()),
+        )
+    return out
+
+
 def heal_conf(bad: list[PartitionVerdict], window_start: datetime, window_end: datetime) -> dict[str, Any]:
     """The backfill trigger conf that replays the gaps: the uncovered span, or the window's whole
-    range when rows are missing or stale (their records may lie anywhere in it); and the window it
+    range when rows are missing or stale (their records may lie anywhere in it), or the offsets of
+    the records whose rows differ from what they derive (their replay re-derives exactly those rows,
+    the merge rewriting a same-record row only where it derives differently); and the window it
     heals, which the backfill has checked again once it commits."""
-    ranges = (v.range if v.needs_whole_window else healing_range(v.range, v.uncovered) for v in bad)
+    ranges = (_healing(v) for v in bad)
     return {**backfill_conf(ranges), HEALS_WINDOW: window_text(window_start, window_end)}
+
+
+def _healing(v: PartitionVerdict) -> OffsetRange:
+    if v.needs_whole_window:
+        return v.range
+    r = healing_range(v.range, v.uncovered) if v.uncovered else None
+    if v.values.span is None:
+        return r or v.range
+    start, end = v.values.span
+    if r is not None:
+        start, end = min(start, r.start), max(end, r.end)
+    return OffsetRange(v.range.topic, v.range.partition, start, end)
 
 
 def recorded_heal_conf(

@@ -10,6 +10,8 @@ product; the tombstone case stages its records by hand (no Spark), as test_tombs
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -171,3 +173,29 @@ def test_plan_counts_tombstone_deletes_and_older_records_refused_as_the_commit_t
     applied = stage_and_commit(engine, db_url, spec, f"{unique_name}-2", records)
     assert (applied.rows_deleted, applied.rows_inserted, applied.dead_letters_new) == (2, 1, 1)
     assert {k: getattr(applied, k) for k in report["apply"]} == report["apply"]
+
+
+def test_plan_command_prints_json_writes_the_out_file_and_exits_2_for_changes_0_for_none(
+    kafka_config, engine, unique_name, tmp_path
+):
+    spec = orders_spec(unique_name, unique_name)
+    demo_data.create_topic(kafka_config, unique_name, 1)
+    produced = demo_data.produce(kafka_config, unique_name, 1, demo_data.order_events(40), malformed=())
+    out = tmp_path / "plan.json"
+
+    def plan_command(*extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "reprocess.cli", "plan", spec.name, "--detailed-exitcode",
+                               *extra], capture_output=True, text=True, timeout=600)  # fmt: skip
+
+    first = plan_command("--json", "--out", str(out))
+    assert first.returncode == 2, first.stderr[-3000:]
+    report = json.loads(out.read_text())
+    assert report["total"]["inserted"] == len(oracle.expected_rows(produced))
+    assert json.loads(first.stdout)["plan_id"] == report["plan_id"]
+    applied = subprocess.run([sys.executable, "-m", "reprocess.cli", "apply", report["plan_id"]],
+                             capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert applied.returncode == 0, applied.stderr[-3000:]
+    again = plan_command()
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "Plan: 0 to insert, 0 to update, 0 to delete" in again.stdout, again.stdout
+    print(again.stdout)

@@ -1,0 +1,81 @@
+"""Reconciliation's value check: per (topic, partition), the target rows that carry a window record's
+lineage but hold other values than that record derives under the current spec (the window's stage,
+written by the backfill's own read, decode and transforms). Lineage says which record a row came from;
+this says whether the row still holds what that record derives: a person's UPDATE, a decoding or a
+transform bug, a wrongly resolved placeholder are differences here, and nowhere else.
+
+Column by column in one join of the stage's rows with the target on key AND lineage (the rows the
+lineage check already found right), so its cost is one more hash join over the window's keys.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from psycopg2 import sql
+
+from reprocess.core.ordering import LINEAGE_ORDER
+from reprocess.core.spec import PipelineSpec
+from reprocess.core.stage_rows import ROW, UNCHANGED
+from reprocess.postgres.column_sql import comparable
+from reprocess.postgres.target import target_identifier
+
+EXAMPLES: Final = 5  # (key, column, stored, derived) examples per partition
+
+
+def value_checks_sql(spec: PipelineSpec, stage: sql.Composable) -> sql.Composed:
+    """Per (topic, partition): rows differing, the count per value column, the offset span of their
+    records, and up to :data:`EXAMPLES` examples ``[key, column, stored, derived]`` (JSON).
+
+    A Debezium column the record left out (listed in the stage's ``_unchanged``) is not compared: the
+    record derives no value for it (the commit takes the stored one).
+    """
+    ident = sql.Identifier
+    kinds = {c.name: c.type for c in spec.columns}
+    values = [c.name for c in spec.columns if c.name not in spec.key]
+
+    def differs(c: str) -> sql.Composed:
+        left_out = (
+            sql.SQL(" AND (s.{u} IS NULL OR NOT ({name} = ANY (string_to_array(s.{u}, ','))))").format(
+                u=ident(UNCHANGED), name=sql.Literal(c)
+            )
+            if spec.unchanged_columns
+            else sql.SQL("")
+        )
+        return sql.SQL("({s} IS DISTINCT FROM {t}{left_out})").format(
+            s=comparable(sql.SQL("s.{}").format(ident(c)), kinds.get(c)),
+            t=comparable(sql.SQL("t.{}").format(ident(c)), kinds.get(c)),
+            left_out=left_out,
+        )
+
+    same = sql.SQL(" AND ").join(sql.SQL("t.{k} = s.{k}").format(k=ident(k)) for k in [*spec.key, *LINEAGE_ORDER])
+    key_text = sql.SQL("concat_ws('|', {})").format(
+        sql.SQL(", ").join(sql.SQL("s.{}::text").format(ident(k)) for k in spec.key)
+    )
+    flags = sql.SQL(", ").join(sql.SQL("{} AS {}").format(differs(c), ident(f"_d{i}")) for i, c in enumerate(values))
+    example = sql.SQL("coalesce({})").format(
+        sql.SQL(", ").join(
+            sql.SQL("CASE WHEN {d} THEN jsonb_build_array({key}, {name}, to_jsonb(t.{c}), to_jsonb(s.{c})) END").format(
+                d=differs(c), key=key_text, name=sql.Literal(c), c=ident(c)
+            )
+            for c in values
+        )
+    )
+    return sql.SQL(
+        "WITH d AS (SELECT s._kafka_topic, s._kafka_partition, s._kafka_offset, {flags}, {example} AS _ex "
+        "FROM {stage} AS s JOIN {target} AS t ON {same} WHERE s._kind = {row}) "
+        "SELECT _kafka_topic, _kafka_partition, count(*), {counts}, min(_kafka_offset), max(_kafka_offset), "
+        "(array_agg(_ex ORDER BY _ex->>0))[1:{n}] FROM d WHERE {any} GROUP BY 1, 2"
+    ).format(
+        flags=flags,
+        example=example,
+        stage=stage,
+        target=target_identifier(spec),
+        same=same,
+        row=sql.Literal(ROW),
+        any=sql.SQL(" OR ").join(ident(f"_d{i}") for i in range(len(values))),
+        counts=sql.SQL(", ").join(
+            sql.SQL("count(*) FILTER (WHERE {})").format(ident(f"_d{i}")) for i in range(len(values))
+        ),
+        n=sql.Literal(EXAMPLES),
+    )
