@@ -29,6 +29,7 @@ from bench.data import UPDATES_PER_KEY, Dataset, produce_dataset
 from bench.formats import FORMATS, format_dataset, format_product
 from bench.jdbc_sink import jdbc_sink
 from bench.oracle import Table, count_wrong
+from bench.plan import plan_then_apply
 from bench.product import Launcher, SparkConnect, SparkSubmit, product
 from bench.reconcile import reconcile_window
 from bench.spark_peer import spark_availablenow_job
@@ -154,6 +155,12 @@ def main(argv: list[str] | None = None) -> int:
             results += [full, fixed]
         default = launchers()[0]
         optional: list[tuple[str, Callable[[], Result]]] = []
+
+        def plan_case() -> Result:
+            scaled["plan"] = run(plan_then_apply, main_ds, label=f"{default.name.replace('-', '_')}_n")
+            return scaled["plan"]
+
+        optional.append(("plan_n", plan_case))
         if args.airflow:
             optional.append(("airflow_1k", lambda: run(product_airflow, small, label="airflow_1k")))
         if args.scale:
@@ -334,6 +341,8 @@ def main(argv: list[str] | None = None) -> int:
         ratios["first N-record run after the server's start ÷ warm N-record run (seconds)"] = (
             cold[default.name].seconds / prod.seconds
         )
+    if "plan" in scaled:  # issue 38: a plan's read and rolled-back diff against the apply of exactly it
+        ratios[f"plan ÷ apply at {n:,} records (seconds)"] = scaled["plan"].detail["plan_over_apply"]
     if "big_reconcile" in scaled:
         ratios[f"reconciliation of a {BIG / 1e6:g} M-record window (s)"] = scaled["big_reconcile"].seconds
     text = report.body(n, results, ceil_a, base, ratios, checks)

@@ -24,7 +24,8 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 from sqlalchemy import Engine
 
 from reprocess.core.names import pipeline_dag_id, pipeline_of_dag
-from reprocess.operations import coverage, progress, redrive
+from reprocess.operations import coverage, preview, progress, redrive
+from reprocess.operations.plan_report import PLAN_COLUMNS
 
 from .access import User, login_or_401, readable_pipelines, require_pipeline
 
@@ -115,6 +116,7 @@ def pipeline_page(
     kind: str | None = None,
     run: str | None = None,
     dl_offset: Annotated[int, Query(ge=0)] = 0,
+    plan: str | None = None,
 ) -> HTMLResponse:
     started = time.perf_counter()
     with engine().connect() as conn:
@@ -130,6 +132,8 @@ def pipeline_page(
             "redrive": redrive.plan_redrive(conn, name, kind or None, run or None),
             "kind": kind or "",
             "run": run or "",
+            "plan": preview.latest_report(conn, name, plan or None),  # the Plan view: ?plan=<id>, else the newest
+            "plan_columns": PLAN_COLUMNS,
         }
     chart = {
         "partitions": [p.as_dict() for p in pipeline.partitions],

@@ -7,7 +7,8 @@ from typing import Any, Final
 
 from reprocess.postgres.diff import KINDS
 
-_HEAD: Final = (*KINDS, "dead_letters", "records_filtered")
+# The report's columns per partition and in total (the CLI's table and the coverage page's Plan view).
+PLAN_COLUMNS: Final = (*KINDS, "dead_letters", "records_filtered")
 
 
 def plan_line(report: dict[str, Any]) -> str:
@@ -32,13 +33,13 @@ def format_plan(report: dict[str, Any]) -> str:
         f"**plan** `{report['plan_id']}` of **{report['pipeline']}** against {report['target']} "
         f"(spec {report['spec_fingerprint']}): nothing was written",
         "",
-        "| partition | " + " | ".join(h.replace("_", " ") for h in _HEAD) + " |",
-        "|---" * (len(_HEAD) + 1) + "|",
+        "| partition | " + " | ".join(h.replace("_", " ") for h in PLAN_COLUMNS) + " |",
+        "|---" * (len(PLAN_COLUMNS) + 1) + "|",
     ]
     for p in report["partitions"]:
         cells = [*(p["kinds"][k] for k in KINDS), p["dead_letters"], p["records_filtered"]]
         lines.append(f"| {p['topic']}[{p['partition']}] | " + " | ".join(str(c) for c in cells) + " |")
-    lines.append("| **total** | " + " | ".join(str(report["total"][h]) for h in _HEAD) + " |")
+    lines.append("| **total** | " + " | ".join(str(report["total"][h]) for h in PLAN_COLUMNS) + " |")
     for kind, samples in sorted(report["samples"].items()):
         if kind == "unchanged":
             continue

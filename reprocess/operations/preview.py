@@ -45,6 +45,7 @@ _LOAD: Final = text(
     "FROM reprocess.plans p JOIN reprocess.runs r ON r.run_id = p.plan_id "
     "WHERE p.plan_id = :plan_id"
 )
+_LATEST: Final = text("SELECT plan_id FROM reprocess.plans WHERE pipeline = :pipeline ORDER BY created_at DESC LIMIT 1")
 _APPLIED: Final = text("UPDATE reprocess.plans SET applied_run_id = :run_id WHERE plan_id = :plan_id")
 
 
@@ -123,6 +124,13 @@ def load_report(conn: Connection, plan_id: str) -> dict[str, Any] | None:
     if row is None:
         return None
     return {**row.report, "applied_run_id": row.applied_run_id, "created_at": row.created_at.isoformat()}
+
+
+def latest_report(conn: Connection, pipeline: str, plan_id: str | None = None) -> dict[str, Any] | None:
+    """The coverage page's Plan view: plan ``plan_id`` of the pipeline, else its newest plan."""
+    plan_id = plan_id or conn.execute(_LATEST, {"pipeline": pipeline}).scalar()
+    report = load_report(conn, plan_id) if plan_id else None
+    return report if report is not None and report["pipeline"] == pipeline else None
 
 
 def check_fresh(conn: Connection, kafka: Mapping[str, Any], spec: PipelineSpec, plan_id: str) -> RunPlan:
