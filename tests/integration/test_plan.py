@@ -29,6 +29,7 @@ from tests.support import oracle
 from tests.support.helpers import (
     PAYMENTS_SPEC,
     backfill,
+    corrupt_rows,
     ledger,
     orders_spec,
     plan_stage_commit,
@@ -39,6 +40,7 @@ from tests.support.staging import Record, mark_staged, plan_ranges, stage_and_co
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("spark")]
 CORRUPTED = 10
+EMPTY_MD5 = "d41d8cd98f00b204e9800998ecf8427e"  # the checksum of a table with no rows
 
 
 def _checksum(engine, spec) -> tuple[Any, ...]:
@@ -48,7 +50,7 @@ def _checksum(engine, spec) -> tuple[Any, ...]:
         rows = conn.execute(
             text(f"SELECT count(*), md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), '')) "
                  f"FROM {spec.qualified_target} t")
-        ).one() if exists else (0, None)  # fmt: skip
+        ).one() if exists else (0, EMPTY_MD5)  # fmt: skip
         dead = conn.execute(
             text("SELECT count(*) FROM reprocess.dead_letters WHERE pipeline = :p"), {"p": spec.name}
         ).scalar()
@@ -97,13 +99,7 @@ def test_plan_of_corrupted_rows_counts_them_per_column_and_its_apply_heals_exact
     assert same["total"]["unchanged"] == len(expected)
     assert sum(same["total"][k] for k in ("inserted", "updated", "deleted", "rewritten")) == 0
 
-    with engine.begin() as conn:
-        corrupted = set(
-            conn.execute(
-                text(f"UPDATE {spec.qualified_target} SET status = 'wrong' WHERE payment_id IN (SELECT payment_id "
-                     f"FROM {spec.qualified_target} ORDER BY payment_id LIMIT {CORRUPTED}) RETURNING payment_id")
-            ).scalars()
-        )  # fmt: skip
+    corrupted = corrupt_rows(engine, spec, "payment_id", "status = 'wrong'", CORRUPTED)
     planned = _plan(engine, kafka_config, spec, f"{unique_name}-p2")
     assert planned["total"]["updated"] == CORRUPTED and planned["columns"] == {"status": CORRUPTED}
     assert {s["key"]["payment_id"] for s in planned["samples"]["updated"]} == corrupted
@@ -136,7 +132,7 @@ def test_stale_plan_is_refused_naming_the_spec_change(kafka_config, engine, uniq
 def test_plan_of_a_fresh_table_counts_inserts_and_dead_letters_as_its_apply_does(kafka_config, engine, unique_name):
     spec = orders_spec(unique_name, unique_name)
     demo_data.create_topic(kafka_config, unique_name, 2)
-    produced = demo_data.produce(kafka_config, unique_name, 2, demo_data.order_events(300))
+    produced = demo_data.produce(kafka_config, unique_name, 2, demo_data.order_events(300, 3))
     planned = _plan(engine, kafka_config, spec, f"{unique_name}-p")
     assert planned["total"]["inserted"] == len(oracle.expected_rows(produced))
     assert planned["total"]["dead_letters"] == oracle.invalid_count(produced) > 0
@@ -180,7 +176,7 @@ def test_plan_command_prints_json_writes_the_out_file_and_exits_2_for_changes_0_
 ):
     spec = orders_spec(unique_name, unique_name)
     demo_data.create_topic(kafka_config, unique_name, 1)
-    produced = demo_data.produce(kafka_config, unique_name, 1, demo_data.order_events(40), malformed=())
+    produced = demo_data.produce(kafka_config, unique_name, 1, demo_data.order_events(40, 3), malformed=())
     out = tmp_path / "plan.json"
 
     def plan_command(*extra: str) -> subprocess.CompletedProcess[str]:

@@ -15,7 +15,7 @@ from sqlalchemy import text
 from reprocess.kafka import demo_data
 from reprocess.operations.summary import format_summary, run_summary
 from tests.support import oracle
-from tests.support.helpers import PAYMENTS_SPEC, backfill, orders_spec
+from tests.support.helpers import PAYMENTS_SPEC, backfill, corrupt_rows, orders_spec
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("spark")]
 CORRUPTED = 100
@@ -58,13 +58,7 @@ def test_backfill_rederives_exactly_the_corrupted_rows_and_a_plain_replay_change
     assert _target(engine, spec) == loaded
 
     # What a buggy earlier transform would have written: wrong status, lineage untouched.
-    with engine.begin() as conn:
-        corrupted = set(
-            conn.execute(
-                text(f"UPDATE {spec.qualified_target} SET status = 'wrong' WHERE payment_id IN (SELECT payment_id "
-                     f"FROM {spec.qualified_target} ORDER BY payment_id LIMIT {CORRUPTED}) RETURNING payment_id")
-            ).scalars()
-        )  # fmt: skip
+    corrupted = corrupt_rows(engine, spec, "payment_id", "status = 'wrong'", CORRUPTED)
     assert len(corrupted) == CORRUPTED
 
     fixed = backfill(engine, kafka_config, spec, f"{unique_name}-3")

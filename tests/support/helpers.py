@@ -312,3 +312,17 @@ def log_ends(produced: Any) -> dict[int, int]:
     for partition, offset, *_ in produced.messages:
         ends[partition] = max(ends.get(partition, 0), offset + 1)
     return ends
+
+
+def corrupt_rows(engine: Engine, spec: PipelineSpec, key: str, assignment: str, n: int) -> set[Any]:
+    """What a buggy transform or a person's UPDATE leaves: ``SET assignment`` on the ``n`` lowest
+    keys, lineage untouched; returns their keys."""
+    from sqlalchemy import text
+
+    with engine.begin() as conn:
+        return set(
+            conn.execute(
+                text(f"UPDATE {spec.qualified_target} SET {assignment} WHERE {key} IN (SELECT {key} "
+                     f"FROM {spec.qualified_target} ORDER BY {key} LIMIT {n}) RETURNING {key}")
+            ).scalars()
+        )  # fmt: skip
