@@ -8,7 +8,9 @@ back (reprocess.operations.preview); ``reprocess apply PLAN_ID`` applies exactly
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import logging
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -62,13 +64,16 @@ def run(args: argparse.Namespace) -> int:
     from reprocess.operations.preview import load_report
     from reprocess.runner.start import start_run
 
+    if args.json:  # stdout holds the JSON alone: the run's log lines stay on stderr, warnings and errors only
+        logging.getLogger().setLevel(logging.WARNING)
     spec = find_spec(args.pipeline, pipelines_dir())
     params = {**range_params(args), "preview": True}
     request = RunRequest.from_params(params)
     plan_id = args.plan_id or f"plan-{spec.name}-{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid4().hex[:6]}"
     engine, kafka = app_engine(), kafka_config()
-    _plan, stages = start_run(engine, kafka, spec, request, plan_id, params=params)
-    run_stages(engine, kafka, spec, plan_id, stages)
+    with contextlib.redirect_stdout(sys.stderr):
+        _plan, stages = start_run(engine, kafka, spec, request, plan_id, params=params)
+        run_stages(engine, kafka, spec, plan_id, stages)
     with engine.connect() as conn:
         report = load_report(conn, plan_id)
     engine.dispose()
@@ -81,14 +86,14 @@ def run(args: argparse.Namespace) -> int:
 
 def run_stages(engine: Any, kafka: dict[str, Any], spec: Any, run_id: str, stages: Any) -> None:
     """A started run's Spark stages on the ``spark_default`` session, then its commit or diff."""
+    from reprocess.airflow.hooks import spark_connect_url
     from reprocess.runner.preview import run_here
-    from reprocess.spark.sample import session_from_env
+    from reprocess.spark.sample import validation_session
 
     registry = None
     if spec.needs_registry:
         from reprocess.airflow.hooks import SchemaRegistryHook
 
         registry = json.dumps(SchemaRegistryHook(spec.schema_registry).client_config())
-    with session_from_env() as spark:
+    with validation_session(spark_connect_url()) as spark:
         run_here(engine, kafka, spec, run_id, stages, spark, app_db_url(), registry)
-    sys.stdout.flush()
