@@ -41,6 +41,7 @@ KINDS: Final = ("inserted", "updated", "rewritten", "unchanged", "refused", "del
 SAMPLES: Final = 20
 _BEFORE: Final = sql.Identifier("_reprocess_plan_before")
 _NEWEST: Final = sql.Identifier("_reprocess_plan_newest")
+_DIFF: Final = sql.Identifier("_reprocess_plan_diff")
 
 
 @dataclass(slots=True)
@@ -92,6 +93,12 @@ def diff_stage(
     )
     counts.update(merge_stage(conn, spec, run_id, stage, mode=RunMode.MERGE, spec_version=spec_version, counts=counts))
     values = [c.name for c in spec.columns if c.name not in spec.key]
+    # Classified once; the counts and the samples both read it.
+    cur.execute(
+        sql.SQL("CREATE TEMP TABLE {diff} ON COMMIT DROP AS {classified}").format(
+            diff=_DIFF, classified=_classified(spec, values)
+        )
+    )
     partitions = _partitions(cur, spec, stage, values)
     columns = dict.fromkeys(values, 0)
     for p in partitions.values():
@@ -142,15 +149,12 @@ def _classified(spec: PipelineSpec, values: list[str]) -> sql.Composed:
         for i, c in enumerate(values)
     ]
     return sql.SQL(
-        "SELECT _n._kafka_topic, _n._kafka_partition, {kind} AS _diff, {changed}, "
-        "to_jsonb(_b) AS _before, to_jsonb(_a) AS _after, {key_json} AS _key "
+        "SELECT _n._kafka_topic, _n._kafka_partition, {kind} AS _diff, {changed}, {keys} "
         "FROM {newest} AS _n LEFT JOIN {before} AS _b ON {same_b} LEFT JOIN {target} AS _a ON {same_a}"
     ).format(
         kind=kind,
         changed=sql.SQL(", ").join(changed) if changed else sql.SQL("NULL AS _none"),
-        key_json=sql.SQL("jsonb_build_object({})").format(
-            sql.SQL(", ").join(sql.SQL("{}, _n.{}").format(sql.Literal(k), ident(k)) for k in spec.key)
-        ),
+        keys=sql.SQL(", ").join(sql.SQL("_n.{}").format(ident(k)) for k in spec.key),
         newest=_NEWEST,
         before=_BEFORE,
         target=target_identifier(spec),
@@ -170,10 +174,10 @@ def _partitions(cur: Any, spec: PipelineSpec, stage: sql.Composable, values: lis
     flags = [sql.SQL("count(*) FILTER (WHERE {})").format(sql.Identifier(f"_changed_{i}")) for i in range(len(values))]
     cur.execute(
         sql.SQL(
-            "SELECT _kafka_topic, _kafka_partition, _diff, count(*){flags} FROM ({classified}) AS _c GROUP BY 1, 2, 3"
+            "SELECT _kafka_topic, _kafka_partition, _diff, count(*){flags} FROM {classified} AS _c GROUP BY 1, 2, 3"
         ).format(
             flags=sql.SQL("").join(sql.SQL(", {}").format(f) for f in flags),
-            classified=_classified(spec, values),
+            classified=_DIFF,
         )
     )
     out: dict[tuple[str, int], Any] = {}
@@ -210,11 +214,24 @@ def _partitions(cur: Any, spec: PipelineSpec, stage: sql.Composable, values: lis
 def _samples(cur: Any, spec: PipelineSpec, values: list[str]) -> dict[str, list[dict[str, Any]]]:
     """Up to :data:`SAMPLES` keys per kind (lowest keys first), with the before and after of the
     columns that changed (of every value column for an insert or a delete)."""
+    ident = sql.Identifier
+    keys = sql.SQL(", ").join(map(ident, spec.key))
     cur.execute(
         sql.SQL(
-            "SELECT _diff, _key, _before, _after FROM (SELECT *, row_number() OVER (PARTITION BY _diff ORDER BY "
-            "_key::text) AS _k FROM ({classified}) AS _c) AS _s WHERE _k <= {n} ORDER BY _diff, _k"
-        ).format(classified=_classified(spec, values), n=sql.Literal(SAMPLES))
+            "SELECT _n._diff, jsonb_build_object({key_json}), to_jsonb(_b), to_jsonb(_a) FROM (SELECT * FROM "
+            "(SELECT _diff, {keys}, row_number() OVER (PARTITION BY _diff ORDER BY {keys}) AS _k FROM {diff}) AS _r "
+            "WHERE _k <= {n}) AS _n LEFT JOIN {before} AS _b ON {same_b} LEFT JOIN {target} AS _a ON {same_a} "
+            "ORDER BY _n._diff, _n._k"
+        ).format(
+            key_json=sql.SQL(", ").join(sql.SQL("{}, _n.{}").format(sql.Literal(k), ident(k)) for k in spec.key),
+            keys=keys,
+            diff=_DIFF,
+            n=sql.Literal(SAMPLES),
+            before=_BEFORE,
+            target=target_identifier(spec),
+            same_b=_same(spec, "_b"),
+            same_a=_same(spec, "_a"),
+        )
     )
     out: dict[str, list[dict[str, Any]]] = {}
     for kind, key, before, after in cur.fetchall():
