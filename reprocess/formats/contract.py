@@ -106,6 +106,33 @@ def unstorable_text_error_sql(column: str, text: str) -> str:
     return f"CASE WHEN NOT {storable_sql(text)} THEN concat({what}, {hex_sql(f'CAST({text} AS BINARY)')}) END"
 
 
+# PostgreSQL's largest btree index row (BTMaxItemSize on 8 kB pages, btree version 4). A key is
+# indexed by the target's and the deletion markers' primary keys; an index row is an 8-byte header
+# plus, per key column, a varlena header and alignment (at most 8 bytes) and the value's bytes,
+# rounded up to 8. Counting each column at its text's bytes + 8 keeps every key this lets through
+# indexable whatever PostgreSQL's compression makes of it (random text does not compress).
+BTREE_ROW_LIMIT: Final = 2704
+
+
+def oversized_key_error_sql(columns: Sequence[tuple[str, str]]) -> str | None:
+    """Spark SQL: the dead letter's error for a key too long for PostgreSQL's btree index, or NULL.
+
+    ``columns`` are the key columns' (name, Spark SQL of their value). Without this check such a
+    key is staged and then fails the merge (SQLSTATE 54000) on every attempt: one record would
+    stop its pipeline for good."""
+    if not columns:
+        return None
+    budget = BTREE_ROW_LIMIT - 16 - 8 * len(columns)
+    size = " + ".join(f"coalesce(octet_length(CAST({v} AS STRING)), 0)" for _, v in columns)
+    names = ", ".join(name for name, _ in columns)
+    what = sql_string(
+        f"key error: key ({names}) takes more than {budget} bytes; PostgreSQL's btree index row limit is "
+        f"{BTREE_ROW_LIMIT} bytes, so the target cannot index it (SQLSTATE 54000): shorten the key, e.g. key on a "
+        "hash of it (an expr such as sha2(...)). The key is "
+    )
+    return f"CASE WHEN {size} > {budget} THEN concat({what}, ({size}), ' bytes') END"
+
+
 def sql_string(s: str) -> str:
     """A Spark SQL string literal holding ``s``.
 

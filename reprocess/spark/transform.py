@@ -19,6 +19,7 @@ from reprocess.formats.contract import (
     ORDER_OF_DELETE,
     WriterSchemas,
     key_name,
+    oversized_key_error_sql,
     typed_name,
     unstorable_text_error_sql,
 )
@@ -149,15 +150,21 @@ def _stage_column(spec: PipelineSpec, column: str) -> Column:
 
 def _error_with_unstorable_text(spec: PipelineSpec) -> str:
     """The decoder's ``_error``, else the first text column whose value PostgreSQL cannot store
-    (a NUL character, bytes that are not UTF-8): whatever the format, such a record is a dead
-    letter naming the column, never a COPY that fails the run (the decoder contract)."""
+    (a NUL character, bytes that are not UTF-8), else a key too long for the target's index
+    (:func:`~reprocess.formats.contract.oversized_key_error_sql`): whatever the format, such a
+    record is a dead letter naming the column or the limit, never a COPY or a merge that fails the
+    run (the decoder contract)."""
     key_index = {c.name: i for i, c in enumerate(spec.key_columns)}
     checks = []
+    keys = []
     for i, c in enumerate(spec.columns):
-        if c.type is not ColumnType.TEXT:
-            continue
         value = typed_name(i)
         if spec.tombstones is TombstoneMode.DELETE and c.name in key_index:  # a delete's key comes from its key
             value = f"CASE WHEN {DELETES} THEN {key_name(key_index[c.name])} ELSE {value} END"
-        checks.append(unstorable_text_error_sql(c.name, value))
+        if c.name in key_index:
+            keys.append((c.name, value))
+        if c.type is ColumnType.TEXT:
+            checks.append(unstorable_text_error_sql(c.name, value))
+    oversized = oversized_key_error_sql(keys)
+    checks += [oversized] if oversized else []
     return f"coalesce(_error, {', '.join(checks)})" if checks else "_error"

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, cast
 from reprocess.core.errors import SpecError
 from reprocess.core.spec import ColumnSpec, PipelineSpec
 from reprocess.core.stage_rows import DEAD, LINEAGE, LINKS, ROW, UNCHANGED
+from reprocess.formats.contract import oversized_key_error_sql
 from reprocess.formats.typed import typed_value_sql
 
 if TYPE_CHECKING:
@@ -94,7 +95,7 @@ def _absent(column: str) -> Column:
 
 def _error(spec: PipelineSpec, out: DataFrame) -> Column:
     """The first problem of a returned row: its own ``_error``, a value the column's type cannot
-    hold, a required column left NULL."""
+    hold, a required column left NULL, a key too long for the target's index."""
     from pyspark.sql import functions as F
 
     checks = [F.col("_error").cast("string")] if "_error" in out.columns else []
@@ -108,6 +109,8 @@ def _error(spec: PipelineSpec, out: DataFrame) -> Column:
         )
         if c.required:
             checks.append(F.when(value.isNull(), F.lit(f"transform: required column {c.name} is null")))
+    oversized = oversized_key_error_sql([(c.name, f"`{c.name}`") for c in spec.key_columns])
+    checks += [F.expr(oversized)] if oversized else []
     return F.coalesce(*checks)
 
 
