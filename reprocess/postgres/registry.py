@@ -14,8 +14,9 @@ pipeline's lock and before the new spec is written to ``reprocess.pipelines``:
   two topics (or two incarnations of one) share no order. A rebuild re-derives every row from
   the log and is always allowed; under column ordering the change may also be acknowledged
   (``acknowledge_partition_change``), as a partition-count change is;
-- a changed ``format``, ``encoding``, ``schema_registry`` connection or source of the ordering
-  column (its ``path``, e.g. ``$source.lsn`` → ``$source.ts_ms``): the same records would decode
+- a changed ``format``, ``encoding``, ``schema_registry`` connection or derivation of the ordering
+  column (its ``path``, e.g. ``$source.lsn`` → ``$source.ts_ms``, its ``expr``, or the
+  ``transform:`` that may rewrite it): the same records would decode
   to other rows, or order by values the stored ones cannot be compared with, while the ledger
   says they are loaded. Only a rebuild, which re-derives every row, may make it.
 """
@@ -135,11 +136,34 @@ def _decoding_changes(old: dict[str, Any], spec: PipelineSpec) -> list[str]:
     out = [f"{f} {old.get(f, d)!r} → {new[f]!r}" for f, d in fields if old.get(f, d) != new[f]]
     column = spec.ordering.column
     if column is not None and old.get("ordering", {}).get("column") == column:
-        before = old.get("columns", {}).get(column, {}).get("path", column)
-        after = new["columns"][column].get("path", column)
-        if before != after:
-            out.append(f"the ordering column {column!r}'s path {before!r} → {after!r}")
+        out += _ordering_derivation_changes(column, old, new)
     return out
+
+
+def _ordering_derivation_changes(column: str, old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """How the ordering column's value is derived differently: its ``path``, its ``expr``, or (with
+    a ``transform:``, which may rewrite it) the function or its version; a type change is refused
+    as any column's is (evolve.py: it cannot be applied in place). Stored rows keep values of the
+    old derivation, which newer records would be compared with (a new scale makes every later
+    record lose), so only a rebuild may make such a change."""
+    before, after = old.get("columns", {}).get(column, {}), new["columns"][column]
+    out = []
+    for field in ("path", "expr"):
+        was, now = _derived_by(before, field, column), _derived_by(after, field, column)
+        if was != now:
+            out.append(f"the ordering column {column!r}'s {field} {was!r} → {now!r}")
+    for field in ("transform", "transform_version"):
+        if old.get(field) != new[field]:
+            out.append(f"{field} {old.get(field)!r} → {new[field]!r} (it may derive the ordering column {column!r})")
+    return out
+
+
+def _derived_by(stored: dict[str, Any], field: str, column: str) -> str | None:
+    """A column's ``path`` or ``expr`` as registered (``as_dict`` keeps a ``path`` only for a column
+    without an ``expr``; a column registered with neither read its own name)."""
+    if field == "path":
+        return None if "expr" in stored else stored.get("path", column)
+    return stored.get(field)
 
 
 def _moved(conn: Connection, old_target: str, new_target: str) -> bool:

@@ -174,6 +174,12 @@ _LSN = {"type": "bigint", "path": "$source.lsn", "required": True}
 _CDC = {"format": "debezium", "ordering": {"mode": "column", "column": "v"},
         "columns": {"id": "text", "s": "text", "v": _LSN}}  # fmt: skip
 
+# Issue 39 item 4: an ordering column derived by an ``expr`` (or rewritten by a ``transform:``).
+_MILLIS = {"type": "bigint", "required": True, "expr": "unix_millis(ts)"}
+_BY_EXPR = {"ordering": {"mode": "column", "column": "v"},
+            "columns": {"id": "text", "s": "text", "ts": "timestamptz", "v": _MILLIS}}  # fmt: skip
+_FN = {"transform": "tests.support.transform_fns:v1", "transform_version": "1"}
+
 
 @pytest.mark.parametrize(
     ("v1", "v2", "says"),
@@ -185,8 +191,12 @@ _CDC = {"format": "debezium", "ordering": {"mode": "column", "column": "v"},
         (_CDC, {**_CDC, "columns": {**_CDC["columns"], "v": {"type": "bigint", "path": "$source.txId",
                                                               "required": True}}},
          r"changes the ordering column 'v''s path '\$source.lsn' → '\$source.txId'"),
+        (_BY_EXPR, {**_BY_EXPR, "columns": {**_BY_EXPR["columns"], "v": {**_MILLIS, "expr": "unix_seconds(ts)"}}},
+         r"changes the ordering column 'v''s expr 'unix_millis\(ts\)' → 'unix_seconds\(ts\)'"),
+        ({**_BY_EXPR, **_FN}, {**_BY_EXPR, **_FN, "transform_version": "2"},
+         r"changes transform_version '1' → '2' \(it may derive the ordering column 'v'\)"),
     ],
-    ids=["format", "encoding", "registry", "ordering-source"],
+    ids=["format", "encoding", "registry", "ordering-source", "ordering-expr", "ordering-transform"],
 )  # fmt: skip
 def test_a_change_of_how_records_decode_needs_a_rebuild(engine, db_url, kafka_config, unique_name, v1, v2, says):
     """Issue 26: the records already loaded would decode to other rows (or order by other values)
