@@ -37,7 +37,8 @@ def plan_run(
     dag_run_id: str | None = None,
     params: Mapping[str, Any] | None = None,
 ) -> RunPlan:
-    """Snapshot, resolve and store a run's plan. A run that already staged or committed keeps its plan.
+    """Snapshot, resolve and store a run's plan. A run that already staged or committed keeps its plan,
+    and so does one cut into batches: its batches' ranges are the cut of that plan.
 
     ``params`` (the trigger form's values) are stored verbatim beside the parsed request.
     """
@@ -55,6 +56,11 @@ def plan_run(
         existing = store.run_state(conn, run_id)
         if existing in store.FINAL_PLAN_STATES:
             log.info("plan run_id=%s pipeline=%s already %s: keeping its plan", run_id, spec.name, existing)
+            return store.load_plan(conn, run_id)
+        if store.batch_runs(conn, run_id):  # a cleared DAG run of a cut run resumes it (issue 39 item 3)
+            log.warning("plan run_id=%s pipeline=%s was cut into batches: keeping its plan and its batches (a "
+                        "new plan would leave part of it unread); later records are the next run's",
+                        run_id, spec.name)  # fmt: skip
             return store.load_plan(conn, run_id)
     topics = request.topics or spec.topics
     snapshots = take_snapshot(kafka, spec, topics)

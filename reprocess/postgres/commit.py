@@ -27,7 +27,7 @@ from reprocess.core.errors import (
     StageLostError,
     StageRefusedError,
 )
-from reprocess.core.ranges import OffsetRange, TopicPartition
+from reprocess.core.ranges import OffsetRange, TopicPartition, uncovered
 from reprocess.core.runs import RunKind, RunMode, RunState
 from reprocess.core.spec import PipelineSpec, TombstoneMode
 from reprocess.postgres import left_out, queries, store
@@ -291,9 +291,34 @@ def sum_committed_batches(conn: Connection, run_id: str) -> dict[str, int] | Non
             "not committed; re-run the Spark task to resume from it",
             run_id=run_id,
         )
+    _check_batches_cover_plan(conn, run_id)
     totals = {name: sum(getattr(c, name) or 0 for c in children) for name in store.RUN_COUNTS}
     store.mark_parent_committed(conn, run_id, len(children), totals)
     return totals
+
+
+def _check_batches_cover_plan(conn: Connection, run_id: str) -> None:
+    """A chunked run commits only when its batches read exactly its plan: a batch cut from another
+    plan of the run (a re-plan) would leave a slice unread while the run says committed."""
+    plan = store.load_plan(conn, run_id).ranges
+    cut, _ = store.batch_cut(conn, run_id)
+    pieces: dict[TopicPartition, list[tuple[int, int]]] = {}
+    for r in (r for batch in cut for r in batch):
+        pieces.setdefault(r.tp, []).append((r.start, r.end))
+    planned = {r.tp: (r.start, r.end) for r in plan if r.width}
+    wrong = sorted(
+        f"{tp.topic}[{tp.partition}]"
+        for tp in {*planned, *pieces}
+        if tp not in planned
+        or any(a < planned[tp][0] or b > planned[tp][1] for a, b in pieces.get(tp, []))
+        or uncovered(*planned[tp], pieces.get(tp, []))
+    )
+    if wrong:
+        raise RunStateError(
+            f"run {run_id}: its batches do not cover its plan exactly on {', '.join(wrong)}; nothing was committed. "
+            "its batches were cut from another plan of it; trigger a new run for the range instead",
+            run_id=run_id,
+        )
 
 
 def _accounted_starts(conn: Connection, run_id: str, ranges: Iterable[OffsetRange]) -> dict[TopicPartition, int]:

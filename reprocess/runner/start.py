@@ -32,8 +32,12 @@ def start_run(
     """Plan the run and evaluate the stages before its Spark task; returns the plan and every
     stage of the run (a dry run has none)."""
     plan = plan_run(engine, kafka, spec, request, run_id, dag_id=dag_id, dag_run_id=dag_run_id, params=params)
+    # A run planned before (a cleared DAG run) keeps the batches it was cut into, whatever batch_size says now.
+    with engine.begin() as conn:
+        cut, committed = store.batch_cut(conn, run_id)
+    batch_size = request.batch_size or spec.batch_size
     stages = build_stages(
-        plan, request.mode, request.batch_size or spec.batch_size, dry_run=request.dry_run, preview=request.preview
+        plan, request.mode, batch_size, dry_run=request.dry_run, preview=request.preview, cut=cut, committed=committed
     )
     evaluate(launched_before_spark(stages), RunContext(engine, spec, kafka, registry))
     return plan, stages

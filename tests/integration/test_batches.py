@@ -74,3 +74,52 @@ def test_killed_chunked_run_resumes_after_the_last_committed_batch(kafka_config,
     assert target_rows(engine, spec) == expected
     assert dead_letter_count(engine, spec) == len(demo_data.MALFORMED)
     assert ledger(engine, spec) == log_ends(produced)  # from the broker's delivery reports, not the plan
+
+
+def _ranges(engine, run_id: str) -> list[tuple[int, int, int]]:
+    with engine.connect() as conn:
+        return conn.execute(
+            text("SELECT partition, start_offset, end_offset FROM reprocess.run_ranges WHERE run_id = :r "
+                 "ORDER BY partition"), {"r": run_id}
+        ).all()  # fmt: skip
+
+
+def test_a_cleared_batched_run_keeps_its_plan_and_cut_and_commits_only_when_its_batches_cover_it(
+    kafka_config, engine, unique_name
+):
+    """Issue 39 item 3: clearing a batched DAG run re-runs its planning task; a new plan split afresh
+    (more records since, another batch_size) beside the children kept by index left a slice unread
+    while the parent committed, or left the parent stuck. The oracle reads run_ranges with SQL."""
+    from reprocess.core.stages import CutBatches
+    from reprocess.runner.evaluate import RunContext, evaluate
+    from reprocess.runner.start import start_run
+
+    spec = orders_spec(unique_name, unique_name)
+    demo_data.create_topic(kafka_config, unique_name, 1)
+    demo_data.produce(kafka_config, unique_name, 1, demo_data.order_events(25, 1))
+    _, stages = start_run(engine, kafka_config, spec, RunRequest.from_params({"batch_size": 10}), unique_name)
+    (cut,) = [s for s in stages if isinstance(s, CutBatches)]
+    evaluate((cut,), RunContext(engine, spec, kafka_config))  # the Spark task's first stage records the batches
+    planned = _ranges(engine, unique_name)
+    children = [_ranges(engine, f"{unique_name}#{k}") for k in range(len(cut.batches))]
+    ((partition, start, end),) = planned
+    assert (partition, start) == (0, 0) and end > 20
+    assert children == [[(0, a, min(a + 10, end))] for a in range(0, end, 10)]
+
+    demo_data.produce(kafka_config, unique_name, 1, demo_data.order_events(30, 1, seed=8))  # the log grows
+    _, again = start_run(engine, kafka_config, spec, RunRequest.from_params({"batch_size": 7}), unique_name)
+    assert _ranges(engine, unique_name) == planned  # the cleared run keeps its plan...
+    (recut,) = [s for s in again if isinstance(s, CutBatches)]
+    assert [[(r.partition, r.start, r.end) for r in b] for b in recut.batches] == children  # ...and its cut
+
+    # A cut that does not cover the plan (batches of another plan) never commits the parent.
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE reprocess.run_ranges SET end_offset = 18 WHERE run_id = :c"),
+                     {"c": f"{unique_name}#1"})  # fmt: skip
+        conn.execute(text("UPDATE reprocess.runs SET state = 'committed' WHERE parent_run_id = :r"), {"r": unique_name})
+        conn.execute(text("UPDATE reprocess.runs SET state = 'staged' WHERE run_id = :r"), {"r": unique_name})
+    with pytest.raises(Exception, match=r"batches do not cover its plan exactly on .*\[0\]; nothing was committed"):
+        commit_run(engine, spec, unique_name)
+    with engine.connect() as conn:
+        state = conn.execute(text("SELECT state FROM reprocess.runs WHERE run_id = :r"), {"r": unique_name}).scalar()
+    assert state == "staged"
