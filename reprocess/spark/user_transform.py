@@ -16,9 +16,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, cast
 
 from reprocess.core.errors import SpecError
-from reprocess.core.spec import ColumnSpec, PipelineSpec
+from reprocess.core.spec import ColumnSpec, ColumnType, PipelineSpec
 from reprocess.core.stage_rows import DEAD, LINEAGE, LINKS, ROW, UNCHANGED
-from reprocess.formats.contract import oversized_key_error_sql
+from reprocess.formats.contract import oversized_key_error_sql, unstorable_text_error_sql
 from reprocess.formats.typed import typed_value_sql
 
 if TYPE_CHECKING:
@@ -95,7 +95,9 @@ def _absent(column: str) -> Column:
 
 def _error(spec: PipelineSpec, out: DataFrame) -> Column:
     """The first problem of a returned row: its own ``_error``, a value the column's type cannot
-    hold, a required column left NULL, a key too long for the target's index."""
+    hold, a required column left NULL, text PostgreSQL cannot store, a key too long for the
+    target's index. Each is found here, before the dedupe, so the key's newest good record lands
+    (a refusal at the COPY would come after the dedupe and keep the key's stored row)."""
     from pyspark.sql import functions as F
 
     checks = [F.col("_error").cast("string")] if "_error" in out.columns else []
@@ -109,6 +111,8 @@ def _error(spec: PipelineSpec, out: DataFrame) -> Column:
         )
         if c.required:
             checks.append(F.when(value.isNull(), F.lit(f"transform: required column {c.name} is null")))
+        if c.type is ColumnType.TEXT:  # as a decoded value's: never a COPY refusal that hides the key's older record
+            checks.append(F.expr(unstorable_text_error_sql(c.name, f"`{c.name}`")))
     oversized = oversized_key_error_sql([(c.name, f"`{c.name}`") for c in spec.key_columns])
     checks += [F.expr(oversized)] if oversized else []
     return F.coalesce(*checks)

@@ -10,13 +10,17 @@ from __future__ import annotations
 import base64
 import json
 import os
+import time
+from datetime import UTC, datetime, timedelta
 
 import pytest
+from sqlalchemy import text
 
+from reprocess.core.errors import ReconciliationGap
 from reprocess.core.runs import RunRequest
 from reprocess.operations.plan import plan_run
 from reprocess.postgres.commit import commit_run
-from tests.support.helpers import orders_spec, run_spark_stage
+from tests.support.helpers import orders_spec, reconcile_over_connect, run_spark_stage
 from tests.support.hostile_corpus import Case
 from tests.support.hostile_run import produce_corpus, snapshot
 
@@ -43,3 +47,48 @@ def test_a_key_over_the_btree_index_row_limit_is_a_dead_letter_and_the_run_commi
     assert {r["id"]: r["t"] for r in rows} == {f"k{i}": f"v{i}" for i in range(20)}
     assert {d["offset"] for d in dead} == {offsets["long"], offsets[long_tombstone]}
     assert all("btree index row limit is 2704 bytes" in d["error"] and "3000 bytes" in d["error"] for d in dead), dead
+
+
+def _verdicts(engine, spec) -> set[str]:
+    with engine.connect() as conn:
+        return set(
+            conn.execute(
+                text("SELECT verdict FROM reprocess.reconciliations WHERE pipeline = :p"), {"p": spec.name}
+            ).scalars()
+        )
+
+
+def test_a_newest_record_postgres_cannot_store_lets_the_keys_older_good_record_land(kafka_config, engine, unique_name):
+    """The transform writes a NUL into the newest record of key K (as in test_stage_refusals): K's
+    older good record of the same run lands, the NUL one is a dead letter, and reconciliation,
+    which stages the window the same way, compares K (it reports K missing once its row is gone)."""
+    spec = orders_spec(
+        unique_name, unique_name, key=["id"], columns=_COLUMNS, transform="tests.support.transform_fns:nul_in_text",
+        transform_version="1", max_dead_letter_ratio=0.5,
+    )  # fmt: skip
+    start = datetime.now(UTC) - timedelta(minutes=1)
+    sent = [Case(f"k{i}", "ok", json.dumps({"id": f"k{i}", "t": f"ok{i}"}).encode()) for i in range(10)]
+    sent.insert(3, Case("K-good", "older good", json.dumps({"id": "K", "t": "good"}).encode()))
+    sent.insert(8, Case("K-bad", "newest, unstorable", json.dumps({"id": "K", "t": "bad"}).encode()))
+    offsets = produce_corpus(kafka_config, unique_name, sent)
+    time.sleep(1.5)
+    end = datetime.now(UTC)
+    plan = plan_run(engine, kafka_config, spec, RunRequest.from_params({}), unique_name)
+    run_spark_stage(spec, plan.run_id)
+    result = commit_run(engine, spec, plan.run_id)
+
+    assert (result.records_read, result.dead_letters) == (12, 1)
+    rows, dead = snapshot(engine, spec)
+    assert {r["id"]: (r["t"], r["_kafka_offset"]) for r in rows} == {
+        **{f"k{i}": (f"ok{i}", offsets[f"k{i}"]) for i in range(10)},
+        "K": ("good", offsets["K-good"]),
+    }
+    assert [d["offset"] for d in dead] == [offsets["K-bad"]]
+    assert "column t holds a NUL character" in dead[0]["error"], dead[0]["error"]
+
+    reconcile_over_connect(engine, spec, start, end, f"{unique_name}-check-1")
+    assert _verdicts(engine, spec) == {"ok"}
+    with engine.begin() as conn:
+        conn.execute(text(f"DELETE FROM {spec.qualified_target} WHERE id = 'K'"))
+    with pytest.raises(ReconciliationGap):
+        reconcile_over_connect(engine, spec, start, end, f"{unique_name}-check-2")
