@@ -48,7 +48,8 @@ from reprocess.core.runs import LostRange, RunMode, RunPlan, RunState
 from reprocess.core.spec import PipelineSpec, TombstoneMode
 from reprocess.operations.rebuild_verify import verify_shadow
 from reprocess.postgres import attached, queries, store
-from reprocess.postgres.commit import CommitResult, commit_run, outcome_unknown_on_disconnect, sum_committed_batches
+from reprocess.postgres.batch_commit import sum_committed_batches
+from reprocess.postgres.commit import CommitResult, commit_run, outcome_unknown_on_disconnect
 from reprocess.postgres.db import pg_cursor
 from reprocess.postgres.dead_letters import dead_letters_owner
 from reprocess.postgres.target import (
