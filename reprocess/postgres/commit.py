@@ -40,6 +40,7 @@ from reprocess.postgres.dead_letters import (
     resolve_dead_letters_sql,
 )
 from reprocess.postgres.merge import apply_tombstones_sql, drop_superseded_markers_sql, merge_sql, split_keys_sql
+from reprocess.postgres.merge_refusals import merge_isolating
 from reprocess.postgres.stage import drop_stage, stage_counts_sql, stage_identifier
 from reprocess.postgres.target import shadow_spec
 
@@ -228,22 +229,29 @@ def merge_stage(
     _check_dead_letter_ratio(conn, spec, run_id, stage, counts["records_read"] - filtered, dead, owner)
     if spec.ordering.column is None:
         _refuse_split_keys(cur, target, run_id, stage)
-    deleted, incomplete = 0, 0
     # 3. Merge: a newer record replaces the row (or its deletion marker); the same record
     #    re-derives it when it derives differently; tombstones newer than the row delete it
     #    and leave a marker, so replays never resurrect. Debezium's left-out values are
     #    found first, and those nobody holds are recorded after.
-    if spec.unchanged_columns:
-        left_out.resolve(cur, target, stage, owner, live=spec if rebuild else None)
-    cur.execute(merge_sql(target, stage), {"run_id": run_id, "spec_version": spec_version})
-    upserted, inserted, rederived, restamped = (int(x) for x in one_row(cur))
-    if spec.tombstones is TombstoneMode.DELETE:
-        cur.execute(apply_tombstones_sql(target, stage), {"run_id": run_id})
-        deleted = int(one_row(cur)[0])
-        cur.execute(drop_superseded_markers_sql(target, stage))
-    if spec.unchanged_columns:
-        left_out.keep_moved_values(cur, target, stage, owner, run_id)
-        incomplete = left_out.record_incomplete(cur, target, stage, owner, run_id)
+    #    A record PostgreSQL refuses there becomes a dead letter (postgres.merge_refusals).
+    params = {"run_id": run_id, "spec_version": spec_version}
+
+    def merge() -> tuple[int, ...]:
+        if spec.unchanged_columns:
+            left_out.resolve(cur, target, stage, owner, live=spec if rebuild else None)
+        cur.execute(merge_sql(target, stage), params)
+        merged, deleted, incomplete = tuple(int(x) for x in one_row(cur)), 0, 0
+        if spec.tombstones is TombstoneMode.DELETE:
+            cur.execute(apply_tombstones_sql(target, stage), params)
+            deleted = int(one_row(cur)[0])
+            cur.execute(drop_superseded_markers_sql(target, stage))
+        if spec.unchanged_columns:
+            left_out.keep_moved_values(cur, target, stage, owner, run_id)
+            incomplete = left_out.record_incomplete(cur, target, stage, owner, run_id)
+        return (*merged, deleted, incomplete)
+
+    merged, refused = merge_isolating(cur, target, stage, params, merge)
+    upserted, inserted, rederived, restamped, deleted, incomplete = merged
     # 4. Dead letters, in the same transaction as the good rows; earlier ones whose record
     #    now parses (a redrive after a fix) are marked resolved by this run. A rebuild's
     #    batches keep theirs apart and resolve nothing: its swap does both (rebuild.swap_in).
@@ -252,6 +260,7 @@ def merge_stage(
     cur.execute(dead_letters_sql(stage), {"pipeline": owner, "run_id": run_id})
     return {"rows_upserted": upserted, "rows_inserted": inserted, "rows_rederived": rederived,
             "rows_restamped": restamped, "rows_deleted": deleted, "values_incomplete": incomplete,
+            "rows_staged": counts["rows_staged"] - refused, "dead_letters": dead + refused,
             "dead_letters_new": cur.rowcount}  # fmt: skip
 
 

@@ -18,11 +18,13 @@ from sqlalchemy import text
 
 from reprocess.core.errors import ReconciliationGap
 from reprocess.core.runs import RunRequest
+from reprocess.core.spec_parse import parse_spec
 from reprocess.operations.plan import plan_run
 from reprocess.postgres.commit import commit_run
 from tests.support.helpers import orders_spec, reconcile_over_connect, run_spark_stage
 from tests.support.hostile_corpus import Case
 from tests.support.hostile_run import produce_corpus, snapshot
+from tests.support.staging import Record, stage_and_commit
 
 pytestmark = [pytest.mark.integration("postgres"), pytest.mark.integration("kafka"), pytest.mark.integration("spark")]
 
@@ -92,3 +94,38 @@ def test_a_newest_record_postgres_cannot_store_lets_the_keys_older_good_record_l
         conn.execute(text(f"DELETE FROM {spec.qualified_target} WHERE id = 'K'"))
     with pytest.raises(ReconciliationGap):
         reconcile_over_connect(engine, spec, start, end, f"{unique_name}-check-2")
+
+
+def test_a_record_the_merge_refuses_is_a_dead_letter_and_the_rest_commits(engine, db_url, unique_name):
+    """What the stage cannot see fails the merge on every attempt unless it is isolated: a CHECK the
+    user added to the target (SQLSTATE 23514), a key staged over the btree row limit for the target
+    and the deletion markers (54000; staged here past the Spark check, as a stage written before it
+    holds it). Each becomes a dead letter naming PostgreSQL's reason; every other record lands."""
+    spec = parse_spec(
+        {"name": unique_name, "topics": [unique_name], "key": ["id"], "columns": {"id": "text", "s": "text"},
+         "target_table": f"{unique_name}.items", "tombstones": "delete", "max_dead_letter_ratio": 0.9},
+        source=f"{unique_name}.yaml",
+    )  # fmt: skip
+    stage_and_commit(engine, db_url, spec, f"{unique_name}-1", [Record(0, 0, {"id": "a", "s": "a0"})])
+    with engine.begin() as conn:
+        conn.execute(text(f"ALTER TABLE {spec.qualified_target} ADD CONSTRAINT no_forbidden CHECK (s <> 'forbidden')"))
+    long_row, long_tombstone = (base64.b64encode(os.urandom(2250)).decode() for _ in range(2))
+    result = stage_and_commit(engine, db_url, spec, f"{unique_name}-2", [
+        Record(0, 1, {"id": "a", "s": "a1"}), Record(0, 2, {"id": "b", "s": "forbidden"}),
+        Record(0, 3, {"id": long_row, "s": "x"}), Record(0, 4, {"id": long_tombstone}, tombstone=True),
+        Record(0, 5, {"id": "c", "s": "c5"}),
+    ])  # fmt: skip
+
+    assert (result.rows_upserted, result.dead_letters) == (2, 3)
+    with engine.connect() as conn:
+        rows = dict(conn.execute(text(f"SELECT id, s FROM {spec.qualified_target}")).all())
+        dead = dict(
+            conn.execute(
+                text('SELECT "offset", error FROM reprocess.dead_letters WHERE pipeline = :p'), {"p": spec.name}
+            ).all()
+        )
+    assert rows == {"a": "a1", "c": "c5"}
+    assert sorted(dead) == [2, 3, 4]
+    assert 'violates check constraint \\"no_forbidden\\" (SQLSTATE 23514)' in dead[2], dead[2]
+    assert all("exceeds btree version 4 maximum 2704" in dead[o] and "(SQLSTATE 54000)" in dead[o] for o in (3, 4))
+    assert all(e.startswith("merge error: PostgreSQL refused the record's row in ") for e in dead.values())
