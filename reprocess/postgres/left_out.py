@@ -278,7 +278,7 @@ def keep_moved_values(cur: Any, spec: PipelineSpec, stage: sql.Composable, owner
             "_s.{row_key}, _s.{new}, coalesce(_s.{at}, ''), _s._kafka_topic, _s._kafka_partition, _s._kafka_offset, "
             "jsonb_build_object({values}), _s.{unchanged}, %(run_id)s FROM {stage} AS _s WHERE _s._kind = {kind} "
             "ORDER BY _s.{row_key}, _s.{new}, coalesce(_s.{at}, ''), _s._kafka_partition, _s._kafka_offset "
-            "ON CONFLICT (pipeline, old_key, new_key, moved_at) DO UPDATE SET topic = EXCLUDED.topic, "
+            "ON CONFLICT (pipeline, md5(old_key), md5(new_key), moved_at) DO UPDATE SET topic = EXCLUDED.topic, "
             'partition = EXCLUDED.partition, "offset" = EXCLUDED."offset", "values" = EXCLUDED."values", '
             "unchanged = EXCLUDED.unchanged, run_id = EXCLUDED.run_id "
             'WHERE (EXCLUDED.partition, EXCLUDED."offset") < (_mv.partition, _mv."offset") '
@@ -329,7 +329,7 @@ def record_incomplete(cur: Any, spec: PipelineSpec, stage: sql.Composable, owner
             "SELECT %(owner)s, {key}, _c, _s._kafka_topic, _s._kafka_partition, _s._kafka_offset, %(run_id)s, "
             "%(reason)s "
             "FROM {current} CROSS JOIN LATERAL unnest(string_to_array(_s.{unchanged}, ',')) AS _c "
-            'ON CONFLICT (pipeline, key, "column") DO UPDATE SET topic = EXCLUDED.topic, '
+            'ON CONFLICT (pipeline, md5(key::text), "column") DO UPDATE SET topic = EXCLUDED.topic, '
             'partition = EXCLUDED.partition, "offset" = EXCLUDED."offset", run_id = EXCLUDED.run_id '
             'WHERE (_i.topic, _i.partition, _i."offset") IS DISTINCT FROM '
             '(EXCLUDED.topic, EXCLUDED.partition, EXCLUDED."offset")'

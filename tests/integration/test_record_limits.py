@@ -13,6 +13,8 @@ import os
 import time
 from datetime import UTC, datetime, timedelta
 
+import psycopg2
+import psycopg2.sql
 import pytest
 from sqlalchemy import text
 
@@ -21,6 +23,7 @@ from reprocess.core.runs import RunRequest
 from reprocess.core.spec_parse import parse_spec
 from reprocess.operations.plan import plan_run
 from reprocess.postgres.commit import commit_run
+from reprocess.postgres.db import libpq_url
 from tests.support.helpers import orders_spec, reconcile_over_connect, run_spark_stage
 from tests.support.hostile_corpus import Case
 from tests.support.hostile_run import produce_corpus, snapshot
@@ -129,3 +132,47 @@ def test_a_record_the_merge_refuses_is_a_dead_letter_and_the_rest_commits(engine
     assert 'violates check constraint \\"no_forbidden\\" (SQLSTATE 23514)' in dead[2], dead[2]
     assert all("exceeds btree version 4 maximum 2704" in dead[o] and "(SQLSTATE 54000)" in dead[o] for o in (3, 4))
     assert all(e.startswith("merge error: PostgreSQL refused the record's row in ") for e in dead.values())
+
+
+def test_a_long_key_fits_the_moved_values_and_incomplete_values_of_a_debezium_pipeline(engine, db_url, unique_name):
+    """A key the target indexes (under the Spark check's budget) is held twice by a moved value (old
+    and new key, as JSON text) and as jsonb by an incomplete value: both must be storable, or a
+    primary-key change or a left-out value of such a key fails every commit of its run."""
+    from reprocess.postgres import left_out
+    from reprocess.postgres.stage import STAGE_SCHEMA, create_stage
+
+    spec = parse_spec(
+        {"name": unique_name, "topics": [unique_name], "key": ["id"], "format": "debezium",
+         "columns": {"id": "text", "s": "text"}, "target_table": f"{unique_name}.items"},
+        source=f"{unique_name}.yaml",
+    )  # fmt: skip
+    stage_and_commit(engine, db_url, spec, f"{unique_name}-1", [Record(0, 0, {"id": "a", "s": "a0"})])
+    old, new = (base64.b64encode(os.urandom(2010)).decode() for _ in range(2))  # 2,680: the budget
+    stage = f'{STAGE_SCHEMA}."{spec.stage_table(f"{unique_name}-2")}"'
+    conn = psycopg2.connect(libpq_url(db_url))
+    with conn, conn.cursor() as cur:
+        create_stage(conn, spec, f"{unique_name}-2")
+        lineage = "_kafka_topic, _kafka_partition, _kafka_offset, _records"
+        cur.execute(
+            f"INSERT INTO {stage} (_kind, id, s, {lineage}, _unchanged, _row_key, _new_key, _moved_at) VALUES "
+            f"('moved', %s, 'moved', %s, 0, 1, 0, NULL, %s, %s, '1'), ('row', %s, NULL, %s, 0, 2, 1, 's', %s, NULL, "
+            "NULL)",
+            (old, unique_name, json.dumps({"id": old}), json.dumps({"id": new}), new, unique_name,
+             json.dumps({"id": new})),
+        )  # fmt: skip
+        cur.execute(
+            f"INSERT INTO {spec.qualified_target} (id, s, _kafka_topic, _kafka_partition, _kafka_offset, _run_id) "
+            "VALUES (%s, NULL, %s, 0, 2, %s)",
+            (new, unique_name, f"{unique_name}-2"),
+        )
+        stage_sql = psycopg2.sql.SQL(stage)
+        left_out.keep_moved_values(cur, spec, stage_sql, spec.name, f"{unique_name}-2")
+        assert left_out.record_incomplete(cur, spec, stage_sql, spec.name, f"{unique_name}-2") == 1
+    conn.close()
+    with engine.connect() as c:
+        moved = c.execute(text("SELECT old_key, new_key FROM reprocess.moved_values WHERE pipeline = :p"),
+                          {"p": spec.name}).all()  # fmt: skip
+        incomplete = c.execute(text('SELECT key, "column" FROM reprocess.incomplete_values WHERE pipeline = :p'),
+                               {"p": spec.name}).all()  # fmt: skip
+    assert [tuple(m) for m in moved] == [(json.dumps({"id": old}), json.dumps({"id": new}))]
+    assert [tuple(i) for i in incomplete] == [({"id": new}, "s")]
