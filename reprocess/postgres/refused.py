@@ -10,7 +10,10 @@ PostgreSQL's reason. Any other error (a lost connection: class 08; resources: 53
 or a shutdown: 57; …) is the infrastructure's, and fails the task so that it is retried.
 
 A refused row is the newest record of its key in the run (the dedupe ran before the COPY): the
-key keeps its stored row, and the dead letter's lineage says which record to redrive.
+key keeps its stored row, and the dead letter's lineage says which record to redrive. So every
+refusal the Spark job can foresee is its own dead letter before the dedupe, where it lets the
+key's older records of the run land (text PostgreSQL cannot store, decoded or returned by a
+``transform:``; a key over the btree index row limit); this layer is for what no check knows.
 """
 
 from __future__ import annotations
