@@ -7,6 +7,7 @@ import os
 import signal
 import time
 from decimal import Decimal
+from typing import Any
 
 import pytest
 from sqlalchemy import text
@@ -30,11 +31,18 @@ pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("spark")
 
 
 def _batches(engine, run_id: str) -> list[tuple[int, str, object]]:
+    return _of_run(engine, "SELECT batch_index, state, committed_at FROM reprocess.runs WHERE parent_run_id = :r "
+                           "ORDER BY batch_index", run_id)  # fmt: skip
+
+
+def _ranges(engine, run_id: str) -> list[tuple[int, int, int]]:
+    return _of_run(engine, "SELECT partition, start_offset, end_offset FROM reprocess.run_ranges WHERE run_id = :r "
+                           "ORDER BY partition", run_id)  # fmt: skip
+
+
+def _of_run(engine, query: str, run_id: str) -> list[Any]:
     with engine.connect() as conn:
-        return conn.execute(
-            text("SELECT batch_index, state, committed_at FROM reprocess.runs WHERE parent_run_id = :r "
-                 "ORDER BY batch_index"), {"r": run_id}
-        ).all()  # fmt: skip
+        return list(conn.execute(text(query), {"r": run_id}).all())
 
 
 def test_killed_chunked_run_resumes_after_the_last_committed_batch(kafka_config, engine, unique_name, caplog):
@@ -74,14 +82,6 @@ def test_killed_chunked_run_resumes_after_the_last_committed_batch(kafka_config,
     assert target_rows(engine, spec) == expected
     assert dead_letter_count(engine, spec) == len(demo_data.MALFORMED)
     assert ledger(engine, spec) == log_ends(produced)  # from the broker's delivery reports, not the plan
-
-
-def _ranges(engine, run_id: str) -> list[tuple[int, int, int]]:
-    with engine.connect() as conn:
-        return conn.execute(
-            text("SELECT partition, start_offset, end_offset FROM reprocess.run_ranges WHERE run_id = :r "
-                 "ORDER BY partition"), {"r": run_id}
-        ).all()  # fmt: skip
 
 
 def test_a_cleared_batched_run_keeps_its_plan_and_cut_and_commits_only_when_its_batches_cover_it(
