@@ -269,7 +269,7 @@ def _first_backfill(
     _call(url, token, "PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": False})
     run = _call(url, token, "POST", f"/api/v2/dags/{dag_id}/dagRuns", {"logical_date": None, "conf": {}})
     run_path = f"/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(run['dag_run_id'], safe='')}"
-    _wait(lambda: _call(url, token, "GET", run_path)["state"] in ("success", "failed"), RUN_TIMEOUT_S, "the run", log)
+    _wait(lambda: _run_state(url, token, run_path) in ("success", "failed"), RUN_TIMEOUT_S, "the run", log)
     finished = _call(url, token, "GET", run_path)
     since = transcript.step(f"backfill triggered over the REST API, ended {finished['state']}", since)
     assert finished["state"] == "success", finished
@@ -294,6 +294,14 @@ def _call(url: str, token: str, method: str, path: str, payload: Any = None) -> 
     status, body, _ = airflow_http.response(url, path, token, method, payload)
     assert status in (200, 201), (method, path, status, body[:1000])
     return json.loads(body)
+
+
+def _run_state(url: str, token: str, run_path: str) -> str | None:
+    """The DAG run's state; None while the API server is too busy to answer (a loaded CI machine)."""
+    try:
+        return str(_call(url, token, "GET", run_path)["state"])
+    except OSError:  # a read timeout, a reset connection
+        return None
 
 
 def _wait(done: Any, timeout: float, what: str, log: Path) -> None:
