@@ -23,6 +23,7 @@ from airflow.listeners import hookimpl
 
 log = logging.getLogger(__name__)
 NOTE_LIMIT = 1000  # the UI/API limit of a run note
+ERROR_XCOM = "reprocess_error"  # a failed task's error, for the note of a run that has no row
 
 
 class RunNoteListener:
@@ -50,17 +51,24 @@ def _noted(dag_id: str) -> bool:
 
 
 def _record_error(task_instance: Any, error: BaseException) -> None:
-    """In the worker: the attempt's error on the run's row, for the note of a run that then fails."""
+    """In the worker: the attempt's error on the run's row, for the note of a run that then fails;
+    and as the task's XCom ``reprocess_error``, for a run that failed before it had a row (its
+    planning could not reach Kafka, say) or whose worker could not reach the app database."""
+    from reprocess.operations.summary import failure_text
+
+    said = failure_text(task_instance.task_id, error)
+    try:
+        task_instance.xcom_push(key=ERROR_XCOM, value=said)
+    except Exception:  # the task failed already: recording why must not hide that
+        log.exception("could not push the error of %s %s", task_instance.dag_id, task_instance.task_id)
     try:
         from reprocess.airflow.hooks import AppDatabaseHook
         from reprocess.core.names import run_key
-        from reprocess.operations.summary import failure_text
         from reprocess.postgres.store import record_error
 
         engine = AppDatabaseHook().engine()
         with engine.begin() as conn:
-            record_error(conn, run_key(task_instance.dag_id, task_instance.run_id),
-                         failure_text(task_instance.task_id, error))  # fmt: skip
+            record_error(conn, run_key(task_instance.dag_id, task_instance.run_id), said)
         engine.dispose()
     except Exception:  # the task failed already: recording why must not hide that
         log.exception("could not record the error of %s %s", task_instance.dag_id, task_instance.task_id)
@@ -92,9 +100,25 @@ def _write_note(dag_run: Any, *, failed: bool) -> None:
         if row is not None:
             _set_note(dag_run, format_note(summary, state, error)[:NOTE_LIMIT])
         elif failed:  # failed before the run had a row (planning could not reach Kafka, say)
-            _set_note(dag_run, f"reprocess run failed: {_failed_tasks_text(dag_run)}"[:NOTE_LIMIT])
+            said = _pushed_error(dag_run) or _failed_tasks_text(dag_run)
+            _set_note(dag_run, f"reprocess run failed: {said}"[:NOTE_LIMIT])
     except Exception:  # a note must never fail a run
         log.exception("could not write the run note of %s %s", dag_run.dag_id, dag_run.run_id)
+
+
+def _pushed_error(dag_run: Any) -> str | None:
+    """The newest error a task of the run pushed (:func:`_record_error`), if any."""
+    from airflow.models.xcom import XComModel
+    from sqlalchemy import select
+
+    with _session_of(dag_run) as session:
+        pushed = session.scalar(
+            select(XComModel)
+            .where(XComModel.dag_id == dag_run.dag_id, XComModel.run_id == dag_run.run_id, XComModel.key == ERROR_XCOM)
+            .order_by(XComModel.timestamp.desc())
+            .limit(1)
+        )
+        return None if pushed is None else str(XComModel.deserialize_value(pushed))
 
 
 def _failed_tasks_text(dag_run: Any) -> str:

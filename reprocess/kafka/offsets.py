@@ -33,7 +33,10 @@ def take_snapshot(kafka: Mapping[str, Any], spec: PipelineSpec, topics: Iterable
         if meta is None or meta.error is not None or not meta.partitions:
             reason = meta.error.str() if meta is not None and meta.error is not None else "no partitions"
             raise OffsetLookupError(
-                f"{spec.name}: topic {topic!r} is unknown to the broker ({reason})", pipeline=spec.name, topic=topic
+                f"{spec.name}: topic {topic!r} is unknown to the broker ({reason}); fix: create the topic, or correct "
+                "the spec's `topics` (the broker is kafka_default's bootstrap.servers)",
+                pipeline=spec.name,
+                topic=topic,
             )
         partitions.extend(KTP(topic, p) for p in sorted(meta.partitions))
 

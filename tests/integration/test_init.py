@@ -98,6 +98,27 @@ def test_a_run_failing_at_the_spark_task_is_failed_with_a_note_naming_the_error_
     assert "changed since the DAG was built" in note and "Trigger the run again" in note  # reason and fix
 
 
+def test_a_run_failing_before_it_has_a_row_gets_a_note_naming_the_error_kind_reason_and_fix(unique_name, engine):
+    """Planning fails before the run has a row in the app database (the spec's topic is not on the
+    broker): the worker's failure hook pushes the error, and the failed run's note shows it."""
+    from airflow.dag_processing.dagbag import DagBag
+    from airflow.models.dagrun import DagRun
+    from airflow.utils.session import create_session
+
+    spec = orders_spec(unique_name, f"{unique_name}-never-created")
+    dag = DagBag(dag_folder=os.environ["AIRFLOW__CORE__DAGS_FOLDER"]).dags[spec.dag_id("backfill")]
+    dag.get_task("plan_offsets").retries = 0  # a retryable Kafka error: one attempt is enough here
+
+    dr = dag.test()
+
+    assert dr.state == "failed" and dr.get_task_instance("plan_offsets").state == "failed"
+    assert runs(engine, spec) == []  # no row: the note cannot come from the app database
+    with create_session() as session:
+        note = DagRun.find(dag_id=dr.dag_id, run_id=dr.run_id, session=session)[0].note or ""
+    assert note.startswith("reprocess run failed: OffsetLookupError at plan_offsets: "), note
+    assert "is unknown to the broker" in note and "fix:" in note, note
+
+
 def test_a_run_whose_spark_task_waits_on_a_missing_pool_says_so_in_its_note(kafka_config, unique_name, request):
     """The scheduler's run-start hook on a real run of the metadata DB (its task instances name the
     pool), called as the scheduler calls it once the pool is gone."""
