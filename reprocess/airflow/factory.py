@@ -18,6 +18,7 @@ from pathlib import Path
 
 from airflow.sdk import DAG, task
 
+from reprocess.airflow.lag_dag import LAG_DAG_ID, build_lag_dag
 from reprocess.airflow.reconcile_dag import build_reconcile_dag
 from reprocess.airflow.reset_dag import build_reset_dag
 from reprocess.airflow.run_dags import build_run_dag
@@ -61,11 +62,13 @@ def dags_from_specs(folder: str | Path | None = None, *, relative_to: str | Path
 
 
 def build_dags(specs: list[PipelineSpec]) -> dict[str, DAG]:
-    """Every DAG of every spec, by dag id."""
+    """Every DAG of every spec, by dag id, and the lag DAG of them all."""
     dags = {}
     for spec in specs:
         for dag in (*(build_run_dag(spec, kind) for kind in RunKind), build_reconcile_dag(spec), build_reset_dag(spec)):
             dags[dag.dag_id] = dag
+    if specs:
+        dags[LAG_DAG_ID] = build_lag_dag(specs)
     return dags
 
 

@@ -116,15 +116,19 @@ Past days: `airflow backfill create --dag-id {spec.dag_id("reconcile")} --from-d
             doc_md="Anti-join the staged newest records with the target and the ledger in Postgres; record verdicts.",
         )
         def reconcile(planned: dict[str, Any]) -> list[str]:
+            from reprocess.airflow.metrics import emit_verdicts
             from reprocess.core.ranges import window_ranges
             from reprocess.operations.reconcile import record_verdicts
 
             window = PlannedWindow.from_xcom(planned)
             ranges = window_ranges(window.starting, window.ending)
-            verdicts = record_verdicts(
-                app_engine(), spec, ranges, window.window_start, window.window_end, window.check_id,
-                healed_by=window.healed_by,
-            )  # fmt: skip
+            try:
+                verdicts = record_verdicts(
+                    app_engine(), spec, ranges, window.window_start, window.window_end, window.check_id,
+                    healed_by=window.healed_by,
+                )  # fmt: skip
+            finally:  # a gap raises: its verdicts are sent too
+                emit_verdicts(app_engine(), spec, window.check_id)
             return [f"{v.range}: {v.detail()}" for v in verdicts]
 
         planned = plan_window()

@@ -292,6 +292,7 @@ def build_run_dag(spec: PipelineSpec, kind: RunKind) -> DAG:
 
         @task(task_id="report", trigger_rule="none_failed", doc_md="Summary of the run from Postgres.")
         def report(planned: dict[str, Any]) -> dict[str, Any]:
+            from reprocess.airflow import metrics
             from reprocess.operations.summary import format_summary, run_summary
 
             plan = PlannedRun.from_xcom(planned)
@@ -299,6 +300,8 @@ def build_run_dag(spec: PipelineSpec, kind: RunKind) -> DAG:
                 app_engine(), spec.name, plan.run_id, spec=spec, dry_run=plan.dry_run, warnings=plan.warnings
             )
             log.info("run summary\n%s", format_summary(summary))
+            metrics.emit_run(summary, kind.value)
+            metrics.emit_lag(app_engine(), kafka_config(), spec, strict=False)
             return summary
 
         # An XComArg: Airflow hands each downstream task the dict plan_offsets returned.

@@ -113,6 +113,19 @@ def offsets_for_time(
         consumer.close()
 
 
+def first_unread_timestamps(
+    kafka: Mapping[str, Any], snapshots: list[PartitionSnapshot], positions: Mapping[TopicPartition, int]
+) -> dict[TopicPartition, int]:
+    """The timestamp (ms) of the first committed record at or after each partition's position (the
+    log start when it has none): a pipeline's oldest unread record. A partition read to its end has none."""
+    consumer = make_consumer({**kafka, "fetch.wait.max.ms": PROBE_FETCH_WAIT_MS})
+    try:
+        stamps = {s.tp: _first_timestamp_at(consumer, s, positions.get(s.tp, s.log_start)) for s in snapshots}
+    finally:
+        consumer.close()
+    return {tp: ts for tp, ts in stamps.items() if ts is not None and ts >= 0}
+
+
 def _record_at_or_after(consumer: Any, s: PartitionSnapshot, offset: int) -> tuple[int, int] | None:
     """(offset, timestamp ms) of the first record at or after ``offset`` below the log end."""
     from confluent_kafka import KafkaError
