@@ -211,7 +211,7 @@ def _airflow_serves_the_installed_plugin(tmp_path: Path, python: Path, env: dict
         dag_ids = {d["dag_id"] for d in api("/api/v2/dags?limit=100")["dags"]}
         expected = {f"reprocess_{p.stem}_{k}" for p in (REPO_ROOT / "pipelines").glob("*.yaml")
                     for k in ("backfill", "incremental", "reconcile", "reset")}  # fmt: skip
-        assert dag_ids == expected | {"reprocess_typo_broken"}
+        assert dag_ids == expected | {"reprocess_typo_broken", "reprocess_lag"}
         assert api("/api/v2/importErrors")["import_errors"] == []
         broken = api("/api/v2/dags/reprocess_typo_broken/details")
         assert broken["is_paused"] and "field 'columns.id.type': 'money' is not one of" in broken["doc_md"], broken

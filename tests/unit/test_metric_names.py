@@ -57,10 +57,11 @@ def test_lag_metrics_tag_each_partition_with_pipeline_topic_and_partition():
 
 
 def test_verdict_metrics_count_one_per_partition_tagged_with_its_verdict():
+    tags = {"pipeline": "orders", "topic": "t"}
     assert metrics.verdict_metrics("orders", [("t", 0, "ok"), ("t", 1, "gap")]) == [
-        Metric("incr", "reprocess.reconcile.verdicts", 1, {"pipeline": "orders", "topic": "t", "partition": "0", "verdict": "ok"}),
-        Metric("incr", "reprocess.reconcile.verdicts", 1, {"pipeline": "orders", "topic": "t", "partition": "1", "verdict": "gap"}),
-    ]  # fmt: skip
+        Metric("incr", "reprocess.reconcile.verdicts", 1, {**tags, "partition": "0", "verdict": "ok"}),
+        Metric("incr", "reprocess.reconcile.verdicts", 1, {**tags, "partition": "1", "verdict": "gap"}),
+    ]
 
 
 @pytest.fixture
