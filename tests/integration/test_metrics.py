@@ -3,9 +3,10 @@ listener (a UDP socket on loopback) receives them while real DAG runs go over Ka
 Postgres, and every value equals what the producer's delivery reports say (the oracle of
 tests/support/oracle.py, which imports nothing of the product).
 
-A backfill that stops halfway sends its counts and the lag it leaves; records produced afterwards,
-with no run, show up as grown lag through the lag DAG alone; the window's reconciliation sends
-one gap verdict per partition left half read.
+A backfill that stops at the log ends of a first batch (malformed records included) sends its counts
+and the lag a second batch leaves; records produced afterwards, with no run, show up as grown lag
+through the lag DAG alone; the day's reconciliation sends one verdict per partition: a gap where
+records are unread.
 """
 
 from __future__ import annotations
@@ -91,10 +92,6 @@ def by_partition(lines: list[Line], name: str, pipeline: str) -> dict[int, float
     return {int(x.tags["partition"]): x.value for x in ours(lines, name, pipeline)}
 
 
-class Read(NamedTuple):
-    messages: list[tuple[int, int, bytes | None, bytes]]
-
-
 def _lag_dag_run() -> Any:
     from airflow.dag_processing.dagbag import DagBag
 
@@ -119,11 +116,11 @@ def test_statsd_listener_receives_run_counts_lag_growth_and_verdicts_equal_to_th
     kafka, topic = kafka_config, unique_name
     spec = orders_spec(unique_name, topic)
     demo_data.create_topic(kafka, topic, 3)
-    produced = demo_data.produce(kafka, topic, 3, demo_data.order_events(90, 5, seed=40))
-    ends = log_ends(produced)
-    stops = {p: end // 2 for p, end in ends.items()}  # every partition keeps half its records unread
-    read = Read([m for m in produced.messages if m[1] < stops[m[0]]])
-    assert oracle.invalid_count(read) > 0 and all(end > stops[p] for p, end in ends.items())
+    read = demo_data.produce(kafka, topic, 3, demo_data.order_events(60, 5, seed=40))  # malformed ones too
+    stops = log_ends(read)
+    unread = demo_data.produce(kafka, topic, 3, demo_data.order_events(30, 5, seed=41), malformed=())
+    ends = {p: max(stops[p], log_ends(unread).get(p, 0)) for p in stops}
+    assert oracle.invalid_count(read) > 0 and len(stops) == 3 and sum(ends.values()) > sum(stops.values())
 
     statsd.drain()
     end_value = json.dumps({topic: {str(p): o for p, o in stops.items()}})
@@ -149,11 +146,14 @@ def test_statsd_listener_receives_run_counts_lag_growth_and_verdicts_equal_to_th
     assert by_partition(lines, "reprocess.lag.offsets", spec.name) == {p: ends[p] - stops[p] for p in ends}
     ages = by_partition(lines, "reprocess.lag.oldest_unread_seconds", spec.name)
     for p in ends:
-        first_unread = produced.timestamps[(p, stops[p])] / 1000
+        if ends[p] == stops[p]:
+            assert ages[p] == 0
+            continue
+        first_unread = unread.timestamps[(p, stops[p])] / 1000
         assert sent_before - first_unread - 1 <= ages[p] <= sent_after - first_unread + 1, (p, ages[p])
 
     # No run, records arrive: the lag DAG alone sends the grown lag.
-    more = demo_data.produce(kafka, topic, 3, demo_data.order_events(30, 5, seed=41), malformed=())
+    more = demo_data.produce(kafka, topic, 3, demo_data.order_events(30, 5, seed=42), malformed=())
     grown = {p: max(ends[p], log_ends(more).get(p, 0)) for p in ends}
     assert sum(grown.values()) > sum(ends.values())
     assert _lag_dag_run().state == "success"
@@ -161,11 +161,11 @@ def test_statsd_listener_receives_run_counts_lag_growth_and_verdicts_equal_to_th
     assert by_partition(lines, "reprocess.lag.offsets", spec.name) == {p: grown[p] - stops[p] for p in ends}
     assert not ours(lines, "reprocess.run.records_read", spec.name)  # no run happened
 
-    # The day's reconciliation: every partition half read is a gap.
+    # The day's reconciliation: a partition with unread records is a gap.
     assert _reconcile_run(spec).state == "failed"
     verdicts = ours(statsd.drain(), "reprocess.reconcile.verdicts", spec.name)
     assert sorted((int(x.tags["partition"]), x.tags["verdict"], x.value, x.type) for x in verdicts) == [
-        (p, "gap", 1.0, "c") for p in sorted(ends)
+        (p, "gap" if grown[p] > stops[p] else "ok", 1.0, "c") for p in sorted(ends)
     ]
     received = [f"{x.name} {x.tags} {x.value}|{x.type}" for x in [*run_lines, *lines, *verdicts]]
     (Path(os.environ["REPROCESS_STATE_DIR"]) / "test-reports" / "metrics-lines.txt").write_text("\n".join(received))
