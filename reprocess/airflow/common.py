@@ -96,11 +96,12 @@ def registry_config(spec: PipelineSpec) -> dict[str, Any] | None:
 
 
 def pipeline_spark_task(
-    spec: PipelineSpec, task_id: str, doc_md: str, job: str, name: str, args: dict[str, str]
+    spec: PipelineSpec, task_id: str, doc_md: str, job: str, name: str, args: dict[str, str], **kwargs: Any
 ) -> SparkJobOperator:
     """A pipeline's Spark task: ``job`` gets the spec's file and the fingerprint of the spec this
     DAG was built from (the job refuses a file that changed since), ``args`` and the DB and Kafka
-    connections as secrets, on the ``spark_default`` launcher and in the Spark pool."""
+    connections as secrets, on the ``spark_default`` launcher and in the Spark pool; ``kwargs`` go to
+    the operator."""
     return SparkJobOperator(
         task_id=task_id,
         doc_md=doc_md,
@@ -118,6 +119,7 @@ def pipeline_spark_task(
                 else {}
             ),
         },
+        **kwargs,
     )
 
 

@@ -18,6 +18,7 @@ from reprocess.airflow.common import (
     registry_config,
     topic_partition_params,
 )
+from reprocess.airflow.lineage import lineage_task
 from reprocess.airflow.payloads import PlannedRun
 from reprocess.core import names
 from reprocess.core.errors import RunStateError, SpecError
@@ -259,9 +260,14 @@ def build_run_dag(spec: PipelineSpec, kind: RunKind) -> DAG:
                 "run_id": "{{ " + PlannedRun.template("run_id") + " }}",
                 "batch_size": "{{ " + PlannedRun.template("batch_size") + " }}",
             },
+            lineage_target=spec.qualified_target,
         )
 
-        @task(task_id="commit_transaction", doc_md="The run's commit (a rebuild: its swap), in one transaction.")
+        @lineage_task(
+            task_id="commit_transaction",
+            doc_md="The run's commit (a rebuild: its swap), in one transaction.",
+            lineage_target=spec.qualified_target,
+        )
         def commit_transaction(planned: dict[str, Any]) -> dict[str, Any]:
             from reprocess.core.stages import Diff, launched_after_spark
             from reprocess.postgres.commit import result_dict

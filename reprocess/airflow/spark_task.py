@@ -29,6 +29,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk import Connection
 
 from reprocess.airflow.hooks import SPARK_CONN_ID
+from reprocess.airflow.lineage import RunLineageMixin
 from reprocess.airflow.settings import spark_log_level
 from reprocess.spark.conf import dependency_args, spark_conf
 from reprocess.spark.connect import check_library, check_reachable, client_env, shared_session
@@ -48,12 +49,13 @@ def _connect_job(
     return resolve_job(job)(spark, **args, **secrets)
 
 
-class SparkJobOperator(PySparkOperator):
+class SparkJobOperator(RunLineageMixin, PySparkOperator):
     """Run ``job`` through Spark Connect or spark-submit, as the connection ``conn_id`` says.
 
     :param job: ``module:function`` called as ``function(spark, **args, **secrets)``.
     :param args: the job's arguments (templated), strings.
     :param secrets: the job's secret arguments (templated, e.g. ``{{ conn.x.get_uri() }}``).
+    :param lineage_target: the run's table, for OpenLineage (:mod:`reprocess.airflow.lineage`).
     """
 
     template_fields = (*PySparkOperator.template_fields, "args", "secrets")
