@@ -139,17 +139,12 @@ def _keeping_error(execute: Callable[..., Any]) -> Callable[..., Any]:
 
 
 class RunLineageMixin:
-    """An operator's OpenLineage methods for a pipeline run's task (see the module).
-
-    :param lineage_target: the spec's ``schema.table``; None reports no lineage (a task of no run).
-    """
+    """An operator's OpenLineage methods for a pipeline run's task (see the module); the operator
+    sets ``lineage_target``, the spec's ``schema.table`` (None: a task of no run, no lineage)."""
 
     task_id: str
-
-    def __init__(self, *args: Any, lineage_target: str | None = None, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.lineage_target = lineage_target
-        self._lineage_error: BaseException | None = None
+    lineage_target: str | None = None
+    _lineage_error: BaseException | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """Each operator class's execute keeps its exception for the failure event: the provider
@@ -178,6 +173,10 @@ class RunLineagePythonOperator(RunLineageMixin, _PythonDecoratedOperator):
     """The ``@task`` operator with the run's lineage."""
 
     custom_operator_name = "@task"
+
+    def __init__(self, *, lineage_target: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.lineage_target = lineage_target
 
 
 def lineage_task(**kwargs: Any) -> Callable[..., Any]:

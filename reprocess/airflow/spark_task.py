@@ -68,6 +68,7 @@ class SparkJobOperator(RunLineageMixin, PySparkOperator):
         secrets: Mapping[str, str],
         conn_id: str = SPARK_CONN_ID,
         name: str | None = None,
+        lineage_target: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(python_callable=_connect_job, conn_id=conn_id, **kwargs)
@@ -75,6 +76,7 @@ class SparkJobOperator(RunLineageMixin, PySparkOperator):
         self.args = dict(args)
         self.secrets = dict(secrets)
         self.name = name or self.task_id
+        self.lineage_target = lineage_target
         self._submit: SparkSubmitOperator | None = None
 
     def execute(self, context: Any) -> Any:
