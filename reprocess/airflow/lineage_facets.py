@@ -22,23 +22,23 @@ RUN_FACET = "reprocess_run"
 ERROR_FACET = "reprocess_error"
 
 
-def _schema(name: str) -> str:
-    return f"urn:reprocess:openlineage:{name}:1"
+class _Urn:
+    """The schema URL of a custom facet, named by its class (BaseFacet's ``_get_schema``)."""
+
+    @classmethod
+    def _get_schema(cls) -> str:
+        return f"urn:reprocess:openlineage:{cls.__name__}:1"
 
 
 @attr.define
-class OffsetRangesInputDatasetFacet(InputDatasetFacet):
+class OffsetRangesInputDatasetFacet(_Urn, InputDatasetFacet):
     """The offsets of the topic the run read: per partition ``[startOffset, endOffset)``."""
 
     ranges: list[dict[str, int]] = attr.field(factory=list)
 
-    @staticmethod
-    def _get_schema() -> str:
-        return _schema("OffsetRangesInputDatasetFacet")
-
 
 @attr.define
-class ReprocessRunFacet(RunFacet):
+class ReprocessRunFacet(_Urn, RunFacet):
     """The product's run: its id (``reprocess.runs.run_id``), whether it committed, and its counts."""
 
     runId: str
@@ -48,23 +48,15 @@ class ReprocessRunFacet(RunFacet):
     rowsDeleted: int
     deadLetters: int
 
-    @staticmethod
-    def _get_schema() -> str:
-        return _schema("ReprocessRunFacet")
-
 
 @attr.define
-class ReprocessErrorRunFacet(RunFacet):
+class ReprocessErrorRunFacet(_Urn, RunFacet):
     """Why the task failed: ``errorKind`` is a ``reprocess.core.errors`` class name when
     ``productError`` (the message says the fix), otherwise the unexpected exception's class."""
 
     errorKind: str
     productError: bool
     message: str
-
-    @staticmethod
-    def _get_schema() -> str:
-        return _schema("ReprocessErrorRunFacet")
 
 
 def operator_lineage(facts: RunFacts, failure: Failure | None) -> Any:
