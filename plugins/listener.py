@@ -75,18 +75,18 @@ def _record_error(task_instance: Any, error: BaseException) -> None:
 
 
 def _write_note(dag_run: Any, *, failed: bool) -> None:
-    if not _noted(dag_run.dag_id):
+    dag_id, run_id = dag_run.dag_id, dag_run.run_id  # read while the run is surely attached
+    if not _noted(dag_id):
         return
     try:
         from sqlalchemy import text
 
-        from reprocess.airflow.hooks import AppDatabaseHook
         from reprocess.core.names import run_key
         from reprocess.operations.summary import format_note
         from reprocess.postgres.store import mark_failed
 
-        key = run_key(dag_run.dag_id, dag_run.run_id)
-        engine = AppDatabaseHook.server_engine()
+        key = run_key(dag_id, run_id)
+        engine = _app_engine()
         with engine.begin() as conn:
             row = conn.execute(
                 text("SELECT summary, state, error FROM reprocess.runs WHERE run_id = :r"), {"r": key}
@@ -103,7 +103,7 @@ def _write_note(dag_run: Any, *, failed: bool) -> None:
             said = _pushed_error(dag_run) or _failed_tasks_text(dag_run)
             _set_note(dag_run, f"reprocess run failed: {said}"[:NOTE_LIMIT])
     except Exception:  # a note must never fail a run
-        log.exception("could not write the run note of %s %s", dag_run.dag_id, dag_run.run_id)
+        log.exception("could not write the run note of %s %s", dag_id, run_id)
 
 
 def _pushed_error(dag_run: Any) -> str | None:
@@ -151,6 +151,20 @@ def _note_missing_pool(dag_run: Any) -> None:
             ))  # fmt: skip
     except Exception:  # a note must never fail a run
         log.exception("could not check the pool of %s %s", dag_id, run_id)
+
+
+def _app_engine() -> Any:
+    """The app database's engine, its connection looked up on a thread of its own. Airflow's ORM
+    session is per thread, and in the scheduler's loop the scheduler's session refuses a commit;
+    the lookup in the metadata DB opens and commits a session, which on the scheduler's thread is
+    that one, so ``reprocess_db`` "isn't defined" there (found by test_readme_install.py, whose
+    connections live in the metadata DB only)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from reprocess.airflow.hooks import AppDatabaseHook
+
+    with ThreadPoolExecutor(max_workers=1) as lookup:
+        return lookup.submit(AppDatabaseHook.server_engine).result()
 
 
 @contextmanager
