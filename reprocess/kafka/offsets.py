@@ -22,23 +22,31 @@ log = logging.getLogger(__name__)
 
 def take_snapshot(kafka: Mapping[str, Any], spec: PipelineSpec, topics: Iterable[str]) -> list[PartitionSnapshot]:
     """Log start, log end (read_committed) and the group's committed offset per partition."""
-    from confluent_kafka import IsolationLevel, KafkaException, TopicCollection
+    from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicCollection
     from confluent_kafka import TopicPartition as KTP
     from confluent_kafka.admin import OffsetSpec
 
     admin = make_admin(kafka)
+    # DescribeTopics, not a metadata request naming the topic: that one makes a broker with
+    # auto.create.topics.enable (Kafka's default) create a misspelt topic, and the run "succeeds".
     partitions: list[KTP] = []
-    for topic in topics:
-        meta = admin.list_topics(topic, timeout=15).topics.get(topic)
-        if meta is None or meta.error is not None or not meta.partitions:
-            reason = meta.error.str() if meta is not None and meta.error is not None else "no partitions"
+    ids: dict[str, str] = {}
+    for topic, fut in admin.describe_topics(TopicCollection(list(dict.fromkeys(topics))), request_timeout=15).items():
+        try:
+            described = fut.result()
+        except KafkaException as exc:
+            error = exc.args[0]
+            if error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                raise OffsetLookupError(f"{spec.name}: describing topic {topic!r} failed: {error.str()}",
+                                        pipeline=spec.name, topic=topic) from exc  # fmt: skip
             raise OffsetLookupError(
-                f"{spec.name}: topic {topic!r} is unknown to the broker ({reason}); fix: create the topic, or correct "
-                "the spec's `topics` (the broker is kafka_default's bootstrap.servers)",
+                f"{spec.name}: topic {topic!r} is unknown to the broker ({error.str()}); fix: create the topic, or "
+                "correct the spec's `topics` (the broker is kafka_default's bootstrap.servers)",
                 pipeline=spec.name,
                 topic=topic,
-            )
-        partitions.extend(KTP(topic, p) for p in sorted(meta.partitions))
+            ) from exc
+        partitions.extend(KTP(topic, p.id) for p in sorted(described.partitions, key=lambda p: p.id))
+        ids[topic] = str(described.topic_id)  # a topic deleted and re-created under its name gets a new id
 
     def offsets(spec_factory: Any) -> dict[tuple[str, int], int]:
         futures = admin.list_offsets(
@@ -60,9 +68,6 @@ def take_snapshot(kafka: Mapping[str, Any], spec: PipelineSpec, topics: Iterable
         return out
 
     starts, ends = offsets(OffsetSpec.earliest), offsets(OffsetSpec.latest)
-    # A topic deleted and re-created under its name gets a new id: its offsets start over.
-    described = admin.describe_topics(TopicCollection(list(dict.fromkeys(tp.topic for tp in partitions))))
-    ids = {topic: str(fut.result().topic_id) for topic, fut in described.items()}
     committed: dict[tuple[str, int], int] = {}
     try:
         committed = committed_offsets(kafka, spec.consumer_group, [(tp.topic, tp.partition) for tp in partitions])
