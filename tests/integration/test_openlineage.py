@@ -51,6 +51,8 @@ def lineage_file(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         # The provider's plugin registered no listener when this process loaded the plugins (no
         # transport then): the listener a worker started with this config would have.
         manager, listener = get_listener_manager(), get_openlineage_listener()
+        # A client an earlier DAG run in this process made (from the config of then) is not reused.
+        listener.adapter._client = None
         registered = manager.pm.is_registered(listener)
         if not registered:
             manager.add_listener(listener)
