@@ -5,14 +5,16 @@ A missing service fails the session; nothing is skipped. Each test gets its own 
 its own Postgres schema for target tables, so tests never see each other's data.
 
 ``make test`` runs the suite on two pytest-xdist workers and, beside them, the ``lane`` tests one
-at a time in a process of their own and the ``cluster_lane`` tests likewise in another; then the
-``serial`` tests alone. Each process has its own application and Airflow databases and Airflow
-home; the services are shared.
+at a time in a process of their own, the ``cluster_lane`` tests likewise in another and the
+``install_lane`` test in a third; then the ``serial`` tests alone. Each process has its own
+application and Airflow databases and Airflow home; the services are shared.
 A file's tests stay on one worker (``--dist loadfile``: module fixtures such as a second broker
 are made once). A test that restarts or kills a service every test uses (Postgres, the Spark
-Connect server) is ``serial``; one that uses a service only some tests use and some of them stop
-(Kafka Connect, the registry) is ``lane``; one that runs the standalone cluster (fixed ports), or
-an Airflow of its own from a venv it builds (test_readme_install.py), is ``cluster_lane``.
+Connect server), or the registry (tests of two lanes use it), is ``serial``; one that uses a
+service only some tests use and some of them kill (Kafka Connect) is ``lane``; one that runs the
+standalone cluster (fixed ports), or uses the registry without Kafka Connect, is ``cluster_lane``;
+one that runs an Airflow of its own from a venv it builds (test_readme_install.py) is
+``install_lane``, in a third lane.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import time
 import uuid
 from collections.abc import Iterator
 from datetime import datetime
@@ -49,11 +52,13 @@ def _worker_suffix() -> str:
     return f"_{worker}" if worker else ""
 
 
-# Services only some tests use, and some of those stop or kill (Kafka Connect, the registry): the
-# tests using one run one at a time, in the lane. The standalone cluster (fixed ports) likewise, in
-# a lane of its own: it shares nothing with the first, so the two run side by side.
-LANE_FIXTURES = frozenset({"kafka_connect", "debezium_connector", "schema_registry"})
-CLUSTER_FIXTURES = frozenset({"cluster"})
+# Kafka Connect, which some of its tests kill: the tests using it run one at a time, in the lane. The
+# standalone cluster (fixed ports) likewise, in a lane of its own, with the tests that use the registry
+# without Kafka Connect: the lane was the suite's critical path (~1,035 s of ~20 min on CI), and none
+# of these stops what the lane uses (the one test restarting the registry is serial).
+# test_readme_install.py (its own Airflow from a venv it builds, ~10 min) is `install_lane`, alone.
+LANE_FIXTURES = frozenset({"kafka_connect", "debezium_connector"})
+CLUSTER_FIXTURES = frozenset({"cluster", "schema_registry"})
 
 
 # The files that take longest on a worker (50-115 s each in `make test`), longest first. They are
@@ -67,11 +72,11 @@ LONG_FILES = (
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark ``lane`` the tests that use Kafka Connect or the registry, ``cluster_lane`` the others
-    that run the standalone cluster, and put the long files first."""
+    """Mark ``lane`` the tests that use Kafka Connect, ``cluster_lane`` the others that run the
+    standalone cluster or use the registry, and put the long files first."""
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
-        if item.get_closest_marker("serial"):
+        if item.get_closest_marker("serial") or item.get_closest_marker("install_lane"):
             continue
         if LANE_FIXTURES & fixtures:
             item.add_marker(pytest.mark.lane)
@@ -216,5 +221,9 @@ def schema_registry() -> str:
     ``SchemaRegistryClient({"url": …})``. Its storage is durable: use subjects no other test uses."""
     from devstack import registry
 
-    registry.start()
+    registry.start()  # returns at once while another lane's start is under way (its pidfile written)
+    deadline = time.monotonic() + registry.START_TIMEOUT_S
+    while not registry.ready():
+        assert time.monotonic() < deadline, f"the registry at {registry.url()} did not answer (log {registry.log()})"
+        time.sleep(0.5)
     return registry.ccompat_url()

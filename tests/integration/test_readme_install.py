@@ -42,7 +42,7 @@ from tests.support import airflow_http, oracle
 
 # Needs the package registry (PyPI) and the shared Postgres and Kafka. A lane of its own beside the
 # Debezium lane: a venv build is disk and CPU, and its Airflow's scheduler runs for minutes.
-pytestmark = [pytest.mark.integration("pypi"), pytest.mark.integration("airflow"), pytest.mark.cluster_lane]
+pytestmark = [pytest.mark.integration("pypi"), pytest.mark.integration("airflow"), pytest.mark.install_lane]
 
 PREVIOUS_AIRFLOW = "3.3.1"
 PIPELINE = "readme_orders"

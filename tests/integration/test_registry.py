@@ -74,6 +74,7 @@ def test_schemas_register_and_records_round_trip_through_kafka(schema_registry, 
     assert decoded == [{"id": 1, "customer": "alice"}, {"id": 2, "customer": "bob", "status": "new"}]
 
 
+@pytest.mark.serial  # restarts the registry, which tests of two lanes use (tests/conftest.py)
 def test_registry_keeps_its_schemas_across_a_restart(schema_registry, unique_name):
     client = SchemaRegistryClient({"url": schema_registry})
     schema_id = client.register_schema(f"{unique_name}-value", Schema(ORDER_V1, "AVRO"))
