@@ -12,8 +12,8 @@ and two fresh pipelines loading the whole topic (in one run, and in small batche
 After every run the target must equal the source table value for value, read with psycopg2
 (:mod:`bench.cdc_source`, which imports nothing of the product); a failure lists every wrong value
 (key, column, source, target) of every stage, then fails. Under REPLICA IDENTITY FULL the same life
-must be exact too. A rebuild after the full values left the topic (delete-records, compaction) must
-keep every value.
+(less the worker kill) must be exact too. A rebuild after the full values left the topic
+(delete-records, compaction) must keep every value.
 """
 
 from __future__ import annotations
@@ -179,10 +179,14 @@ def test_a_cdc_life_replays_into_exactly_the_source_table_value_for_value(
         cdc.source(cdc.update(table, ("eu", i), {"name": f"stream {i}"}))
     cdc.source(cdc.rekey(table, ("us", 200), ("us", 201)), cdc.update(table, ("eu", 19), {"name": "burst end"}))
     cdc.wait_for(kafka_config, topic, b"burst end")
-    kafka_connect.kill()  # sent, but its offsets of the last second may not be flushed: those are sent again
+    # The kill is the DEFAULT life's alone: resuming from offsets and slot is the connector's, whatever
+    # the table's replica identity, and the worker's JVM restart was ~30 s of the FULL life's CPU.
+    if identity == "DEFAULT":
+        kafka_connect.kill()  # sent, but its offsets of the last second may not be flushed: those are sent again
     cdc.source(cdc.update(table, ("eu", 2), {"name": "while down"}), cdc.rekey(table, ("eu", 18), ("eu", 180)))
-    kafka_connect.start()
-    kafka_connect.put_connector(unique_name, config)  # resumes from its flushed offsets and its slot
+    if identity == "DEFAULT":
+        kafka_connect.start()
+        kafka_connect.put_connector(unique_name, config)  # resumes from its flushed offsets and its slot
     end_2 = _phase_end(kafka_config, topic, table, 2)
     assert _snapshot_reads(kafka_config, topic) == 2, "the restart snapshotted again: the life lost its deletes"
     checks.exact("run 2: incremental", live, _run(engine, kafka_config, live, f"{live.name}-2"))
