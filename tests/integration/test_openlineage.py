@@ -27,12 +27,12 @@ from reprocess.kafka import demo_data
 from tests.support import oracle
 from tests.support.helpers import orders_spec, run_dag
 
-# In the cluster lane, whose process runs it first (files in name order): after other DAG runs in the
-# same process the provider's listener wrote none of these events, its state from them not found and
-# reset yet (a failure seen with test_init.py before it on one worker).
+# In the install lane, whose process runs it first (its other file, test_readme_install.py, runs its
+# DAGs in an Airflow of its own): after another DAG run in the same process (dag.test) the provider's
+# listener wrote none of these events, and the state behind that is not found yet.
 pytestmark = [
     pytest.mark.integration("kafka"), pytest.mark.integration("spark"), pytest.mark.integration("airflow"),
-    pytest.mark.cluster_lane,
+    pytest.mark.install_lane,
 ]  # fmt: skip
 
 # Module-wide: the provider builds its listener and client once per process, from the first config.
