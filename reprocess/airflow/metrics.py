@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 
 LAG: Final = "reprocess.lag.offsets"
 OLDEST_UNREAD: Final = "reprocess.lag.oldest_unread_seconds"
+UNSTABLE: Final = "reprocess.lag.unstable_offsets"  # HW − LSO: held back by an open transaction
 RECORDS_READ: Final = "reprocess.run.records_read"
 RECORDS_PER_SECOND: Final = "reprocess.run.records_per_second"
 ROWS_UPSERTED: Final = "reprocess.run.rows_upserted"
@@ -72,19 +73,21 @@ def run_metrics(summary: Mapping[str, Any], kind: str) -> list[Metric]:
 
 
 def lag_metrics(pipeline: str, lags: Iterable[PartitionLag]) -> list[Metric]:
-    """Per partition: its lag in offsets and its oldest unread record's age (gauges)."""
+    """Per partition: its lag in offsets, its oldest unread record's age and the offsets an open
+    transaction holds above its last stable offset (gauges)."""
     out = []
     for p in lags:
         tags = {"pipeline": pipeline, "topic": p.topic, "partition": str(p.partition)}
         out += [
             Metric("gauge", LAG, p.lag, tags),
             Metric("gauge", OLDEST_UNREAD, round(p.oldest_unread_seconds, 1), tags),
+            Metric("gauge", UNSTABLE, p.unstable, tags),
         ]
     return out
 
 
 def verdict_metrics(pipeline: str, verdicts: Iterable[tuple[str, int, str]]) -> list[Metric]:
-    """One count per checked partition, tagged with its verdict (ok, gap or healed)."""
+    """One count per checked partition, tagged with its verdict (ok, gap, healed or not yet stable)."""
     return [
         Metric("incr", VERDICTS, 1, {"pipeline": pipeline, "topic": t, "partition": str(p), "verdict": v})
         for t, p, v in verdicts

@@ -89,3 +89,7 @@ class PlannedWindow(Payload):
     window_start: datetime
     window_end: datetime
     healed_by: str | None = None  # the backfill whose heal this check is
+    # Spark offset JSONs of [LSO, HW) where the window reaches a last stable offset an open
+    # transaction holds (reconcile.WindowPlan.unstable): those partitions are at best not yet stable
+    unstable_start: str = "{}"
+    unstable_end: str = "{}"

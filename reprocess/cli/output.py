@@ -9,6 +9,7 @@ from pathlib import PurePath
 from typing import Any, Final
 
 from reprocess.core.ranges import PartitionSnapshot
+from reprocess.core.runs import NOT_STABLE
 from reprocess.operations.coverage import CalendarCell, PipelineOverview
 
 STATUS_COLUMNS: Final = ("TOPIC", "PARTITION", "LOG-START", "LEDGER", "LOG-END", "LAG", "LAST-RUN", "RECONCILED")
@@ -32,7 +33,8 @@ def pipeline_status_text(p: PipelineOverview, cells: Sequence[CalendarCell]) -> 
     last = p.last_committed_at.isoformat(timespec="seconds") if p.last_committed_at else "never"
     lines = [
         f"PIPELINE {p.name} (target {p.target_table}; last commit {last}; lag {p.lag}; "
-        f"dead letters 24h {p.dead_letters_day}; retention {p.risk})"
+        + (f"held by open transactions {p.unstable}; " if p.unstable else "")
+        + f"dead letters 24h {p.dead_letters_day}; retention {p.risk})"
     ]
     if p.values_incomplete:
         lines.append(
@@ -45,6 +47,7 @@ def pipeline_status_text(p: PipelineOverview, cells: Sequence[CalendarCell]) -> 
         for x in p.partitions
     ]  # fmt: skip
     lines.append(table(STATUS_COLUMNS, rows))
+    lines += [f"  {held}" for x in p.partitions if (held := x.held_text())]
     lines.append(calendar_text(cells))
     return "\n".join(lines)
 
@@ -53,13 +56,13 @@ def calendar_text(cells: Sequence[CalendarCell]) -> str:
     """The calendar in a few lines: counts per verdict, then each gap and each healed window."""
     if not cells:
         return "RECONCILIATION: no window checked yet"
-    counts = {v: sum(c.verdict == v for c in cells) for v in ("ok", "healed", "gap")}
+    counts = {v: sum(c.verdict == v for c in cells) for v in ("ok", "healed", "gap", NOT_STABLE)}
     lines = [f"RECONCILIATION ({len({c.window_start for c in cells})} windows): "
              + ", ".join(f"{n} {v}" for v, n in counts.items())]  # fmt: skip
     for c in cells:
         where = f"  {c.window_start.date()} {c.topic}[{c.partition}]"
-        if c.verdict == "gap":
-            lines.append(f"{where} gap: {c.detail}")
+        if c.verdict in ("gap", NOT_STABLE):
+            lines.append(f"{where} {c.verdict}: {c.detail}")
         elif c.verdict == "healed":
             found = c.gap_checked_at.isoformat(timespec="seconds") if c.gap_checked_at else "?"
             lines.append(f"{where} healed by {c.healed_by or 'a later run'} (gap found {found}: {c.gap_detail})")

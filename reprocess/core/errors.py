@@ -100,6 +100,12 @@ class ReconciliationGap(ReprocessError):
         self.heal_conf = heal_conf or {}
 
 
+class WindowNotStable(ReprocessError):
+    """A reconciliation window reaches a last stable offset that an open transaction holds: its
+    records above it are not readable yet, so the window can be neither ok nor a gap; check it again
+    once the transaction commits or aborts."""
+
+
 class RegistryError(ReprocessError):
     """The Schema Registry could not be reached or failed to answer; a retry may succeed."""
 

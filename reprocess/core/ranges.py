@@ -66,10 +66,17 @@ class PartitionSnapshot:
     log_end: int
     group_committed: int | None
     topic_id: str | None = None  # the broker's id of this incarnation of the topic (KIP-516)
+    # The high watermark (read_uncommitted log end); ``log_end`` is the last stable offset (LSO).
+    high_watermark: int | None = None
 
     @property
     def tp(self) -> TopicPartition:
         return TopicPartition(self.topic, self.partition)
+
+    @property
+    def unstable(self) -> int:
+        """Offsets above the LSO (HW − LSO): held back by a transaction still open, none read yet."""
+        return max((self.high_watermark or 0) - self.log_end, 0)
 
 
 def offsets_json(ranges: Iterable[OffsetRange], field: str) -> str:

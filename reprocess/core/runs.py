@@ -13,6 +13,9 @@ from reprocess.core.ranges import OffsetRange, TopicPartition, parse_offsets_jso
 
 # The backfill param (and heal conf key) naming the reconciliation window a backfill heals.
 HEALS_WINDOW: Final = "heals_window"
+# A reconciliation verdict: the window reaches a last stable offset an open transaction holds, so
+# records of it may still become visible; neither ok nor a gap a backfill could close.
+NOT_STABLE: Final = "not yet stable"
 # The reconcile DAG's conf of a check the healing backfill asks for: the window, and the run that healed it.
 RECHECK_WINDOW: Final = "window"
 HEALED_BY: Final = "healed_by"

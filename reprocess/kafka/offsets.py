@@ -21,7 +21,9 @@ log = logging.getLogger(__name__)
 
 
 def take_snapshot(kafka: Mapping[str, Any], spec: PipelineSpec, topics: Iterable[str]) -> list[PartitionSnapshot]:
-    """Log start, log end (read_committed) and the group's committed offset per partition."""
+    """Log start, log end (read_committed: the last stable offset), high watermark (read_uncommitted)
+    and the group's committed offset per partition. The gap between the two ends is an open
+    transaction's hold: the pipeline reads nothing past the LSO until it commits or aborts."""
     from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicCollection
     from confluent_kafka import TopicPartition as KTP
     from confluent_kafka.admin import OffsetSpec
@@ -48,10 +50,10 @@ def take_snapshot(kafka: Mapping[str, Any], spec: PipelineSpec, topics: Iterable
         partitions.extend(KTP(topic, p.id) for p in sorted(described.partitions, key=lambda p: p.id))
         ids[topic] = str(described.topic_id)  # a topic deleted and re-created under its name gets a new id
 
-    def offsets(spec_factory: Any) -> dict[tuple[str, int], int]:
+    def offsets(spec_factory: Any, isolation: Any = IsolationLevel.READ_COMMITTED) -> dict[tuple[str, int], int]:
         futures = admin.list_offsets(
             {tp: spec_factory() for tp in partitions},
-            isolation_level=IsolationLevel.READ_COMMITTED,
+            isolation_level=isolation,
             request_timeout=30,
         )
         out = {}
@@ -68,6 +70,7 @@ def take_snapshot(kafka: Mapping[str, Any], spec: PipelineSpec, topics: Iterable
         return out
 
     starts, ends = offsets(OffsetSpec.earliest), offsets(OffsetSpec.latest)
+    highs = offsets(OffsetSpec.latest, IsolationLevel.READ_UNCOMMITTED)
     committed: dict[tuple[str, int], int] = {}
     try:
         committed = committed_offsets(kafka, spec.consumer_group, [(tp.topic, tp.partition) for tp in partitions])
@@ -75,7 +78,7 @@ def take_snapshot(kafka: Mapping[str, Any], spec: PipelineSpec, topics: Iterable
         log.warning("pipeline=%s group=%s committed offsets unavailable: %s", spec.name, spec.consumer_group, exc)
     return [
         PartitionSnapshot(tp.topic, tp.partition, starts[(tp.topic, tp.partition)], ends[(tp.topic, tp.partition)],
-                          committed.get((tp.topic, tp.partition)), ids.get(tp.topic))
+                          committed.get((tp.topic, tp.partition)), ids.get(tp.topic), highs[(tp.topic, tp.partition)])
         for tp in partitions
     ]  # fmt: skip
 

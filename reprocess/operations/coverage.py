@@ -71,9 +71,13 @@ class PartitionCoverage(View):
     partition: int
     log_start: int | None
     ledger: int | None  # the next offset to read; None before the first commit
-    log_end: int | None
+    log_end: int | None  # the last stable offset (LSO): nothing past it is read
     # Offsets between the ledger and the log end (an upper bound on records: markers take offsets).
     lag: int | None = field(init=False)
+    high_watermark: int | None = None  # read_uncommitted log end; None in snapshots older than sql/020
+    # HW − LSO: offsets an open transaction holds back (they count in no lag until it ends)
+    unstable: int = field(init=False)
+    held_since: datetime | None = None  # when the LSO was first seen held where it stands
     ledger_run: str | None = field(metadata=column(key="last_run"))  # the run that last moved the ledger
     verdict: str | None = field(metadata=column(key="reconciled"))
     verdict_window: datetime | None = field(metadata=column(key="reconciled_window"))
@@ -91,7 +95,19 @@ class PartitionCoverage(View):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "lag", self._lag())
+        object.__setattr__(self, "unstable", max((self.high_watermark or 0) - (self.log_end or 0), 0))
         object.__setattr__(self, "risk", self._risk())
+
+    def held_text(self) -> str | None:
+        """What an open transaction holds back here, and since when; None when nothing is held."""
+        if not self.unstable:
+            return None
+        since = self.held_since.isoformat(timespec="seconds") if self.held_since else "?"
+        return (
+            f"{self.topic}[{self.partition}] held by an open transaction since {since}: {self.unstable} offsets "
+            f"between the last stable offset {self.log_end} and the high watermark {self.high_watermark} stay "
+            "unread until its producer commits or aborts (the broker aborts it after its transaction.timeout.ms)"
+        )
 
     def _lag(self) -> int | None:
         if self.log_end is None:
@@ -120,6 +136,7 @@ class PipelineOverview(View):
     dag_id: str | None
     dag_run_id: str | None
     lag: int = field(init=False)  # the partitions' lags
+    unstable: int = field(init=False)  # the partitions' offsets held above their LSO by open transactions
     unread_since: datetime | None = field(init=False)  # the partitions' oldest
     dead_letters_day: int
     values_incomplete: int  # Debezium: left-out values no record or stored row held (postgres.left_out)
@@ -131,6 +148,7 @@ class PipelineOverview(View):
     def __post_init__(self) -> None:
         risks = {p.risk for p in self.partitions}
         object.__setattr__(self, "lag", sum(p.lag or 0 for p in self.partitions))
+        object.__setattr__(self, "unstable", sum(p.unstable for p in self.partitions))
         object.__setattr__(
             self, "unread_since", min((p.unread_since for p in self.partitions if p.unread_since), default=None)
         )

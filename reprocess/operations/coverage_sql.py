@@ -27,7 +27,7 @@ WITH topics AS (
     SELECT pipeline, topic, partition FROM reprocess.consumer_offsets WHERE pipeline = ANY(:pipelines)
 )
 SELECT parts.pipeline, parts.topic, parts.partition,
-       snap.log_start, snap.log_end, snap.taken_at AS snapshot_at,
+       snap.log_start, snap.log_end, snap.high_watermark, snap.taken_at AS snapshot_at, held.since AS held_since,
        led.next_offset AS ledger, led.run_id AS ledger_run,
        unread.since AS unread_since,
        rec.verdict, rec.window_start AS verdict_window, rec.healed_by_run AS verdict_healed_by,
@@ -36,10 +36,23 @@ SELECT parts.pipeline, parts.topic, parts.partition,
   LEFT JOIN reprocess.consumer_offsets led
          ON led.pipeline = parts.pipeline AND led.topic = parts.topic AND led.partition = parts.partition
   LEFT JOIN LATERAL (
-        SELECT s.log_start, s.log_end, s.taken_at
+        SELECT s.log_start, s.log_end, s.high_watermark, s.taken_at
           FROM reprocess.offset_snapshots s JOIN reprocess.runs r ON r.run_id = s.run_id
          WHERE s.topic = parts.topic AND s.partition = parts.partition AND r.pipeline = parts.pipeline
          ORDER BY s.taken_at DESC LIMIT 1) snap ON true
+  LEFT JOIN LATERAL (
+        -- An open transaction holds the last stable offset (log_end) below the high watermark: the
+        -- first snapshot after the last one that showed another LSO or no hold is when the hold
+        -- was first seen (a lower bound of its age).
+        SELECT min(s.taken_at) AS since
+          FROM reprocess.offset_snapshots s JOIN reprocess.runs r ON r.run_id = s.run_id
+         WHERE s.topic = parts.topic AND s.partition = parts.partition AND r.pipeline = parts.pipeline
+           AND s.taken_at > coalesce((
+                SELECT s2.taken_at FROM reprocess.offset_snapshots s2 JOIN reprocess.runs r2 ON r2.run_id = s2.run_id
+                 WHERE s2.topic = parts.topic AND s2.partition = parts.partition AND r2.pipeline = parts.pipeline
+                   AND (s2.log_end <> snap.log_end OR coalesce(s2.high_watermark, s2.log_end) <= s2.log_end)
+                 ORDER BY s2.taken_at DESC LIMIT 1), '-infinity')) held
+         ON snap.high_watermark > snap.log_end
   LEFT JOIN LATERAL (
         -- Log ends only grow: the first snapshot after the last one that ended at or below the
         -- ledger is when the oldest unread offsets were first seen (a lower bound of their age).
@@ -76,7 +89,8 @@ SELECT parts.pipeline, parts.topic, parts.partition,
 )
 
 # Per pipeline: its spec's topics, its last committed run, dead letters of the last day, its
-# incomplete values and the verdict of its latest reconciled window (the worst partition's).
+# incomplete values and the verdict of its latest reconciled window (the worst partition's: a gap,
+# else not yet stable, else ok).
 PIPELINE_FACTS: Final = text(
     """
 SELECT p.name, p.target_table, p.spec -> 'topics' AS topics,
@@ -90,7 +104,8 @@ SELECT p.name, p.target_table, p.spec -> 'topics' AS topics,
         SELECT run_id, committed_at, dag_id, dag_run_id FROM reprocess.runs r
          WHERE r.pipeline = p.name AND r.state = 'committed' ORDER BY committed_at DESC LIMIT 1) last ON true
   LEFT JOIN LATERAL (
-        SELECT x.window_start, CASE WHEN bool_and(x.verdict = 'ok') THEN 'ok' ELSE 'gap' END AS verdict
+        SELECT x.window_start, CASE WHEN bool_and(x.verdict = 'ok') THEN 'ok'
+                                    WHEN bool_or(x.verdict = 'gap') THEN 'gap' ELSE 'not yet stable' END AS verdict
           FROM reprocess.reconciliations x
          WHERE x.pipeline = p.name
            AND x.window_start = (SELECT max(window_start) FROM reprocess.reconciliations y WHERE y.pipeline = p.name)

@@ -29,6 +29,7 @@ class PartitionLag:
     partition: int
     lag: int  # offsets between the ledger (the log start before the first commit) and the log end
     oldest_unread_seconds: float  # now minus the first unread record's timestamp; 0 when none is unread
+    unstable: int = 0  # HW − LSO: offsets an open transaction holds back, in no lag until it ends
 
 
 def live_lag(
@@ -56,6 +57,7 @@ def live_lag(
             s.partition,
             lags[s.tp],
             max(seen.timestamp() - stamps[s.tp] / 1000, 0.0) if s.tp in stamps else 0.0,
+            s.unstable,
         )
         for s in snapshots
     ]

@@ -10,6 +10,9 @@ For each partition, the window's Kafka range is ``[offset_for(start), offset_for
     the same Ordering (a later window's update). A row that is absent is *missing*; a row that
     carries an older record is *stale*. Every invalid record of the window must be in
     ``reprocess.dead_letters``. Marker and aborted-transaction offsets carry no record.
+    A window that reaches a last stable offset an open transaction holds (the high watermark above
+    it) is *not yet stable*, never ok: its records above the LSO are unreadable until the
+    transaction ends (:data:`reprocess.core.runs.NOT_STABLE`).
 (d) the values: a row that carries the record's lineage must hold what that record derives under
     the current spec, column by column (:mod:`reprocess.postgres.value_checks`); a row that does
     not *differs* (a person's UPDATE, a decoding or transform bug), named with key, column, stored
@@ -36,9 +39,9 @@ from typing import Any
 from psycopg2 import sql
 from sqlalchemy import Engine, text
 
-from reprocess.core.errors import ReconciliationGap, ReprocessError, StageLostError
+from reprocess.core.errors import ReconciliationGap, ReprocessError, StageLostError, WindowNotStable
 from reprocess.core.ranges import OffsetRange, TopicPartition, backfill_conf, healing_range, uncovered
-from reprocess.core.runs import HEALS_WINDOW, window_text
+from reprocess.core.runs import HEALS_WINDOW, NOT_STABLE, window_text
 from reprocess.core.spec import PipelineSpec
 from reprocess.core.stage_rows import DEAD
 from reprocess.kafka.offsets import offsets_for_time, take_snapshot
@@ -128,6 +131,16 @@ class PartitionVerdict:
     stale: str = ""  # rows of the window derived by an older spec version (evolve.stale_in_range)
     incomplete: int = 0  # Debezium: values its records left out that nobody held (NULL in the target)
     values: ValueCheck = field(default_factory=ValueCheck)
+    unstable: OffsetRange | None = None  # [LSO, HW) an open transaction holds where the window reaches the LSO
+
+    @property
+    def gap(self) -> bool:
+        return bool(self.uncovered or self.needs_whole_window or self.incomplete or self.values.rows)
+
+    @property
+    def verdict(self) -> str:
+        """``gap`` (a backfill closes it), else :data:`NOT_STABLE` (the window reaches a held LSO), else ``ok``."""
+        return "gap" if self.gap else NOT_STABLE if self.unstable is not None else "ok"
 
     @property
     def needs_whole_window(self) -> bool:
@@ -136,12 +149,19 @@ class PartitionVerdict:
 
     @property
     def ok(self) -> bool:
-        return not self.uncovered and not self.needs_whole_window and not self.incomplete and not self.values.rows
+        return self.verdict == "ok"
 
     def detail(self) -> str:
         k = self.keys
         if self.ok:
             return f"{k.keys} keys, {k.dead} dead letters, all accounted for"
+        if not self.gap and self.unstable is not None:
+            u = self.unstable
+            return (
+                f"{NOT_STABLE}: an open transaction holds the last stable offset at {u.start} below the high "
+                f"watermark {u.end}; the window's records past it stay unread until its producer commits or aborts "
+                f"(so far {k.keys} keys, {k.dead} dead letters accounted for); check the window again then"
+            )
         parts = [f"uncovered offsets {', '.join(f'[{a}, {b})' for a, b in self.uncovered)}"] if self.uncovered else []
         if k.missing:
             parts.append(f"{k.missing} keys missing from the target (e.g. {', '.join(k.missing_examples)})")
@@ -165,14 +185,29 @@ class PartitionVerdict:
         return "; ".join(parts)
 
 
+@dataclass(frozen=True, slots=True)
+class WindowPlan:
+    ranges: list[OffsetRange]  # the window's offsets per partition, below each last stable offset
+    # [LSO, HW) of each partition whose window reaches a last stable offset an open transaction holds
+    unstable: list[OffsetRange] = field(default_factory=list)
+
+
 def plan_window(
     kafka: Mapping[str, Any], spec: PipelineSpec, window_start: datetime, window_end: datetime
-) -> list[OffsetRange]:
-    """The window's offset range per partition of the spec's topics (from the records' timestamps)."""
+) -> WindowPlan:
+    """The window's offset range per partition of the spec's topics (from the records' timestamps),
+    and where it reaches a last stable offset held below the high watermark: the broker resolves a
+    time past the LSO to the LSO, so records of the window may lie above it."""
     snapshots = take_snapshot(kafka, spec, spec.topics)
     starts = offsets_for_time(kafka, snapshots, int(window_start.timestamp() * 1000))
     ends = offsets_for_time(kafka, snapshots, int(window_end.timestamp() * 1000))
-    return [OffsetRange(s.topic, s.partition, starts[s.tp], max(starts[s.tp], ends[s.tp])) for s in snapshots]
+    ranges = [OffsetRange(s.topic, s.partition, starts[s.tp], max(starts[s.tp], ends[s.tp])) for s in snapshots]
+    held = [
+        OffsetRange(s.topic, s.partition, s.log_end, s.log_end + s.unstable)
+        for s, r in zip(snapshots, ranges, strict=True)
+        if s.unstable and r.end >= s.log_end
+    ]
+    return WindowPlan(ranges, held)
 
 
 def _dead_checks_sql(stage: sql.Composable) -> sql.Composed:
@@ -192,6 +227,7 @@ def record_verdicts(
     window_end: datetime,
     check_id: str,
     healed_by: str | None = None,
+    unstable: Sequence[OffsetRange] = (),
 ) -> list[PartitionVerdict]:
     """Compare the check's stage (written by :func:`reprocess.spark.job.stage_window`) with the target
     and the ledger, store one verdict row per partition (tagged ``check_id``, the healing backfill
@@ -199,14 +235,18 @@ def record_verdicts(
 
     ``healed_by`` is the backfill run whose commit asked for this check (it healed the window's
     gap): an ok verdict records it, and ``reconciliation_history`` keeps the gap before it.
+    ``unstable``: :attr:`WindowPlan.unstable`, the partitions whose verdict is at best not yet stable.
 
     Raises
     ------
     ReconciliationGap
         Offsets of the window are not committed, or rows are missing or stale; the message
         names the ranges and gives the backfill conf that closes them.
+    WindowNotStable
+        No gap, but an open transaction holds a partition's last stable offset inside the window.
     """
     stage = stage_identifier(spec, check_id)
+    held = {r.tp: r for r in unstable}
     verdicts = []
     with engine.begin() as conn:
         cur = pg_cursor(conn)
@@ -235,21 +275,21 @@ def record_verdicts(
                 PartitionVerdict(
                     r, uncovered(r.start, r.end, committed), committed, checks.get(r.tp, KeyCheck()),
                     stale_in_range(conn, spec, r), conn.execute(_INCOMPLETE, params).scalar_one(),
-                    values.get(r.tp, ValueCheck()),
+                    values.get(r.tp, ValueCheck()), held.get(r.tp),
                 )
             )  # fmt: skip
-        bad = [v for v in verdicts if not v.ok]
+        bad = [v for v in verdicts if v.gap]
         conf = heal_conf(bad, window_start, window_end) if bad else None
         for v in verdicts:
             row = {"pipeline": spec.name, "ws": window_start, "we": window_end, "topic": v.range.topic,
                    "partition": v.range.partition, "ks": v.range.start, "ke": v.range.end,
-                   "ce": max((b for _, b in v.committed), default=None), "verdict": "ok" if v.ok else "gap",
-                   "detail": v.detail(), "check_id": check_id, "heal_conf": None if v.ok else json.dumps(conf),
+                   "ce": max((b for _, b in v.committed), default=None), "verdict": v.verdict,
+                   "detail": v.detail(), "check_id": check_id, "heal_conf": json.dumps(conf) if v.gap else None,
                    "healed_by": healed_by}  # fmt: skip
             healed = conn.execute(_UPSERT, row).scalar()
             conn.execute(_HISTORY, {**row, "healed_by": healed})
             log.info("reconcile pipeline=%s topic=%s partition=%d offsets=[%d,%d) verdict=%s %s", spec.name,
-                     v.range.topic, v.range.partition, v.range.start, v.range.end, "ok" if v.ok else "gap",
+                     v.range.topic, v.range.partition, v.range.start, v.range.end, v.verdict,
                      v.detail())  # fmt: skip
         drop_stage(conn.connection, spec, check_id)
     if conf is not None:
@@ -258,6 +298,12 @@ def record_verdicts(
             + "; ".join(f"{v.range.topic}[{v.range.partition}] {v.detail()}" for v in bad)
             + f". Close it with {spec.dag_id('backfill')} and conf {json.dumps(conf)}",
             heal_conf=conf,
+            pipeline=spec.name,
+        )
+    if waiting := [v for v in verdicts if not v.ok]:
+        raise WindowNotStable(
+            f"{spec.name} window [{window_start.isoformat()}, {window_end.isoformat()}): "
+            + "; ".join(f"{v.range.topic}[{v.range.partition}] {v.detail()}" for v in waiting),
             pipeline=spec.name,
         )
     return verdicts

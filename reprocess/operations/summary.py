@@ -8,6 +8,7 @@ from typing import Any
 from sqlalchemy import Engine, text
 
 from reprocess.core.spec import PipelineSpec
+from reprocess.operations.coverage import partitions
 from reprocess.operations.plan_report import format_plan, plan_line
 from reprocess.operations.preview import load_report
 from reprocess.postgres import queries
@@ -60,6 +61,8 @@ def run_summary(
             "dead_letters_new": run.dead_letters_new or 0,
             "lost_ranges": run.lost_ranges or [],
             "committed_offsets": ledger,
+            # Partitions whose last stable offset an open transaction holds below the high watermark.
+            "held": [held for x in partitions(conn, [pipeline]) if (held := x.held_text())],
             "wall_seconds": round(float(run.seconds), 1),
             "error": run.error,
             **extra,
@@ -91,6 +94,7 @@ def format_summary(summary: dict[str, Any]) -> str:
             else []
         ),
         f"- lost ranges: {summary['lost_ranges'] or 'none'}",
+        *(f"- {held}" for held in summary.get("held", ())),
         *(
             [f"- spec v{summary['spec_version']}: {summary.get('stale_message') or 'every row derived by it'}"]
             if "spec_version" in summary
@@ -131,6 +135,7 @@ def format_note(summary: dict[str, Any] | None, state: str, error: str | None) -
         f"{summary['dead_letters']} dead letters found ({summary.get('dead_letters_new', 0)} new) · "
         f"lost: {lost} · {summary['wall_seconds']} s"
         + (f" · {summary['stale_message']}" if summary.get("stale_message") else "")
+        + "".join(f" · {held}" for held in summary.get("held", ()))
         + "\n\n"
         f"ranges: {ranges}" + (f"\n\nerror: {error}" if error else "")
     )

@@ -41,9 +41,9 @@ DELETE_PLAN_SNAPSHOTS: Final = text("DELETE FROM reprocess.offset_snapshots WHER
 # 1,000 partitions (a round trip each); this costs one round trip.
 INSERT_SNAPSHOTS: Final = text(
     "INSERT INTO reprocess.offset_snapshots (run_id, topic, partition, log_start, log_end, group_committed, "
-    "topic_id) SELECT :run_id, * FROM unnest(CAST(:topics AS text[]), CAST(:partitions AS int[]), "
+    "topic_id, high_watermark) SELECT :run_id, * FROM unnest(CAST(:topics AS text[]), CAST(:partitions AS int[]), "
     "CAST(:log_starts AS bigint[]), CAST(:log_ends AS bigint[]), CAST(:group_committed AS bigint[]), "
-    "CAST(:topic_ids AS text[]))"
+    "CAST(:topic_ids AS text[]), CAST(:high_watermarks AS bigint[]))"
 )
 
 INSERT_RUN_RANGES: Final = text(

@@ -159,7 +159,8 @@ def save_plan(
             {"run_id": run_id, "topics": [s.topic for s in snapshots], "partitions": [s.partition for s in snapshots],
              "log_starts": [s.log_start for s in snapshots], "log_ends": [s.log_end for s in snapshots],
              "group_committed": [s.group_committed for s in snapshots],
-             "topic_ids": [s.topic_id for s in snapshots]},
+             "topic_ids": [s.topic_id for s in snapshots],
+             "high_watermarks": [s.high_watermark for s in snapshots]},
         )  # fmt: skip
     insert_ranges(conn, run_id, ranges)
     if spec_version is not None:

@@ -198,10 +198,12 @@ def reconcile_over_connect(
     from reprocess.spark.job import stage_window
 
     kafka = _kafka_from_env()
-    ranges = plan_window(kafka, spec, start, end)
+    window = plan_window(kafka, spec, start, end)
     with connect_session() as spark:
-        stage_window(spark, spec, check_id, ranges, os.environ["AIRFLOW_CONN_REPROCESS_DB"], kafka, registry_config)
-    return record_verdicts(engine, spec, ranges, start, end, check_id)
+        stage_window(
+            spark, spec, check_id, window.ranges, os.environ["AIRFLOW_CONN_REPROCESS_DB"], kafka, registry_config
+        )
+    return record_verdicts(engine, spec, window.ranges, start, end, check_id, unstable=window.unstable)
 
 
 def _kafka_from_env() -> dict[str, Any]:
