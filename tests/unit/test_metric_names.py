@@ -44,14 +44,12 @@ def test_a_run_that_took_no_time_reads_zero_records_per_second():
 
 def test_lag_metrics_tag_each_partition_with_pipeline_topic_and_partition():
     lags = [PartitionLag("t", 0, 5, 61.26), PartitionLag("t", 1, 0, 0.0, unstable=7)]
-    p0, p1 = ({"pipeline": "orders", "topic": "t", "partition": str(p)} for p in (0, 1))
+    names = ("reprocess.lag.offsets", "reprocess.lag.oldest_unread_seconds", "reprocess.lag.unstable_offsets")
+    sent = {0: (5, 61.3, 0), 1: (0, 0.0, 7)}  # per partition: lag, oldest unread age, held above the LSO
     assert metrics.lag_metrics("orders", lags) == [
-        Metric("gauge", "reprocess.lag.offsets", 5, p0),
-        Metric("gauge", "reprocess.lag.oldest_unread_seconds", 61.3, p0),
-        Metric("gauge", "reprocess.lag.unstable_offsets", 0, p0),
-        Metric("gauge", "reprocess.lag.offsets", 0, p1),
-        Metric("gauge", "reprocess.lag.oldest_unread_seconds", 0.0, p1),
-        Metric("gauge", "reprocess.lag.unstable_offsets", 7, p1),
+        Metric("gauge", name, value, {"pipeline": "orders", "topic": "t", "partition": str(p)})
+        for p, values in sent.items()
+        for name, value in zip(names, values, strict=True)
     ]
 
 
