@@ -15,7 +15,11 @@ Each staged key falls in one kind, attributed to the partition of its newest sta
 - ``rewritten``: a newer record with the same values (the row's lineage moves, nothing else);
 - ``unchanged``: the same row before and after (or a tombstone for a key without a row);
 - ``refused``: the newest staged record is older than the row (or the deletion marker) the key has;
+  counted in records (every staged record of the key is older then), its samples in keys;
 - ``deleted``: a row before, none after (a tombstone).
+
+For CDC, each partition also counts the values its records left out that nothing could resolve
+(``values_incomplete``: what the commit records in ``reprocess.incomplete_values``).
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from sqlalchemy import Connection
 from reprocess.core.ordering import LINEAGE_ORDER
 from reprocess.core.runs import RunMode
 from reprocess.core.spec import PipelineSpec
-from reprocess.core.stage_rows import DEAD, FILTERED
+from reprocess.core.stage_rows import DEAD, FILTERED, ROW, TOMBSTONE
 from reprocess.postgres.column_sql import comparable
 from reprocess.postgres.commit import merge_stage, stage_counts
 from reprocess.postgres.db import pg_cursor
@@ -53,6 +57,7 @@ class PartitionDiff:
     kinds: dict[str, int] = field(default_factory=lambda: dict.fromkeys(KINDS, 0))
     dead_letters: int = 0
     records_filtered: int = 0
+    values_incomplete: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,8 +86,17 @@ def diff_stage(
     counts.pop("_filtered_rows"), counts.pop("_moved")
     key = sql.SQL(", ").join(map(sql.Identifier, spec.key))
     cur.execute(
-        sql.SQL("CREATE TEMP TABLE {newest} ON COMMIT DROP AS {select}").format(
-            newest=_NEWEST, select=newest_per_key(spec, stage)
+        sql.SQL(
+            "CREATE TEMP TABLE {newest} ON COMMIT DROP AS SELECT _w.*, _c._key_records FROM ({select}) AS _w "
+            "JOIN (SELECT {key}, sum(_records) AS _key_records FROM {stage} WHERE _kind IN ({row}, {tombstone}) "
+            "GROUP BY {key}) AS _c USING ({key})"
+        ).format(
+            newest=_NEWEST,
+            select=newest_per_key(spec, stage),
+            key=key,
+            stage=stage,
+            row=sql.Literal(ROW),
+            tombstone=sql.Literal(TOMBSTONE),
         )
     )
     cur.execute(
@@ -99,7 +113,7 @@ def diff_stage(
             diff=_DIFF, classified=_classified(spec, values)
         )
     )
-    partitions = _partitions(cur, spec, stage, values)
+    partitions = _partitions(cur, spec, stage, values, run_id)
     columns = dict.fromkeys(values, 0)
     for p in partitions.values():
         for name, n in p.pop("columns").items():
@@ -149,7 +163,7 @@ def _classified(spec: PipelineSpec, values: list[str]) -> sql.Composed:
         for i, c in enumerate(values)
     ]
     return sql.SQL(
-        "SELECT _n._kafka_topic, _n._kafka_partition, {kind} AS _diff, {changed}, {keys} "
+        "SELECT _n._kafka_topic, _n._kafka_partition, _n._key_records, {kind} AS _diff, {changed}, {keys} "
         "FROM {newest} AS _n LEFT JOIN {before} AS _b ON {same_b} LEFT JOIN {target} AS _a ON {same_a}"
     ).format(
         kind=kind,
@@ -169,12 +183,16 @@ def _same(spec: PipelineSpec, alias: str) -> sql.Composed:
     )
 
 
-def _partitions(cur: Any, spec: PipelineSpec, stage: sql.Composable, values: list[str]) -> dict[tuple[str, int], Any]:
-    """Counts per partition: the keys' kinds and changed columns, the stage's dead letters and filtered records."""
+def _partitions(
+    cur: Any, spec: PipelineSpec, stage: sql.Composable, values: list[str], run_id: str
+) -> dict[tuple[str, int], Any]:
+    """Counts per partition: the keys' kinds (refused ones in records) and changed columns, the
+    stage's dead letters and filtered records, the values the merge recorded incomplete."""
     flags = [sql.SQL("count(*) FILTER (WHERE {})").format(sql.Identifier(f"_changed_{i}")) for i in range(len(values))]
     cur.execute(
         sql.SQL(
-            "SELECT _kafka_topic, _kafka_partition, _diff, count(*){flags} FROM {classified} AS _c GROUP BY 1, 2, 3"
+            "SELECT _kafka_topic, _kafka_partition, _diff, CASE WHEN _diff = 'refused' THEN sum(_key_records) "
+            "ELSE count(*) END{flags} FROM {classified} AS _c GROUP BY 1, 2, 3"
         ).format(
             flags=sql.SQL("").join(sql.SQL(", {}").format(f) for f in flags),
             classified=_DIFF,
@@ -208,6 +226,14 @@ def _partitions(cur: Any, spec: PipelineSpec, stage: sql.Composable, values: lis
     for topic, partition, dead, filtered in cur.fetchall():
         p = part(topic, int(partition))
         p["dead_letters"], p["records_filtered"] = int(dead), int(filtered)
+    if spec.unchanged_columns:  # recorded by the merge in this (rolled-back) transaction
+        cur.execute(
+            "SELECT topic, partition, count(*) FROM reprocess.incomplete_values WHERE pipeline = %s "
+            "AND run_id = %s GROUP BY 1, 2",
+            (spec.name, run_id),
+        )
+        for topic, partition, n in cur.fetchall():
+            part(topic, int(partition))["values_incomplete"] = int(n)
     return dict(sorted(out.items()))
 
 
