@@ -53,6 +53,11 @@
     }, config);
   }
 
+  // A gap's kinds (reprocess.operations.gap_kinds: missing, older, values differ, …), as " [a, b]".
+  function kinds(cell) {
+    return cell.kinds && cell.kinds.length ? ` [${esc(cell.kinds.join(", "))}]` : "";
+  }
+
   // Reconciliation calendar: a heatmap of day windows × partitions, 1 = ok, 0.5 = healed (ok after a
   // gap a backfill closed), 0 = gap.
   function calendar(element, cells, detail) {
@@ -65,7 +70,7 @@
       const i = rows.indexOf(label(c));
       const j = days.indexOf(c.window_start.slice(0, 10));
       z[i][j] = { ok: 1, healed: 0.5 }[c.verdict] ?? 0;
-      text[i][j] = `${esc(c.verdict)}: ${esc(c.detail ?? "")}`;
+      text[i][j] = `${esc(c.verdict)}${kinds(c)}: ${esc(c.detail ?? "")}`;
       byKey.set(`${i}/${j}`, c);
     }
     Plotly.newPlot(element, [{
@@ -84,7 +89,7 @@
       if (!cell) return;
       const lines = [
         `${label(cell)} window [${cell.window_start}, ${cell.window_end})`,
-        `Kafka offsets [${cell.kafka_start}, ${cell.kafka_end}) · verdict ${cell.verdict}`,
+        `Kafka offsets [${cell.kafka_start}, ${cell.kafka_end}) · verdict ${cell.verdict}${kinds(cell)}`,
         cell.detail ?? "",
       ];
       if (cell.verdict === "healed") {

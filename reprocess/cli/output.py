@@ -11,6 +11,7 @@ from typing import Any, Final
 from reprocess.core.ranges import PartitionSnapshot
 from reprocess.core.runs import NOT_STABLE
 from reprocess.operations.coverage import CalendarCell, PipelineOverview
+from reprocess.operations.gap_kinds import kind_counts
 
 STATUS_COLUMNS: Final = ("TOPIC", "PARTITION", "LOG-START", "LEDGER", "LOG-END", "LAG", "LAST-RUN", "RECONCILED")
 
@@ -57,15 +58,21 @@ def calendar_text(cells: Sequence[CalendarCell]) -> str:
     if not cells:
         return "RECONCILIATION: no window checked yet"
     counts = {v: sum(c.verdict == v for c in cells) for v in ("ok", "healed", "gap", NOT_STABLE)}
+    by_kind = kind_counts(c.detail for c in cells if c.verdict == "gap")
+    kinds = f" ({', '.join(f'{k} {n}' for k, n in by_kind.items())})" if by_kind else ""
     lines = [f"RECONCILIATION ({len({c.window_start for c in cells})} windows): "
-             + ", ".join(f"{n} {v}" for v, n in counts.items())]  # fmt: skip
+             + ", ".join(f"{n} {v}" for v, n in counts.items()) + kinds]  # fmt: skip
     for c in cells:
         where = f"  {c.window_start.date()} {c.topic}[{c.partition}]"
-        if c.verdict in ("gap", NOT_STABLE):
+        label = ", ".join(c.kinds)
+        if c.verdict == "gap":
+            lines.append(f"{where} gap{f' [{label}]' if label else ''}: {c.detail}")
+        elif c.verdict == NOT_STABLE:
             lines.append(f"{where} {c.verdict}: {c.detail}")
         elif c.verdict == "healed":
             found = c.gap_checked_at.isoformat(timespec="seconds") if c.gap_checked_at else "?"
-            lines.append(f"{where} healed by {c.healed_by or 'a later run'} (gap found {found}: {c.gap_detail})")
+            lines.append(f"{where} healed by {c.healed_by or 'a later run'} ({f'{label} ' if label else ''}gap found "
+                         f"{found}: {c.gap_detail})")  # fmt: skip
     return "\n".join(lines)
 
 

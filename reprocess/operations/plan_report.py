@@ -8,7 +8,7 @@ from typing import Any, Final
 from reprocess.postgres.diff import KINDS
 
 # The report's columns per partition and in total (the CLI's table and the coverage page's Plan view).
-PLAN_COLUMNS: Final = (*KINDS, "dead_letters", "records_filtered")
+PLAN_COLUMNS: Final = (*KINDS, "dead_letters", "records_filtered", "values_incomplete")
 
 
 def plan_line(report: dict[str, Any]) -> str:
@@ -37,7 +37,12 @@ def format_plan(report: dict[str, Any]) -> str:
         "|---" * (len(PLAN_COLUMNS) + 1) + "|",
     ]
     for p in report["partitions"]:
-        cells = [*(p["kinds"][k] for k in KINDS), p["dead_letters"], p["records_filtered"]]
+        cells = [
+            *(p["kinds"][k] for k in KINDS),
+            p["dead_letters"],
+            p["records_filtered"],
+            p.get("values_incomplete", 0),
+        ]
         lines.append(f"| {p['topic']}[{p['partition']}] | " + " | ".join(str(c) for c in cells) + " |")
     lines.append("| **total** | " + " | ".join(str(report["total"][h]) for h in PLAN_COLUMNS) + " |")
     for kind, samples in sorted(report["samples"].items()):

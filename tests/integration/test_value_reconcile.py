@@ -8,6 +8,8 @@ exactly them, its heal conf re-derives exactly them, and a plan over that range 
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
@@ -17,6 +19,7 @@ from sqlalchemy import text
 from reprocess.core.errors import ReconciliationGap
 from reprocess.core.runs import HEALS_WINDOW, RunRequest
 from reprocess.kafka import demo_data
+from reprocess.operations import coverage
 from reprocess.operations.preview import load_report
 from reprocess.postgres import store
 from tests.support import oracle
@@ -80,6 +83,16 @@ def test_rows_changed_by_sql_are_a_value_gap_naming_keys_and_columns_and_its_hea
     assert counted == CORRUPTED, details
     assert all("stored" in d and "derived" in d for d in details)
     assert any(k in " ".join(details) for k in keys)
+    # The calendar, `reprocess status` and the coverage page's data label it as its own kind.
+    with engine.connect() as conn:
+        cells = coverage.calendar(conn, spec.name)
+    assert {c.kinds for c in cells if c.verdict == "gap"} == {("values differ",)}
+    status = subprocess.run([sys.executable, "-m", "reprocess.cli", "status", spec.name], capture_output=True,
+                            text=True, timeout=300)  # fmt: skip
+    gaps = sum(c.verdict == "gap" for c in cells)
+    assert f"{gaps} gap (values differ {gaps})" in status.stdout, status.stdout + status.stderr
+    assert "gap [values differ]: " in status.stdout
+    print(status.stdout)
 
     # A plan over the heal conf's range agrees with the check: exactly those rows, per column.
     conf = gap.value.heal_conf
@@ -101,3 +114,6 @@ def test_rows_changed_by_sql_are_a_value_gap_naming_keys_and_columns_and_its_hea
     assert (healed.rows_rederived, healed.rows_inserted, healed.rows_upserted) == (CORRUPTED, 0, CORRUPTED)
     assert _stored(engine, spec) == expected
     assert all(v.ok for v in reconcile_over_connect(engine, spec, *WINDOW, f"{unique_name}-c3"))
+    with engine.connect() as conn:
+        healed_cells = [c for c in coverage.calendar(conn, spec.name) if c.verdict == "healed"]
+    assert healed_cells and all(c.as_dict()["kinds"] == ["values differ"] for c in healed_cells)
