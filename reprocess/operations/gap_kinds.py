@@ -1,30 +1,23 @@
 """The kinds of a reconciliation gap, labelled where gaps show (the calendar, ``reprocess status``,
 the coverage page). A verdict stores one detail text per partition (reprocess.reconciliations);
 each kind of gap it names starts with its own phrase (reconcile.PartitionVerdict.detail), so the
-label is read from the text every stored verdict already has, old ones included."""
+label is read from the text every stored verdict already has, old ones included
+(tests/unit/test_gap_kinds.py checks each phrase against the detail reconcile writes)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Final
 
-UNCOVERED: Final = "uncovered offsets"
-MISSING: Final = "keys missing from the target"
-OLDER: Final = "stale: "
-UNRECORDED: Final = "invalid records not in the dead letters"
-SPEC_VERSION: Final = "; current is v"
-VALUES: Final = "rows differ from what their newest record derives"
-INCOMPLETE: Final = "values incomplete"
-
 # (label, the phrase of the detail that names it), in the order a detail lists them.
 KINDS: Final = (
-    ("uncovered", UNCOVERED),
-    ("missing", MISSING),
-    ("older", OLDER),
-    ("dead letters unrecorded", UNRECORDED),
-    ("spec version", SPEC_VERSION),
-    ("values differ", VALUES),
-    ("values incomplete", INCOMPLETE),
+    ("uncovered", "uncovered offsets"),
+    ("missing", "keys missing from the target"),
+    ("older", "stale: "),
+    ("dead letters unrecorded", "invalid records not in the dead letters"),
+    ("spec version", "; current is v"),  # postgres.evolve.stale_message
+    ("values differ", "rows differ from what their newest record derives"),
+    ("values incomplete", "values incomplete"),
 )
 
 

@@ -28,9 +28,9 @@ from reprocess.runner.preview import start_apply
 from tests.support import oracle
 from tests.support.helpers import (
     PAYMENTS_SPEC,
-    backfill,
     corrupt_rows,
     ledger,
+    loaded_payments,
     orders_spec,
     plan_stage_commit,
     run_spark_stage,
@@ -88,11 +88,8 @@ def _apply(engine, kafka, spec, plan_id: str, run_id: str) -> dict[str, int]:
 def test_plan_of_corrupted_rows_counts_them_per_column_and_its_apply_heals_exactly_them(
     kafka_config, engine, unique_name
 ):
-    spec = orders_spec(unique_name, unique_name, base=PAYMENTS_SPEC)
-    demo_data.create_topic(kafka_config, unique_name, 2)
-    produced = demo_data.produce(kafka_config, unique_name, 2, demo_data.payment_events(600), malformed=())
+    spec, produced = loaded_payments(engine, kafka_config, unique_name, 2, 600)
     expected = oracle.expected_by_version(produced, "payment_id")
-    backfill(engine, kafka_config, spec, f"{unique_name}-load")
 
     same = _plan(engine, kafka_config, spec, f"{unique_name}-p1")
     assert same["changes"] == 0

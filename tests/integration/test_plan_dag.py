@@ -7,9 +7,8 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import text
 
-from reprocess.kafka import demo_data
 from tests.support import oracle
-from tests.support.helpers import PAYMENTS_SPEC, backfill, corrupt_rows, ledger, orders_spec, run_dag, runs
+from tests.support.helpers import corrupt_rows, ledger, loaded_payments, run_dag, runs
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("spark"), pytest.mark.integration("airflow")]
 CORRUPTED = 7
@@ -32,11 +31,8 @@ def _rows(engine, spec) -> dict[str, tuple]:
 def test_backfill_dag_previews_a_plan_writing_nothing_then_applies_exactly_it_by_plan_id(
     kafka_config, engine, unique_name
 ):
-    spec = orders_spec(unique_name, unique_name, base=PAYMENTS_SPEC)
-    demo_data.create_topic(kafka_config, unique_name, 2)
-    produced = demo_data.produce(kafka_config, unique_name, 2, demo_data.payment_events(300), malformed=())
-    expected = {k: (v, p, o) for k, (v, p, o) in oracle.expected_by_version(produced, "payment_id").items()}
-    backfill(engine, kafka_config, spec, f"{unique_name}-load")
+    spec, produced = loaded_payments(engine, kafka_config, unique_name, 2, 300)
+    expected = oracle.expected_by_version(produced, "payment_id")
     corrupted = corrupt_rows(engine, spec, "payment_id", "status = 'wrong'", CORRUPTED)
     before, ledger_before = _rows(engine, spec), ledger(engine, spec)
 

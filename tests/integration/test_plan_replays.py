@@ -29,7 +29,7 @@ from tests.integration.test_debezium_format import _spec as _cdc_spec
 from tests.integration.test_plan import _apply, _plan
 from tests.integration.test_transforms import BASE, _events, _oracle, _spec, _target
 from tests.support import oracle
-from tests.support.helpers import PAYMENTS_SPEC, backfill, orders_spec, plan_stage_commit
+from tests.support.helpers import backfill, loaded_payments, orders_spec, plan_stage_commit
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("spark")]
 
@@ -64,11 +64,8 @@ def test_plan_of_a_transform_version_bump_counts_exactly_the_rederived_rows_per_
 def test_plan_of_late_older_records_refuses_each_record_and_its_apply_changes_nothing(
     kafka_config, engine, unique_name
 ):
-    spec = orders_spec(unique_name, unique_name, base=PAYMENTS_SPEC)
-    demo_data.create_topic(kafka_config, unique_name, 1)
-    produced = demo_data.produce(kafka_config, unique_name, 1, demo_data.payment_events(100), malformed=())
+    spec, produced = loaded_payments(engine, kafka_config, unique_name, 1, 100)
     expected = oracle.expected_by_version(produced, "payment_id")
-    backfill(engine, kafka_config, spec, f"{unique_name}-load")
     slice_start = max(o for _p, o, *_ in produced.messages) + 1
 
     # Late retries of version 0 (older than every stored version): two per key for the first 5 keys.

@@ -10,12 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from reprocess.kafka import demo_data
 from tests.integration.test_plan import _plan
 from tests.integration.test_ui_browser import SCREENSHOTS, airflow_ui
 from tests.support import airflow_http
 from tests.support.browser import Browser, ensure_chromium
-from tests.support.helpers import PAYMENTS_SPEC, backfill, corrupt_rows, orders_spec
+from tests.support.helpers import corrupt_rows, loaded_payments
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("spark"), pytest.mark.integration("airflow")]
 CORRUPTED = 6
@@ -27,10 +26,7 @@ def test_plan_view_shows_the_plans_table_columns_and_before_after_samples(
     kafka_config, engine, unique_name, tmp_path, monkeypatch
 ):
     monkeypatch.setenv("REPROCESS_PIPELINES_DIR", str(tmp_path))  # the UI's dag-processor reads only ours
-    spec = orders_spec(unique_name, unique_name, base=PAYMENTS_SPEC)
-    demo_data.create_topic(kafka_config, unique_name, 2)
-    demo_data.produce(kafka_config, unique_name, 2, demo_data.payment_events(200), malformed=())
-    backfill(engine, kafka_config, spec, f"{unique_name}-load")
+    spec, _ = loaded_payments(engine, kafka_config, unique_name, 2, 200)
     corrupted = corrupt_rows(engine, spec, "payment_id", "status = 'wrong'", CORRUPTED)
     plan_id = f"{unique_name}-plan"
     report = _plan(engine, kafka_config, spec, plan_id)

@@ -328,3 +328,15 @@ def corrupt_rows(engine: Engine, spec: PipelineSpec, key: str, assignment: str, 
                      f"FROM {spec.qualified_target} ORDER BY {key} LIMIT {n}) RETURNING {key}")
             ).scalars()
         )  # fmt: skip
+
+
+def loaded_payments(engine: Engine, kafka: dict[str, Any], name: str, partitions: int, payments: int) -> Any:
+    """A payments pipeline on its own topic of ``payments`` payments (demo_data.payment_events), loaded
+    by a backfill; returns (its spec, the produced messages)."""
+    from reprocess.kafka import demo_data
+
+    spec = orders_spec(name, name, base=PAYMENTS_SPEC)
+    demo_data.create_topic(kafka, name, partitions)
+    produced = demo_data.produce(kafka, name, partitions, demo_data.payment_events(payments), malformed=())
+    backfill(engine, kafka, spec, f"{name}-load")
+    return spec, produced
