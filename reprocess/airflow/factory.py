@@ -18,6 +18,7 @@ from pathlib import Path
 
 from airflow.sdk import DAG, task
 
+from reprocess.airflow.assets import PipelineAssets, locate
 from reprocess.airflow.lag_dag import LAG_DAG_ID, build_lag_dag
 from reprocess.airflow.reconcile_dag import build_reconcile_dag
 from reprocess.airflow.reset_dag import build_reset_dag
@@ -62,10 +63,14 @@ def dags_from_specs(folder: str | Path | None = None, *, relative_to: str | Path
 
 
 def build_dags(specs: list[PipelineSpec]) -> dict[str, DAG]:
-    """Every DAG of every spec, by dag id, and the lag DAG of them all."""
+    """Every DAG of every spec, by dag id, and the lag DAG of them all; the connections are read once for
+    every spec's Assets."""
     dags = {}
+    where = locate() if specs else None
     for spec in specs:
-        for dag in (*(build_run_dag(spec, kind) for kind in RunKind), build_reconcile_dag(spec), build_reset_dag(spec)):
+        assets = PipelineAssets.of(spec, where) if where is not None else None
+        runs = (build_run_dag(spec, kind, assets) for kind in RunKind)
+        for dag in (*runs, build_reconcile_dag(spec, assets), build_reset_dag(spec)):
             dags[dag.dag_id] = dag
     if specs:
         dags[LAG_DAG_ID] = build_lag_dag(specs)

@@ -8,6 +8,7 @@ from typing import Any, cast
 
 from airflow.sdk import DAG, task
 
+from reprocess.airflow.assets import PipelineAssets, reconcile_event_task
 from reprocess.airflow.common import app_engine, default_args, epoch, kafka_config, pipeline_spark_task
 from reprocess.airflow.payloads import PlannedWindow
 from reprocess.core import names
@@ -28,8 +29,9 @@ def _heal_doc(spec: PipelineSpec) -> str:
     return "(set `reconcile.auto_heal: true` in the spec to trigger it)"
 
 
-def build_reconcile_dag(spec: PipelineSpec) -> DAG:
-    """Daily (per ``reconcile.cron``) proof that each window's Kafka records landed in Postgres."""
+def build_reconcile_dag(spec: PipelineSpec, assets: PipelineAssets | None = None) -> DAG:
+    """Daily (per ``reconcile.cron``) proof that each window's Kafka records landed in Postgres; with
+    ``assets``, a gap-free check emits an asset event on the table with its window and verdict."""
     from airflow.providers.standard.operators.trigger_dagrun import TriggerDagRunOperator
     from airflow.sdk import CronDataIntervalTimetable
 
@@ -136,6 +138,8 @@ Past days: `airflow backfill create --dag-id {spec.dag_id("reconcile")} --from-d
         planned = plan_window()
         checked = reconcile(cast(dict[str, Any], planned))
         planned >> spark >> checked
+        if assets is not None:
+            reconcile_event_task(spec, assets)(planned, checked)
         if spec.auto_heal:
 
             @task(

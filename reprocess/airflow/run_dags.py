@@ -8,6 +8,7 @@ from typing import Any, cast
 
 from airflow.sdk import DAG, Param, task
 
+from reprocess.airflow.assets import PipelineAssets, run_event_task
 from reprocess.airflow.common import (
     app_engine,
     default_args,
@@ -172,8 +173,9 @@ offset_snapshots, consumer_offsets, committed_ranges, dead_letters).
 """
 
 
-def build_run_dag(spec: PipelineSpec, kind: RunKind) -> DAG:
-    """One DAG per (spec, kind); the tasks only call the library."""
+def build_run_dag(spec: PipelineSpec, kind: RunKind, assets: PipelineAssets | None = None) -> DAG:
+    """One DAG per (spec, kind); the tasks only call the library. With ``assets``, a committed run
+    emits an asset event on the table (:mod:`reprocess.airflow.assets`)."""
     is_backfill = kind is RunKind.BACKFILL
     dag = DAG(
         dag_id=spec.dag_id(kind.value),
@@ -315,6 +317,8 @@ def build_run_dag(spec: PipelineSpec, kind: RunKind) -> DAG:
         gate = has_work(planned)
         committed = commit_transaction(planned)
         gate >> spark >> committed >> mirror(planned) >> report(planned)
+        if assets is not None:
+            committed >> run_event_task(spec, assets)(planned)
         if is_backfill:
             committed >> heals_a_window(planned) >> reconcile_healed_window(spec)
     return dag
