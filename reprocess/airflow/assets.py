@@ -142,17 +142,19 @@ def reconcile_event_extra(
     }
 
 
+def _event_task_args(assets: PipelineAssets, doc_md: str) -> dict[str, Any]:
+    """The event task's arguments: the table as its outlet, the topics as its inlets, no retries."""
+    return {"task_id": EVENT_TASK, "outlets": [assets.table], "inlets": list(assets.topics), "retries": 0,
+            "doc_md": doc_md}  # fmt: skip
+
+
 def run_event_task(spec: PipelineSpec, assets: PipelineAssets) -> Any:
     """The task that emits a committed backfill's or incremental's event on the table."""
 
-    @task(
-        task_id=EVENT_TASK,
-        outlets=[assets.table],
-        inlets=list(assets.topics),
-        retries=0,
-        doc_md="One asset event on the target table with the committed run's offsets and counts; skipped "
-        "(no event) for a run that did not commit.",
-    )
+    @task(**_event_task_args(
+        assets, "One asset event on the target table with the committed run's offsets and counts; skipped "
+        "(no event) for a run that did not commit."
+    ))  # fmt: skip
     def emit_asset_event(planned: dict[str, Any], run_id: str | None = None, outlet_events: Any = None) -> Any:
         from airflow.sdk.exceptions import AirflowSkipException
 
@@ -172,13 +174,7 @@ def run_event_task(spec: PipelineSpec, assets: PipelineAssets) -> Any:
 def reconcile_event_task(spec: PipelineSpec, assets: PipelineAssets) -> Any:
     """The task that emits a gap-free reconciliation's event on the table."""
 
-    @task(
-        task_id=EVENT_TASK,
-        outlets=[assets.table],
-        inlets=list(assets.topics),
-        retries=0,
-        doc_md="One asset event on the target table with the reconciled window and its verdict.",
-    )
+    @task(**_event_task_args(assets, "One asset event on the target table with the reconciled window and its verdict."))
     def emit_asset_event(
         planned: dict[str, Any], verdicts: list[str], run_id: str | None = None, outlet_events: Any = None
     ) -> Any:
