@@ -61,7 +61,7 @@ def calendar_text(cells: Sequence[CalendarCell]) -> str:
     by_kind = kind_counts(c.detail for c in cells if c.verdict == "gap")
     kinds = f" ({', '.join(f'{k} {n}' for k, n in by_kind.items())})" if by_kind else ""
     lines = [f"RECONCILIATION ({len({c.window_start for c in cells})} windows): "
-             + ", ".join(f"{n} {v}" for v, n in counts.items()) + kinds]  # fmt: skip
+             + ", ".join(f"{n} {v}{kinds if v == 'gap' else ''}" for v, n in counts.items())]  # fmt: skip
     for c in cells:
         where = f"  {c.window_start.date()} {c.topic}[{c.partition}]"
         label = ", ".join(c.kinds)

@@ -89,6 +89,7 @@ def test_auto_heal_triggers_the_stored_conf_for_a_gap_and_nothing_when_the_check
         "recorded_gap": "success",
         "heal_with_backfill": "success",
         "check_failed": "failed",
+        "emit_asset_event": "upstream_failed",  # a gap changes no table: no asset event
     }
     with engine.connect() as conn:
         stored = conn.execute(
@@ -127,6 +128,7 @@ def test_auto_heal_triggers_the_stored_conf_for_a_gap_and_nothing_when_the_check
         "recorded_gap": "skipped",
         "heal_with_backfill": "skipped",
         "check_failed": "failed",
+        "emit_asset_event": "upstream_failed",
     }
     assert _triggered_backfills(spec)[len(before) :] == triggered  # nothing new
     with engine.connect() as conn:  # the earlier gap rows are still there: the heal ignored them
@@ -261,7 +263,7 @@ def test_a_heal_closes_its_day_checked_again_after_its_commit_and_shown_healed_b
     out = subprocess.run([sys.executable, "-m", "reprocess.cli", "status", spec.name], capture_output=True, text=True,
                          check=True).stdout  # fmt: skip
     assert "RECONCILIATION (1 windows): 1 ok, 1 healed, 0 gap" in out
-    assert f"2026-11-01 {unique_name}[1] healed by {heal_run} (gap found " in out
+    assert f"2026-11-01 {unique_name}[1] healed by {heal_run} (uncovered, missing gap found " in out
     assert f"healed {WINDOW_START.date()}" in out.splitlines()[3]  # partition 1's RECONCILED column
 
 
