@@ -18,52 +18,15 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 from airflow.providers.standard.decorators.python import _PythonDecoratedOperator
 from airflow.sdk.bases.decorator import task_decorator_factory
 
+from reprocess.airflow.lineage_facts import Failure, RunFacts
 from reprocess.core.errors import ReprocessError
-
-
-@dataclass(frozen=True)
-class OffsetRange:
-    topic: str
-    partition: int
-    start: int
-    end: int  # exclusive, as the planned ranges are
-
-
-@dataclass(frozen=True)
-class RunFacts:
-    """What the lineage of a run says, read from Postgres and the connections."""
-
-    run_id: str
-    kafka_namespace: str  # kafka://host:port (the first bootstrap server)
-    postgres_namespace: str  # postgres://host:port
-    table: str  # database.schema.table
-    ranges: tuple[OffsetRange, ...]
-    committed: bool
-    rows_upserted: int
-    rows_deleted: int
-    dead_letters: int
-    records_read: int
-
-    @property
-    def topics(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(r.topic for r in self.ranges))
-
-
-@dataclass(frozen=True)
-class Failure:
-    """Why a task failed: ``kind`` is the exception's class name, ``product`` whether it is one of
-    the errors reprocess raises on purpose (each says its fix), ``message`` the run's error text."""
-
-    kind: str
-    product: bool
-    message: str
+from reprocess.core.ranges import OffsetRange
 
 
 def kafka_namespace(config: dict[str, Any]) -> str:

@@ -15,7 +15,7 @@ from airflow.providers.openlineage.extractors import OperatorLineage
 from openlineage.client.generated.base import InputDataset, InputDatasetFacet, OutputDataset, RunFacet
 from openlineage.client.generated.output_statistics_output_dataset import OutputStatisticsOutputDatasetFacet
 
-from reprocess.airflow.lineage import Failure, RunFacts
+from reprocess.airflow.lineage_facts import Failure, RunFacts
 
 RANGES_FACET = "reprocess_offsetRanges"
 RUN_FACET = "reprocess_run"

@@ -37,9 +37,11 @@ def test_the_dags_build_without_importing_the_module_that_needs_the_provider():
 def test_a_committed_run_becomes_topic_inputs_with_ranges_and_a_table_output_with_its_row_count():
     from openlineage.client.serde import Serde
 
-    from reprocess.airflow.lineage import Failure, OffsetRange, RunFacts, failure_of
+    from reprocess.airflow.lineage import failure_of
     from reprocess.airflow.lineage_facets import operator_lineage
+    from reprocess.airflow.lineage_facts import Failure, RunFacts
     from reprocess.core.errors import StageRefusedError
+    from reprocess.core.ranges import OffsetRange
 
     facts = RunFacts(
         run_id="r", kafka_namespace="kafka://k:9092", postgres_namespace="postgres://db:5432", table="app.s.t",
