@@ -1,7 +1,7 @@
 """A plan's diff: what the commit's own statements would change in the target, counted, then undone.
 
 :func:`diff_stage` runs inside a transaction its caller rolls back. It keeps the target rows of the
-stage's keys as they are (a temporary table), runs :func:`reprocess.postgres.commit.merge_stage`,
+stage's keys as they are (a temporary table), runs :func:`reprocess.postgres.merge_stage.merge_stage`,
 the very statements a commit runs (merge, tombstones, Debezium's left-out values, dead letters),
 then compares the rows after with the rows before, per key and column. Plan and apply cannot
 disagree on what changes, because no second formulation of the merge rules exists to drift: only
@@ -36,9 +36,9 @@ from reprocess.core.runs import RunMode
 from reprocess.core.spec import PipelineSpec
 from reprocess.core.stage_rows import DEAD, FILTERED, ROW, TOMBSTONE
 from reprocess.postgres.column_sql import comparable
-from reprocess.postgres.commit import merge_stage, stage_counts
 from reprocess.postgres.db import pg_cursor
 from reprocess.postgres.merge import newest_per_key
+from reprocess.postgres.merge_stage import merge_stage, stage_counts
 from reprocess.postgres.target import target_identifier
 
 KINDS: Final = ("inserted", "updated", "rewritten", "unchanged", "refused", "deleted")
@@ -78,7 +78,7 @@ def diff_stage(
     """The diff of committing ``stage`` into the live target, in ``conn``'s transaction, which the
     caller MUST roll back: the commit's statements really run in it (see the module).
 
-    Raises what :func:`~reprocess.postgres.commit.merge_stage` raises when the commit would refuse
+    Raises what :func:`~reprocess.postgres.merge_stage.merge_stage` raises when the commit would refuse
     the stage (dead letters over the threshold, split keys): the apply would refuse it too.
     """
     cur = pg_cursor(conn)

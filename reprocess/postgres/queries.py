@@ -86,7 +86,7 @@ MARK_FAILED: Final = text(
 # A task attempt's error, state kept: a retry may still stage or commit the run (staging clears it).
 RECORD_ERROR: Final = text("UPDATE reprocess.runs SET error = :error WHERE run_id = :run_id AND state <> 'committed'")
 
-# The dead-letter ratio of a batch is judged over its whole run (commit._check_dead_letter_ratio):
+# The dead-letter ratio of a batch is judged over its whole run (merge_stage._check_dead_letter_ratio):
 # what the run's committed batches landed and found new, and the offsets its other batches have
 # still to read (at most one record each). Zeros for a run that is not a batch.
 RUN_BATCH_SIBLINGS: Final = text(
