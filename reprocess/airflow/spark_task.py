@@ -20,10 +20,11 @@ templated strings; its secrets (templated from connections) reach a spark-submit
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
+from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.apache.spark.operators.spark_pyspark import PySparkOperator
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Connection
@@ -34,6 +35,7 @@ from reprocess.airflow.settings import spark_log_level
 from reprocess.spark.conf import dependency_args, spark_conf
 from reprocess.spark.connect import check_library, check_reachable, client_env, shared_session
 from reprocess.spark.entry_points import RUN_JOB, app_path, resolve_job, secret_env
+from reprocess.spark.submit_output import keeps_ivy_report, without_ivy_report
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -47,6 +49,24 @@ def _connect_job(
     """The PySparkOperator's callable: refuse a server holding other code, then run the job."""
     check_library(spark, url)
     return resolve_job(job)(spark, **args, **secrets)
+
+
+class _IvyQuietSubmitHook(SparkSubmitHook):
+    """The provider's spark-submit hook, its output read without Ivy's resolution report."""
+
+    def _process_spark_submit_log(self, itr: Iterator[Any]) -> None:
+        super()._process_spark_submit_log(without_ivy_report(itr))
+
+
+class _IvyQuietSubmitOperator(SparkSubmitOperator):
+    """The provider's spark-submit operator with :class:`_IvyQuietSubmitHook`. The provider builds
+    its hook from some thirty of the operator's fields; re-classing that hook reuses the build
+    instead of copying it (the subclass adds no state)."""
+
+    def _get_hook(self) -> SparkSubmitHook:
+        hook = super()._get_hook()
+        hook.__class__ = _IvyQuietSubmitHook
+        return hook
 
 
 class SparkJobOperator(RunLineageMixin, PySparkOperator):
@@ -94,7 +114,9 @@ class SparkJobOperator(RunLineageMixin, PySparkOperator):
         for key, value in self.args.items():
             application_args += [f"--{key.replace('_', '-')}", str(value)]
         deps = dependency_args()
-        self._submit = SparkSubmitOperator(
+        level = spark_log_level()
+        submit = SparkSubmitOperator if keeps_ivy_report(level) else _IvyQuietSubmitOperator
+        self._submit = submit(
             task_id=self.task_id,
             application=str(app_path(RUN_JOB)),
             conn_id=conn_id,
@@ -102,7 +124,7 @@ class SparkJobOperator(RunLineageMixin, PySparkOperator):
             application_args=application_args,
             # Spark's INFO lines stay out of the task log ([reprocess] spark_log_level); a driver on a
             # cluster node (deploy mode cluster) has no file of this package and keeps its own logging.
-            conf=spark_conf(level=spark_log_level(), quiet=conn.extra_dejson.get("deploy-mode") != "cluster"),
+            conf=spark_conf(level=level, quiet=conn.extra_dejson.get("deploy-mode") != "cluster"),
             # Spark's Kafka source: the local jars, or its Maven coordinates on a cluster
             jars=deps.get("jars"),
             packages=deps.get("packages"),

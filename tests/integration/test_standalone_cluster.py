@@ -32,7 +32,7 @@ def cluster() -> Iterator[None]:
 
 
 def test_orders_backfill_on_a_standalone_cluster_equals_the_oracle(
-    cluster, kafka_config, engine, unique_name, monkeypatch
+    cluster, kafka_config, engine, unique_name, monkeypatch, capfd
 ):
     for name, value in standalone.job_env().items():
         monkeypatch.setenv(name, value)
@@ -49,6 +49,10 @@ def test_orders_backfill_on_a_standalone_cluster_equals_the_oracle(
 
     assert dag_run.state == "success"
     assert_matches_oracle(engine, spec, produced, log_ends(produced))
+    # The task log says what Ivy resolved in one line, without its ~30-line report.
+    task_log = "".join(capfd.readouterr())
+    assert "Ivy resolved the --packages coordinates: " in task_log
+    assert "found org.apache.spark#spark-sql-kafka" not in task_log and ":: resolution report ::" not in task_log
     (run,) = runs(engine, spec)
     assert run.state == "committed" and run.records_read == len(produced.messages)
 
