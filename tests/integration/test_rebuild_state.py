@@ -21,31 +21,16 @@ from sqlalchemy import text
 from reprocess.core.errors import ReprocessError
 from reprocess.core.runs import RunRequest
 from reprocess.kafka import demo_data
-from reprocess.kafka.clients import make_producer
 from reprocess.operations.plan import plan_run
 from reprocess.operations.rebuild import swap_in
 from reprocess.postgres.commit import commit_run
 from reprocess.runner.start import start_run
 from tests.support.helpers import orders_spec, run_spark_stage
+from tests.support.sent_topic import Topic
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("spark")]
 
 REBUILD = {"mode": "rebuild", "batch_size": 4}
-
-
-class Topic:
-    """Records sent one at a time (each send returns its offset), kept for the oracle."""
-
-    def __init__(self, kafka: dict[str, Any], name: str) -> None:
-        demo_data.create_topic(kafka, name, 1)
-        self.name, self.producer, self.sent = name, make_producer(kafka), []
-
-    def send(self, key: Any, value: dict[str, Any] | None) -> int:
-        raw_key = key.encode() if isinstance(key, str) else json.dumps(key).encode()
-        self.producer.produce(self.name, key=raw_key, value=None if value is None else json.dumps(value).encode())
-        self.producer.flush()
-        self.sent.append((key, value))
-        return len(self.sent) - 1  # its offset
 
 
 def _table(engine, qualified: str, columns: str) -> list[tuple[Any, ...]]:

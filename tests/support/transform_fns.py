@@ -35,3 +35,8 @@ def nul_in_text(df: DataFrame) -> DataFrame:
     return df.withColumn(
         "t", F.when(F.col("t").startswith("bad"), F.concat("t", F.expr("char(0)"))).otherwise(F.col("t"))
     )
+
+
+def drops_drafts(df: DataFrame) -> DataFrame:
+    """A transform that filters: draft records are not returned at all (test_rebuild_decoding)."""
+    return df.where(F.col("status") != "draft")
