@@ -16,7 +16,6 @@ from reprocess.airflow.common import (
     epoch,
     kafka_config,
     pipeline_spark_task,
-    registry_config,
     topic_partition_params,
 )
 from reprocess.airflow.lineage import lineage_task
@@ -218,7 +217,7 @@ def build_run_dag(spec: PipelineSpec, kind: RunKind, assets: PipelineAssets | No
             findings = dry_run_findings(spec) if request.dry_run else []
             # An empty plan commits (a rebuild: swaps) here; an empty log still rebuilds by a swap.
             start: dict[str, Any] = {
-                "registry": registry_config(spec), "dag_id": dag.dag_id, "dag_run_id": run_id, "params": params
+                "dag_id": dag.dag_id, "dag_run_id": run_id, "params": params
             }  # fmt: skip
             if plan_id := (params or {}).get("plan_id"):  # exactly a stored plan's ranges, unless it is stale
                 plan, stages = start_apply(engine, kafka_config(), spec, plan_id, run_key, **start)
@@ -278,7 +277,7 @@ def build_run_dag(spec: PipelineSpec, kind: RunKind, assets: PipelineAssets | No
 
             plan, engine = PlannedRun.from_xcom(planned), app_engine()
             stages = launched_after_spark(stored_stages(engine, spec, plan.run_id, plan.batch_size))
-            result = evaluate(stages, RunContext(engine, spec, kafka_config(), registry_config(spec)))
+            result = evaluate(stages, RunContext(engine, spec))
             if result is None and stages and isinstance(stages[-1], Diff):  # a preview: its report is stored
                 return {"plan_id": plan.run_id}
             if result is None:

@@ -7,14 +7,14 @@ untouched and served throughout. Its stages (:mod:`reprocess.core.stages`):
 1. planning registers the spec's version without migrating the live table; the
    ``PrepareShadow`` stage (:func:`prepare_shadow`) creates the empty shadow state:
    ``<table>__rebuild`` with the new schema, its own deletion markers
-   ``reprocess_deleted.<pipeline>__rebuild`` (the new key's columns) and its own dead letters
-   (``pipeline = '<pipeline>/rebuild'``);
+   ``reprocess_deleted.<pipeline>__rebuild`` (the new key's columns), its own dead letters
+   (``pipeline = '<pipeline>/rebuild'``) and the keys its batches stage (:mod:`reprocess.postgres.rebuild_keys`);
 2. its ``Read`` stages always run in batches (child runs): each batch merges into the shadow
    state and commits on its own, advancing neither the ledger nor the committed ranges, nor
    resolving any live dead letter, so a killed rebuild resumes after its last committed batch
    and an abandoned one leaves the live pipeline as it was;
 3. its ``Swap`` stage (:func:`swap_in`) verifies the shadow (every batch committed; reconciliation's key check of
-   every record read back from Kafka: :mod:`reprocess.operations.rebuild_verify`) and then, in
+   the newest record per key the batches' Spark job staged: :mod:`reprocess.operations.rebuild_verify`) and then, in
    ONE transaction under the pipeline's lock: refuses if the live table has rows the log no
    longer holds (their keys' records are older than the log start; ``allow_data_loss`` drops
    them, recorded as lost ranges of the run) or objects the swap cannot carry over (views,
@@ -35,9 +35,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Final
 
 from psycopg2 import sql
 from sqlalchemy import Connection, Engine, text
@@ -52,6 +51,7 @@ from reprocess.postgres.batch_commit import sum_committed_batches
 from reprocess.postgres.commit import CommitResult, commit_run, outcome_unknown_on_disconnect
 from reprocess.postgres.db import pg_cursor
 from reprocess.postgres.dead_letters import dead_letters_owner
+from reprocess.postgres.rebuild_keys import create_rebuild_keys_sql, drop_rebuild_keys_sql
 from reprocess.postgres.target import (
     MARKERS_SCHEMA,
     create_markers_sql,
@@ -111,8 +111,9 @@ _SWAP_INCOMPLETE: Final = text(
 
 def prepare_shadow(conn: Connection, spec: PipelineSpec, run_id: str) -> None:
     """Mark the run a rebuild and start its shadow state empty: table, deletion markers (with the
-    new key's columns) and dead letters; whatever an abandoned rebuild left goes. Once per run: a
-    retried planning task leaves the shadow of a run it already prepared (its batches stand)."""
+    new key's columns), dead letters and the keys its batches stage; whatever an abandoned rebuild
+    left goes. Once per run: a retried planning task leaves the shadow of a run it already prepared
+    (its batches stand)."""
     if store.run_mode(conn, run_id) is RunMode.REBUILD:
         log.info("rebuild run_id=%s pipeline=%s shadow already prepared", run_id, spec.name)
         return
@@ -126,12 +127,11 @@ def prepare_shadow(conn: Connection, spec: PipelineSpec, run_id: str) -> None:
         cur.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(markers_identifier(shadow)))
         if spec.tombstones is TombstoneMode.DELETE:
             cur.execute(create_markers_sql(shadow))
+        cur.execute(create_rebuild_keys_sql(shadow))
     log.info("rebuild run_id=%s pipeline=%s shadow=%s created", run_id, spec.name, shadow.qualified_target)
 
 
-def swap_in(
-    engine: Engine, kafka: Mapping[str, Any], spec: PipelineSpec, run_id: str, registry: Mapping[str, Any] | None = None
-) -> CommitResult:
+def swap_in(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResult:
     """Verify the rebuilt shadow, then swap it in with the ledger in one transaction; idempotent.
 
     A retry after a swap whose connection dropped learns what happened from the database: the
@@ -152,7 +152,7 @@ def swap_in(
         state = store.run_state(conn, run_id)
     if state == RunState.COMMITTED:
         return commit_run(engine, spec, run_id)  # answers "already committed"
-    checked = verify_shadow(engine, kafka, spec, run_id, registry)  # registry: an Avro pipeline's client config
+    checked = verify_shadow(engine, spec, run_id)
     shadow = shadow_spec(spec)
     stamp = f"{datetime.now(UTC):%Y%m%d%H%M%S}"
     with outcome_unknown_on_disconnect(spec, run_id), engine.begin() as conn:
@@ -190,6 +190,8 @@ def swap_in(
         conn.execute(_FORGET_SHADOW_DEAD_LETTERS, dead)
         conn.execute(_SWAP_INCOMPLETE, dead)
         conn.execute(_FORGET_COMMITTED, {"pipeline": spec.name})
+        with pg_cursor(conn) as cur:
+            cur.execute(drop_rebuild_keys_sql(spec))
         for r in plan.ranges:
             params = {"pipeline": spec.name, "run_id": run_id, "topic": r.topic, "partition": r.partition,
                       "start": r.start, "end": r.end, "new": r.end}  # fmt: skip

@@ -24,6 +24,7 @@ from reprocess.postgres.dead_letters import (
 )
 from reprocess.postgres.merge import apply_tombstones_sql, drop_superseded_markers_sql, merge_sql, split_keys_sql
 from reprocess.postgres.merge_refusals import merge_isolating
+from reprocess.postgres.rebuild_keys import keep_rebuild_keys_sql
 from reprocess.postgres.stage import stage_counts_sql
 from reprocess.postgres.target import shadow_spec
 
@@ -87,6 +88,8 @@ def merge_stage(
 
     merged, refused = merge_isolating(cur, target, stage, params, merge)
     upserted, inserted, rederived, restamped, deleted, incomplete = merged
+    if rebuild:  # what its swap verifies the shadow against: the newest record per key Spark staged
+        cur.execute(keep_rebuild_keys_sql(target, stage))
     # 4. Dead letters, in the same transaction as the good rows; earlier ones whose record
     #    now parses (a redrive after a fix) are marked resolved by this run. A rebuild's
     #    batches keep theirs apart and resolve nothing: its swap does both (rebuild.swap_in).

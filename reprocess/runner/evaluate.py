@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from sqlalchemy import Engine
 
@@ -53,8 +53,6 @@ class RunContext:
 
     engine: Engine
     spec: PipelineSpec
-    kafka: Mapping[str, Any]
-    registry: Mapping[str, Any] | None = None  # an Avro pipeline's Schema Registry client config (the swap's check)
     reader: Reader | None = None
 
 
@@ -161,5 +159,5 @@ def _evaluate(ctx: RunContext, stage: Stage) -> CommitResult | None:
         diff_run(ctx.engine, ctx.spec, stage.run_id)
         return None
     if isinstance(stage, Swap):
-        return swap_in(ctx.engine, ctx.kafka, ctx.spec, stage.run_id, ctx.registry)
+        return swap_in(ctx.engine, ctx.spec, stage.run_id)
     return commit_run(ctx.engine, ctx.spec, stage.run_id)

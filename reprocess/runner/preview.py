@@ -61,4 +61,4 @@ def run_here(
     if not launched_with_spark(stages):
         return None
     read_run(spark, spec, run_id, db_url, dict(kafka), None, registry_config)
-    return evaluate(launched_after_spark(stages), RunContext(engine, spec, kafka))
+    return evaluate(launched_after_spark(stages), RunContext(engine, spec))

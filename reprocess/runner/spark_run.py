@@ -84,7 +84,7 @@ def read_run(
     started = time.monotonic()
     progress = RunProgress(spark, engine, spec.name, run_id, sum(r.width for r in plan.ranges))
     reader = SparkReader(spark, spec, db_url, kafka, writer_schemas(spec, plan.ranges, registry_config), progress)
-    evaluate(stages, RunContext(engine, spec, kafka, reader=reader))
+    evaluate(stages, RunContext(engine, spec, reader=reader))
     progress.close()
     log.info(
         "stage run_id=%s pipeline=%s ranges=%d seconds=%.1f",

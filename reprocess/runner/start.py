@@ -24,7 +24,6 @@ def start_run(
     request: RunRequest,
     run_id: str,
     *,
-    registry: Mapping[str, Any] | None = None,
     dag_id: str | None = None,
     dag_run_id: str | None = None,
     params: Mapping[str, Any] | None = None,
@@ -39,7 +38,7 @@ def start_run(
     stages = build_stages(
         plan, request.mode, batch_size, dry_run=request.dry_run, preview=request.preview, cut=cut, committed=committed
     )
-    evaluate(launched_before_spark(stages), RunContext(engine, spec, kafka, registry))
+    evaluate(launched_before_spark(stages), RunContext(engine, spec))
     return plan, stages
 
 

@@ -141,11 +141,11 @@ def test_rebuild_swap_cut_while_its_commit_is_in_flight_is_resolved_by_the_retry
         cut_engine = make_engine(proxied_url)
         proxy.arm(_marks_committed(rebuild.run_id), "held")
         with pytest.raises(CommitInterrupted):
-            swap_in(cut_engine, kafka_config, spec, rebuild.run_id)
+            swap_in(cut_engine, spec, rebuild.run_id)
 
         def retry() -> None:
             try:
-                outcome["result"] = swap_in(engine, kafka_config, spec, rebuild.run_id)
+                outcome["result"] = swap_in(engine, spec, rebuild.run_id)
             except Exception as exc:  # reported below
                 outcome["error"] = exc
 

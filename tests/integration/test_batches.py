@@ -99,7 +99,7 @@ def test_a_cleared_batched_run_keeps_its_plan_and_cut_and_commits_only_when_its_
     demo_data.produce(kafka_config, unique_name, 1, demo_data.order_events(25, 1))
     _, stages = start_run(engine, kafka_config, spec, RunRequest.from_params({"batch_size": 10}), unique_name)
     (cut,) = [s for s in stages if isinstance(s, CutBatches)]
-    evaluate((cut,), RunContext(engine, spec, kafka_config))  # the Spark task's first stage records the batches
+    evaluate((cut,), RunContext(engine, spec))  # the Spark task's first stage records the batches
     planned = _ranges(engine, unique_name)
     children = [_ranges(engine, f"{unique_name}#{k}") for k in range(len(cut.batches))]
     ((partition, start, end),) = planned

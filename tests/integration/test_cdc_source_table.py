@@ -64,7 +64,7 @@ def _run(engine: Any, kafka_config: dict[str, Any], spec: PipelineSpec, run_id: 
     start_run(engine, kafka_config, spec, request, run_id)
     run_spark_stage(spec, run_id, batch_size=request.batch_size)
     if request.mode is RunMode.REBUILD:
-        return swap_in(engine, kafka_config, spec, run_id)
+        return swap_in(engine, spec, run_id)
     return commit_run(engine, spec, run_id)
 
 

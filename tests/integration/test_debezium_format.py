@@ -458,7 +458,7 @@ def test_primary_key_changes_over_unchanged_large_values_keep_them_whatever_the_
         engine, kafka_config, incremental, RunRequest.from_params({"mode": "rebuild", "batch_size": 100}), rebuild
     )
     run_spark_stage(incremental, rebuild, batch_size=100)
-    assert swap_in(engine, kafka_config, incremental, rebuild).values_incomplete == 0
+    assert swap_in(engine, incremental, rebuild).values_incomplete == 0
     assert stored(incremental) == expected
 
     # An update that sends one of the two values: that one is known from now on, the other still is not.

@@ -79,7 +79,7 @@ def _apply(engine, kafka, spec, plan_id: str, run_id: str) -> dict[str, int]:
         from reprocess.runner.evaluate import RunContext, evaluate
 
         run_spark_stage(spec, run_id, kafka=kafka)
-        evaluate(launched_after_spark(stages), RunContext(engine, spec, kafka))
+        evaluate(launched_after_spark(stages), RunContext(engine, spec))
     with engine.connect() as conn:
         row = store.committed_counts(conn, run_id)
     return {name: getattr(row, name) or 0 for name in store.RUN_COUNTS}

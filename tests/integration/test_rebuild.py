@@ -132,7 +132,7 @@ def test_key_type_change_is_rebuilt_resumed_verified_and_swapped_atomically(kafk
         # Resumed, not restarted: the batches committed before the kill keep their commit time.
         assert set(_batches(engine, plan.run_id)) == {"committed"}
         assert {k: v for k, v in _committed_at(engine, plan.run_id).items() if k in kept} == kept
-        result = swap_in(engine, kafka_config, v2, plan.run_id)
+        result = swap_in(engine, v2, plan.run_id)
     finally:
         stop.set()
         watcher.join()
@@ -154,7 +154,7 @@ def test_key_type_change_is_rebuilt_resumed_verified_and_swapped_atomically(kafk
     assert {r._spec_version for r in rows} == {live_version} == {2}
     assert old_rows == before[0] and f"{v2.target_table}__rebuild" not in tables
     assert ledger(engine, v2) == log_ends(produced)
-    assert swap_in(engine, kafka_config, v2, plan.run_id).already_committed
+    assert swap_in(engine, v2, plan.run_id).already_committed
 
     # The incremental planned against the old table is fenced at its commit; a new one runs on v2.
     with pytest.raises(FencedRunError, match=r"planned for spec v1 but .* is at v2"):

@@ -67,7 +67,7 @@ def test_typed_keys_and_deleted_keys_verify_and_swap_in(kafka_config, engine, un
     commit_run(engine, spec, live.run_id)
     rebuild, _ = start_run(engine, kafka_config, spec, RunRequest.from_params(REBUILD), f"{unique_name}-rebuild")
     run_spark_stage(spec, rebuild.run_id, batch_size=4)
-    swap_in(engine, kafka_config, spec, rebuild.run_id)
+    swap_in(engine, spec, rebuild.run_id)
 
     rows = _table(engine, spec.qualified_target, "n, t, d, s")
     assert {(n.normalize(), t, d): s for n, t, d, s in rows} == {
@@ -131,11 +131,11 @@ def test_a_rebuild_writes_only_shadow_state_until_its_swap_which_carries_what_ha
     assert _dead_letters(engine, v1.name) == {3: None}
 
     with pytest.raises(ReprocessError, match=rf"view {v1.target_schema}\.recent\b.*Nothing was swapped"):
-        swap_in(engine, kafka_config, v2, rebuild.run_id)
+        swap_in(engine, v2, rebuild.run_id)
     assert _table(engine, v1.qualified_target, "id, s") == [("2", "b")]
     with engine.begin() as conn:
         conn.execute(text(f"DROP VIEW {v1.target_schema}.recent"))
-    swap_in(engine, kafka_config, v2, rebuild.run_id)
+    swap_in(engine, v2, rebuild.run_id)
 
     # The oracle, by offset: 1 → a2 @4 (its tombstone @2 is older), 2 → b @1, 3 → no s @3.
     assert sorted(_table(engine, v2.qualified_target, "id, s, _kafka_offset")) == [(1, "a2", 4), (2, "b", 1),
@@ -195,13 +195,13 @@ def test_the_swap_keeps_rows_the_log_no_longer_holds_unless_their_loss_is_allowe
     run_spark_stage(spec, refused.run_id, batch_size=4, kafka=kafka)
     with pytest.raises(ReprocessError, match=r"would drop 3 rows .*\[0\]: 3 rows from offset 0 below the log "
                        r"start 3.*allow_data_loss=true"):  # fmt: skip
-        swap_in(engine, kafka, spec, refused.run_id)
+        swap_in(engine, spec, refused.run_id)
     assert sorted(_table(engine, spec.qualified_target, "id, s")) == [(f"k{i}", f"v{i}") for i in range(6)]
 
     allowed, _ = start_run(engine, kafka, spec, RunRequest.from_params({**REBUILD, "allow_data_loss": True}),
                            f"{unique_name}-allowed")  # fmt: skip
     run_spark_stage(spec, allowed.run_id, batch_size=4, kafka=kafka)
-    swap_in(engine, kafka, spec, allowed.run_id)
+    swap_in(engine, spec, allowed.run_id)
     assert sorted(_table(engine, spec.qualified_target, "id, s")) == [(f"k{i}", f"v{i}") for i in range(3, 6)]
     assert _runs(engine, spec)[allowed.run_id] == (
         "committed", [{"topic": unique_name, "partition": 0, "start": 0, "end": 3}]
@@ -225,7 +225,7 @@ def test_a_rebuild_with_nothing_to_read_commits_only_by_its_swap(kafka_config, e
     stages = build_stages(rebuild, request.mode, 4)
     assert stages == (PrepareShadow(rebuild.run_id), Swap(rebuild.run_id, empty=True))
 
-    context = RunContext(engine, v2, kafka_config)
+    context = RunContext(engine, v2)
     evaluate(stages[:1], context)
     with pytest.raises(ReprocessError, match="commits by swapping its shadow in"):
         evaluate([Commit(rebuild.run_id, empty=True)], context)

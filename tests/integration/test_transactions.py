@@ -163,6 +163,6 @@ def test_aborted_and_open_transactions_are_invisible_to_every_read_and_covered_b
     # 5. A rebuild from the log start gives the same table.
     rebuild, _ = start_run(engine, kafka, fixed, RunRequest.from_params({"mode": "rebuild"}), f"{unique_name}-rebuild")
     run_spark_stage(fixed, rebuild.run_id)
-    swap_in(engine, kafka, fixed, rebuild.run_id)
+    swap_in(engine, fixed, rebuild.run_id)
     assert target_rows(engine, fixed) == oracle_rows(everything)
     assert ledger(engine, fixed) == ends

@@ -69,7 +69,7 @@ def commits(monkeypatch: pytest.MonkeyPatch) -> list[Callable[[str], None]]:
 
 def _run(stages: Any, read: Callable[[int], int]) -> None:
     spec = type("Spec", (), {"name": "p"})()
-    evaluate.evaluate(stages, evaluate.RunContext(_Engine(), spec, {}, reader=_Reader(read)))  # type: ignore[arg-type]
+    evaluate.evaluate(stages, evaluate.RunContext(_Engine(), spec, reader=_Reader(read)))  # type: ignore[arg-type]
 
 
 def test_a_batch_commits_while_the_next_one_reads(commits: list[Callable[[str], None]]) -> None:
