@@ -5,7 +5,9 @@ Connect worker with the JSON converter; ``debezium``: the PostgreSQL source conn
 plugin folder, with the PostgreSQL JDBC driver; ``debezium-jdbc``: Debezium's JDBC sink connector
 as a plugin folder, the Kafka Connect peer ``make bench`` measures; ``spark``: what pyspark's own ``jars/`` lacks for
 Spark's Kafka source and spark-avro; ``registry``: Apicurio Registry's application archive, which
-the install unpacks; ``avro-converter``: a Connect plugin folder writing Avro through the registry).
+the install unpacks; ``avro-converter``: a Connect plugin folder writing Avro through the registry;
+``flink``: the Kafka and JDBC connectors of the Flink peer ``make bench`` measures, for the runtime of
+the bench's own Flink venv).
 Its ``pom.xml`` is the only list of coordinates and versions;
 ``mvn dependency:copy-dependencies`` copies the set's runtime closure into the state folder
 (``jvm/jars/<set>/``). Maven's local repository (``~/.m2``) caches the downloads the way pip's cache
@@ -33,7 +35,7 @@ from typing import Final
 from devstack.process import ServiceError, state_dir
 
 POMS: Final = Path(__file__).resolve().parent
-SETS: Final = ("kafka", "connect", "debezium", "debezium-jdbc", "spark", "registry", "avro-converter")
+SETS: Final = ("kafka", "connect", "debezium", "debezium-jdbc", "spark", "registry", "avro-converter", "flink")
 STAMP: Final = ".installed"
 INSTALL_HINT: Final = (
     "install Maven 3.8+ and Java 17 (Debian: `sudo apt-get install -y maven openjdk-17-jre-headless`), "
