@@ -19,7 +19,7 @@ def _table(bench: Bench) -> Table:
     return Table(f"{bench.tag}_spark_job", "orders")
 
 
-def _create(bench: Bench, table: Table) -> None:
+def create_table(bench: Bench, table: Table) -> None:
     """The table a team creates for the job: the columns it writes, the key as primary key."""
     conn = bench.connect()
     try:
@@ -50,7 +50,7 @@ def spark_availablenow_job(bench: Bench, ds: Dataset) -> Result:
     """The job from the start of the topic into an empty table, then its replay: the checkpoint
     deleted (the way a team re-reads a topic) and the job run again over the same range."""
     table = _table(bench)
-    _create(bench, table)
+    create_table(bench, table)
     seconds, peak = _run(bench, ds, table, "first")
     conn = bench.connect()
     try:
