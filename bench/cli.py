@@ -26,12 +26,14 @@ from bench.ceilings import ceiling_a_pg_merge, ceiling_b_kafka_raw, read_alone
 from bench.concurrency import LEVELS, concurrent_runs
 from bench.context import RESULTS, Bench, Result, bench_db_url
 from bench.data import UPDATES_PER_KEY, Dataset, produce_dataset
+from bench.flink_peer import flink_job
 from bench.formats import FORMATS, format_dataset, format_product
 from bench.jdbc_sink import jdbc_sink
 from bench.oracle import Table, count_wrong
 from bench.plan import plan_then_apply
 from bench.product import Launcher, SparkConnect, SparkSubmit, product
 from bench.reconcile import reconcile_window
+from bench.slices import older_slice
 from bench.spark_peer import spark_availablenow_job
 
 log = logging.getLogger("bench")
@@ -58,7 +60,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--no-peers",
         dest="peers",
         action="store_false",
-        help="skip the Debezium JDBC sink and the Spark AvailableNow job",
+        help="skip the Debezium JDBC sink, the Spark AvailableNow job and the Flink job",
     )
     parser.add_argument(
         "--no-concurrency",
@@ -150,6 +152,9 @@ def main(argv: list[str] | None = None) -> int:
                 # The replay: the same backfill again over the same range, into the same target.
                 again = functools.partial(run, product, main_ds, launcher, label=label, run_name="replay")
                 replay(full, label, again)
+                # The older slice: the first half of each partition again, into the loaded target.
+                run(product, main_ds, launcher, label=label, run_name="older_slice", ends=older_slice(main_ds.ends))
+                full.detail["wrong_after_older_slice"] = wrong(label, main_ds)
             fixed = run(product, small, launcher, label=f"{launcher.name.replace('-', '_')}_1k")
             by_launcher[launcher.name] = (full, fixed)
             results += [full, fixed]
@@ -190,7 +195,11 @@ def main(argv: list[str] | None = None) -> int:
                 peers["spark"] = run(spark_availablenow_job, main_ds)
                 return peers["spark"]
 
-            optional += [("jdbc_sink", jdbc_case), ("spark_availablenow_job", spark_case)]
+            def flink_case() -> Result:
+                peers["flink"] = run(flink_job, main_ds)
+                return peers["flink"]
+
+            optional += [("jdbc_sink", jdbc_case), ("spark_availablenow_job", spark_case), ("flink_job", flink_case)]
         if args.concurrency:
             conc_data: list[Dataset] = []
 
@@ -345,6 +354,16 @@ def main(argv: list[str] | None = None) -> int:
         ratios[f"plan ÷ apply at {n:,} records (seconds)"] = scaled["plan"].detail["plan_over_apply"]
     if "big_reconcile" in scaled:
         ratios[f"reconciliation of a {BIG / 1e6:g} M-record window (s)"] = scaled["big_reconcile"].seconds
+    if args.peers:  # issue 41: the Flink peer, and every peer's replays side by side
+        if "flink" in peers:
+            ratios["product ÷ Flink job (records/s)"] = prod.rate / peers["flink"].rate
+        four = [prod, *(peers.get(k) for k in ("jdbc", "spark", "flink"))]
+        ratios["rows wrong after a replay — product / JDBC sink / Spark job / Flink"] = report.wrong_counts(
+            four, "wrong_after_replay"
+        )
+        ratios["rows wrong after an older-slice replay — product / JDBC sink / Spark job / Flink"] = (
+            report.wrong_counts(four, "wrong_after_older_slice")
+        )
     text = report.body(n, results, ceil_a, base, ratios, checks)
     print(text)
     meta = {

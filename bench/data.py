@@ -91,6 +91,7 @@ def produce_dataset(
     *,
     partitions: int = PARTITIONS,
     orders: int | None = None,
+    limits: dict[int, int] | None = None,
 ) -> Dataset:
     """Produce ``records`` order events to a new topic, each value ``encode(i, key, event)``
     (default: the event as JSON, a tombstone as a null value; bench/formats.py writes Avro and
@@ -98,7 +99,8 @@ def produce_dataset(
     (default: its text), over ``partitions`` partitions.
 
     ``orders`` (keys) defaults to ``records / 10``; ``orders = partitions`` puts exactly
-    ``records / partitions`` records on every partition (the many-partitions case).
+    ``records / partitions`` records on every partition (the many-partitions case). ``limits``
+    keep only a partition's first ``limits[p]`` records (an older slice, in a topic of its own).
     Raises when the broker's log ends differ from the counts produced.
     """
     from confluent_kafka import TopicPartition
@@ -131,6 +133,8 @@ def produce_dataset(
 
     for i in range(records):
         part, key, body = event(i, orders, partitions)
+        if limits is not None and counts[part] >= limits[part]:
+            continue
         if encode is not None:
             value = encode(i, key, body)
         else:
@@ -153,7 +157,7 @@ def produce_dataset(
     finally:
         consumer.close()
     log.info("produced topic=%s records=%d seconds=%.1f (%.0f/s)", topic, records, seconds, records / seconds)
-    return Dataset(topic, records, orders, ends, seconds, partitions)
+    return Dataset(topic, sum(counts), orders, ends, seconds, partitions)
 
 
 def parsed_rows(ds: Dataset) -> Iterator[tuple[Any, ...]]:

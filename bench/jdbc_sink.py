@@ -14,7 +14,9 @@ reach the log ends: the sink commits only what it has written, so that is the la
 (give or take the worker's 1 s offset flush interval). The replay resets the group (the connector
 stopped, its offsets deleted through the REST API, resumed) and times the same way; every 2 s
 while it runs the oracle counts the table's wrong rows, and the worst count is kept (what a
-reader saw during the replay).
+reader saw during the replay). The older-slice replay (:func:`bench.slices.older_slice`) is the way a
+Connect team replays part of a topic: the slice copied into a topic of its own, and a second
+connector from it into the same table.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from urllib.parse import urlsplit
 from bench.context import Bench, Result
 from bench.data import Dataset, produce_dataset
 from bench.oracle import Table, count_wrong
+from bench.slices import older_slice
 
 COLUMNS: Final = ("order_id", "customer_id", "status", "amount", "currency", "items", "updated_at")
 BATCH: Final = 10_000
@@ -134,6 +137,7 @@ def jdbc_sink(bench: Bench, records: int) -> Result:
         cur.execute(f'CREATE SCHEMA IF NOT EXISTS "{table.schema}"')
     name = f"{bench.tag}_jdbc_sink"
     group = f"connect-{name}"
+    topics = [ds.topic]
     try:
         started = time.monotonic()
         kafka_connect.put_connector(name, connector_config(bench, ds.topic, table, len(ds.ends)))
@@ -155,11 +159,19 @@ def jdbc_sink(bench: Bench, records: int) -> Result:
         kafka_connect.request("PUT", f"/connectors/{name}/resume")
         replay_seconds = (time.monotonic() - started) + _wait_applied(bench, group, ds, probe)
         wrong = count_wrong(conn, ds, table)
+        kafka_connect.remove_connector(name)
+        older = produce_dataset(bench.kafka, f"{ds.topic}_older", records, encode=connect_json,
+                                encode_key=connect_json_key, limits=older_slice(ds.ends))  # fmt: skip
+        topics.append(older.topic)
+        kafka_connect.put_connector(f"{name}_older", connector_config(bench, older.topic, table, len(older.ends)))
+        _wait_applied(bench, f"connect-{name}_older", older)
+        wrong_older = count_wrong(conn, ds, table)
     finally:
         conn.close()
-        kafka_connect.remove_connector(name)
+        for connector in (name, f"{name}_older"):
+            kafka_connect.remove_connector(connector)
         admin = make_admin(bench.kafka)
-        for fut in admin.delete_topics([ds.topic], operation_timeout=30).values():
+        for fut in admin.delete_topics(topics, operation_timeout=30).values():
             fut.result()
     return Result(
         "Debezium JDBC sink (Kafka Connect, upsert, deletes)",
@@ -168,6 +180,7 @@ def jdbc_sink(bench: Bench, records: int) -> Result:
         detail={
             "wrong_after_load": wrong_first,
             "wrong_after_replay": wrong,
+            "wrong_after_older_slice": wrong_older,
             "replay_seconds": replay_seconds,
             "produce_seconds": ds.produce_seconds,
             "worst_during_replay": worst,

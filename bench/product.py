@@ -21,6 +21,7 @@ from typing import Any, Protocol
 from bench.context import REPO, Bench, Result
 from bench.data import Dataset
 from bench.rss import PeakRss
+from bench.slices import spark_offsets
 from reprocess.core.spec import PipelineSpec
 
 _STAGE_LOG = re.compile(r"stage run_id=\S+ pipeline=\S+ ranges=\d+ seconds=([0-9.]+)")
@@ -140,12 +141,19 @@ class SparkConnect:
 
 
 def product(
-    bench: Bench, ds: Dataset, launcher: Launcher, label: str, run_name: str = "bench", **spec_overrides: Any
+    bench: Bench,
+    ds: Dataset,
+    launcher: Launcher,
+    label: str,
+    run_name: str = "bench",
+    ends: dict[int, int] | None = None,
+    **spec_overrides: Any,
 ) -> Result:
     """``plan_run`` (snapshot + ranges + ledger rows) → the launcher's Spark stage →
     ``commit_run`` (the merge transaction), each timed; the Spark phase is split into the one
     action and the rest (JVM or session start, planning, stop). A second call with the same
-    ``label`` and another ``run_name`` is a replay of the same range into the same target."""
+    ``label`` and another ``run_name`` is a replay of the same range into the same target;
+    ``ends`` bound it to ``[0, ends[p])`` per partition (the older-slice replay)."""
     from reprocess.core.runs import EndMode, RunKind, RunRequest, StartMode
     from reprocess.operations.plan import plan_run
     from reprocess.postgres.commit import commit_run
@@ -156,12 +164,17 @@ def product(
     run_id = f"{spec.name}/{run_name}"
     try:
         t0 = time.monotonic()
-        request = RunRequest(RunKind.BACKFILL, StartMode.EARLIEST, EndMode.LATEST)
+        if ends is None:
+            request = RunRequest(RunKind.BACKFILL, StartMode.EARLIEST, EndMode.LATEST)
+        else:
+            request = RunRequest(
+                RunKind.BACKFILL, StartMode.EARLIEST, EndMode.OFFSETS, None, spark_offsets(ds.topic, ends)
+            )
         plan = plan_run(engine, bench.kafka, spec, request, run_id)
         t1 = time.monotonic()
         planned = {r.partition: (r.start, r.end) for r in plan.ranges}
-        if planned != {p: (0, e) for p, e in ds.ends.items()}:
-            raise RuntimeError(f"{spec.name}: planned {planned}, expected [0, end) for {ds.ends}")
+        if planned != {p: (0, e) for p, e in (ends or ds.ends).items()}:
+            raise RuntimeError(f"{spec.name}: planned {planned}, expected [0, end) for {ends or ds.ends}")
         staged = launcher.stage(bench, spec, run_id, bench.out / f"{spec.name}.spark.log")
         t2 = time.monotonic()
         result = commit_run(engine, spec, run_id)
@@ -170,7 +183,7 @@ def product(
         engine.dispose()
     return Result(
         f"product on {launcher.name}: plan → Spark → commit ({label})",
-        ds.records,
+        sum(ends.values()) if ends else ds.records,
         t3 - t0,
         {"plan": t1 - t0, "spark total": t2 - t1, "  of which the Spark action": staged.action_seconds,
          "  of which launch/session/planning/stop": (t2 - t1) - staged.action_seconds, "commit": t3 - t2},

@@ -46,12 +46,15 @@ WRONG: Final = ("older_overwrote_newer", "deleted_came_back", "duplicates", "mis
 
 def exactness_table(results: list[Result]) -> str:
     """Speed and exactness in one view: each case that loads a table, its records/s, and the rows
-    the oracle (bench.oracle) finds wrong after the load and after a replay of the same range
-    (and, where the case was probed while its replay ran, the worst count a reader saw)."""
+    the oracle (bench.oracle) finds wrong after the load, after a replay of the same range
+    (and, where the case was probed while its replay ran, the worst count a reader saw) and after
+    an older-slice replay (bench.slices: the first half of each partition into the loaded table)."""
     lines = [
         "| case | records/s | wrong after the load | wrong after a replay | of which older over newer / deleted "
-        "back / duplicates / missing / other | replay s | worst seen during the replay |",
-        "|---|---:|---:|---:|---|---:|---:|",
+        "back / duplicates / missing / other | replay s | worst seen during the replay "
+        "| wrong after an older-slice replay | of which older over newer / deleted back / duplicates / missing "
+        "/ other |",
+        "|---|---:|---:|---:|---|---:|---:|---:|---|",
     ]
     for r in results:
         first, again = r.detail.get("wrong_after_load"), r.detail.get("wrong_after_replay")
@@ -61,9 +64,18 @@ def exactness_table(results: list[Result]) -> str:
         replay_s = f"{r.detail['replay_seconds']:.1f}" if "replay_seconds" in r.detail else "—"
         during = r.detail.get("worst_during_replay")
         worst = f"{during['total']:,}" if during else "—"
+        older = r.detail.get("wrong_after_older_slice")
+        older_kinds = " / ".join(f"{older[k]:,}" for k in WRONG) if older else "—"
+        older_total = f"{older['total']:,}" if older else "—"
         lines.append(f"| {r.case} | {r.rate:,.0f} | {first['total']:,} | {again['total'] if again else '—'} "
-                     f"| {kinds} | {replay_s} | {worst} |")  # fmt: skip
+                     f"| {kinds} | {replay_s} | {worst} | {older_total} | {older_kinds} |")  # fmt: skip
     return "\n".join(lines)
+
+
+def wrong_counts(results: list[Result | None], key: str) -> str:
+    """The oracle's total under ``detail[key]`` of each case, ``**n**`` each, ``**—**`` where it did not run."""
+    totals = [r.detail.get(key) if r is not None else None for r in results]
+    return " / ".join(f"**{t['total']:,}**" if t else "**—**" for t in totals)
 
 
 def ratio_line(name: str, value: float | str) -> str:
@@ -77,7 +89,8 @@ def body(n: int, results: list[Result], ceiling_a: Result, baseline: Result, rat
         [
             f"## Throughput (N = {n:,})",
             throughput_table(results, ceiling_a, baseline),
-            "## Speed and exactness (bench.oracle; a replay runs the same range again into the same table)",
+            "## Speed and exactness (bench.oracle; a replay runs the same range again into the same table, an "
+            "older-slice replay the first half of each partition)",
             exactness_table(results),
             "## Where the time goes",
             phases_table([r for r in results if r.phases]),

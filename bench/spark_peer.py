@@ -11,6 +11,7 @@ from bench.context import REPO, Bench, Result
 from bench.data import Dataset
 from bench.oracle import Table, count_wrong
 from bench.product import spark_submit
+from bench.slices import older_slice, spark_offsets
 
 JOB = REPO / "bench" / "spark_peer_job.py"
 
@@ -34,12 +35,12 @@ def create_table(bench: Bench, table: Table) -> None:
         conn.close()
 
 
-def _run(bench: Bench, ds: Dataset, table: Table, label: str) -> tuple[float, dict[str, float]]:
+def _run(bench: Bench, ds: Dataset, table: Table, label: str, *extra: str) -> tuple[float, dict[str, float]]:
     from reprocess.spark.conf import spark_submit_command
 
     checkpoint = bench.out / f"{table.schema}.checkpoint"
-    cmd = spark_submit_command(JOB, "--bootstrap", bench.kafka["bootstrap.servers"], "--topic", ds.topic,
-                               "--table", f"{table.schema}.{table.name}", "--checkpoint", str(checkpoint))  # fmt: skip
+    cmd = spark_submit_command(JOB, "--bootstrap", bench.kafka["bootstrap.servers"], "--topic", ds.topic, "--table",
+                               f"{table.schema}.{table.name}", "--checkpoint", str(checkpoint), *extra)  # fmt: skip
     log_path = bench.out / f"{table.schema}.{label}.log"
     started = time.monotonic()
     peak_mb = spark_submit(bench, cmd, log_path, "the Spark AvailableNow job")
@@ -48,7 +49,8 @@ def _run(bench: Bench, ds: Dataset, table: Table, label: str) -> tuple[float, di
 
 def spark_availablenow_job(bench: Bench, ds: Dataset) -> Result:
     """The job from the start of the topic into an empty table, then its replay: the checkpoint
-    deleted (the way a team re-reads a topic) and the job run again over the same range."""
+    deleted (the way a team re-reads a topic) and the job run again over the same range; then the
+    older slice (:func:`bench.slices.older_slice`) as one batch into the loaded table."""
     table = _table(bench)
     create_table(bench, table)
     seconds, peak = _run(bench, ds, table, "first")
@@ -58,6 +60,8 @@ def spark_availablenow_job(bench: Bench, ds: Dataset) -> Result:
         shutil.rmtree(bench.out / f"{table.schema}.checkpoint")
         replay_seconds, _ = _run(bench, ds, table, "replay")
         wrong = count_wrong(conn, ds, table)
+        _run(bench, ds, table, "older_slice", "--ending-offsets", spark_offsets(ds.topic, older_slice(ds.ends)))
+        wrong_older = count_wrong(conn, ds, table)
     finally:
         conn.close()
     return Result(
@@ -67,6 +71,7 @@ def spark_availablenow_job(bench: Bench, ds: Dataset) -> Result:
         detail={
             "wrong_after_load": wrong_first,
             "wrong_after_replay": wrong,
+            "wrong_after_older_slice": wrong_older,
             "replay_seconds": replay_seconds,
             "peak_rss_mb": peak,
         },

@@ -10,7 +10,9 @@ psycopg2's ``execute_values``. There is no ordering guard (the upsert overwrites
 table holds) and tombstones are dropped: a plain upsert has nothing to write for them.
 
 Usage: ``spark-submit bench/spark_peer_job.py --bootstrap H:P --topic T --table schema.table
---checkpoint DIR [--max-offsets-per-trigger N]``; the database URL (libpq) is ``$REPROCESS_DB_URL``.
+--checkpoint DIR [--max-offsets-per-trigger N] [--ending-offsets JSON]``; the database URL (libpq) is
+``$REPROCESS_DB_URL``. With ``--ending-offsets`` (Spark's ``endingOffsets``) the job replays a slice
+instead: one batch read from the earliest offsets to those, through the same ``foreachBatch`` function.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ def main() -> None:
     parser.add_argument("--table", required=True)
     parser.add_argument("--checkpoint", required=True)
     parser.add_argument("--max-offsets-per-trigger", type=int, default=250_000)
+    parser.add_argument("--ending-offsets", help="replay [earliest, these) as one batch (Spark's endingOffsets JSON)")
     args = parser.parse_args()
 
     from pyspark.sql import SparkSession, Window
@@ -74,6 +77,18 @@ def main() -> None:
         )
         rows.foreachPartition(write)
 
+    if args.ending_offsets:
+        sliced = (
+            spark.read.format("kafka")
+            .option("kafka.bootstrap.servers", args.bootstrap)
+            .option("subscribe", args.topic)
+            .option("startingOffsets", "earliest")
+            .option("endingOffsets", args.ending_offsets)
+            .load()
+        )
+        upsert(sliced, 0)
+        spark.stop()
+        return
     stream = (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", args.bootstrap)
