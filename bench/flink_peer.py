@@ -14,7 +14,7 @@ from pathlib import Path
 
 from bench.context import REPO, Bench, Result
 from bench.data import Dataset
-from bench.oracle import Table, count_wrong
+from bench.oracle import Table, counted_replays
 from bench.product import spark_submit
 from bench.slices import flink_offsets, older_slice
 from bench.spark_peer import create_table
@@ -58,23 +58,13 @@ def flink_job(bench: Bench, ds: Dataset) -> Result:
     seconds, job_seconds, peak = _run(bench, ds, table, ds.ends, "first")
     conn = bench.connect()
     try:
-        wrong_first = count_wrong(conn, ds, table)
-        replay_seconds, _, _ = _run(bench, ds, table, ds.ends, "replay")
-        wrong = count_wrong(conn, ds, table)
-        _run(bench, ds, table, older_slice(ds.ends), "older_slice")
-        wrong_older = count_wrong(conn, ds, table)
+        counts = counted_replays(conn, ds, table, lambda: _run(bench, ds, table, ds.ends, "replay")[0],
+                                 lambda: _run(bench, ds, table, older_slice(ds.ends), "older_slice"))  # fmt: skip
     finally:
         conn.close()
     return Result(
         "Flink job (upsert-kafka bounded, streaming mode, parallelism 2 → JDBC upsert)",
         ds.records,
         seconds,
-        detail={
-            "wrong_after_load": wrong_first,
-            "wrong_after_replay": wrong,
-            "wrong_after_older_slice": wrong_older,
-            "replay_seconds": replay_seconds,
-            "job_seconds_without_jvm_start_stop": job_seconds,
-            "peak_rss_mb": peak,
-        },
+        detail={**counts, "job_seconds_without_jvm_start_stop": job_seconds, "peak_rss_mb": peak},
     )

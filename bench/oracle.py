@@ -18,6 +18,7 @@ What counts as wrong (each row once, in this order):
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -88,3 +89,15 @@ def count_wrong(conn: Any, ds: Dataset, table: Table) -> dict[str, int]:
     counts = dict(zip(WRONG_KINDS, (int(x) for x in row), strict=True))
     counts["total"] = sum(counts.values())
     return counts
+
+
+def counted_replays(conn: Any, ds: Dataset, table: Table, replay: Callable[[], float],
+                    older_slice: Callable[[], object]) -> dict[str, Any]:  # fmt: skip
+    """A peer's exactness after its load: the counts after the load, after ``replay`` (the same
+    range again; it returns its seconds) and after ``older_slice`` (bench.slices), into the same table."""
+    wrong_first = count_wrong(conn, ds, table)
+    replay_seconds = replay()
+    wrong = count_wrong(conn, ds, table)
+    older_slice()
+    return {"wrong_after_load": wrong_first, "wrong_after_replay": wrong, "replay_seconds": replay_seconds,
+            "wrong_after_older_slice": count_wrong(conn, ds, table)}  # fmt: skip

@@ -9,7 +9,7 @@ from psycopg2 import sql
 
 from bench.context import REPO, Bench, Result
 from bench.data import Dataset
-from bench.oracle import Table, count_wrong
+from bench.oracle import Table, counted_replays
 from bench.product import spark_submit
 from bench.slices import older_slice, spark_offsets
 
@@ -54,25 +54,21 @@ def spark_availablenow_job(bench: Bench, ds: Dataset) -> Result:
     table = _table(bench)
     create_table(bench, table)
     seconds, peak = _run(bench, ds, table, "first")
+    checkpoint = bench.out / f"{table.schema}.checkpoint"
+
+    def replay() -> float:
+        shutil.rmtree(checkpoint)
+        return _run(bench, ds, table, "replay")[0]
+
+    older = ("--ending-offsets", spark_offsets(ds.topic, older_slice(ds.ends)))
     conn = bench.connect()
     try:
-        wrong_first = count_wrong(conn, ds, table)
-        shutil.rmtree(bench.out / f"{table.schema}.checkpoint")
-        replay_seconds, _ = _run(bench, ds, table, "replay")
-        wrong = count_wrong(conn, ds, table)
-        _run(bench, ds, table, "older_slice", "--ending-offsets", spark_offsets(ds.topic, older_slice(ds.ends)))
-        wrong_older = count_wrong(conn, ds, table)
+        counts = counted_replays(conn, ds, table, replay, lambda: _run(bench, ds, table, "older_slice", *older))
     finally:
         conn.close()
     return Result(
         "Spark AvailableNow job (foreachBatch, INSERT … ON CONFLICT DO UPDATE)",
         ds.records,
         seconds,
-        detail={
-            "wrong_after_load": wrong_first,
-            "wrong_after_replay": wrong,
-            "wrong_after_older_slice": wrong_older,
-            "replay_seconds": replay_seconds,
-            "peak_rss_mb": peak,
-        },
+        detail={**counts, "peak_rss_mb": peak},
     )
