@@ -44,6 +44,7 @@ lint: install
 # --big adds 10M; --no-peers and --no-concurrency leave those out; `make bench BENCH_ARGS="--records 100000"` for a quick one.
 BENCH_ARGS ?= --scale --airflow --partitions 1000
 bench: services
+	@scripts/flink_venv.sh
 	@$(ENV) python -m bench $(BENCH_ARGS)
 
 clean: stop
