@@ -29,7 +29,7 @@ def flink_python() -> Path:
 
     python = state_dir() / "flink-venv" / "bin" / "python"
     if not (python.parent.parent / ".installed").exists():
-        raise RuntimeError(f"the Flink venv is missing ({python}): run `make bench` or scripts/flink_venv.sh, which make it")
+        raise RuntimeError(f"the Flink venv is missing ({python}): run scripts/flink_venv.sh (make bench does)")
     return python
 
 
