@@ -27,6 +27,8 @@ from reprocess.core.ordering import Ordering
 DEBEZIUM_PLACEHOLDER: Final = "__debezium_unavailable_value"
 # The Airflow connection of the Schema Registry, unless a spec names another.
 DEFAULT_REGISTRY_CONN: Final = "schema_registry_default"
+# The ``schedule`` that starts the incremental when records arrive (reprocess.airflow.new_records).
+ON_NEW_RECORDS: Final = "on_new_records"
 
 
 # The DAGs that read a pipeline's data (reprocess.airflow.factory builds them; reading its coverage
@@ -104,6 +106,7 @@ class PipelineSpec:
     max_record_bytes: int = 1_048_576
     max_dead_letter_ratio: float = 0.05
     schedule: str | None = None
+    min_interval_seconds: int = 60  # schedule on_new_records: the least time between two runs it starts
     reconcile_cron: str = field(default="0 0 * * *", metadata=_read_from("reconcile.cron"))
     auto_heal: bool = field(default=False, metadata=_read_from("reconcile.auto_heal"))
     owner: str = "data-eng"
@@ -211,6 +214,7 @@ class PipelineSpec:
             "max_record_bytes": self.max_record_bytes,
             "max_dead_letter_ratio": self.max_dead_letter_ratio,
             "schedule": self.schedule,
+            "min_interval_seconds": self.min_interval_seconds,
             "reconcile": {"cron": self.reconcile_cron, "auto_heal": self.auto_heal},
             "where": self.where,
             "transform": self.transform.function if self.transform else None,

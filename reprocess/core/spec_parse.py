@@ -21,7 +21,14 @@ from reprocess.core.derive import parse_transform, value_fields
 from reprocess.core.errors import SpecError
 from reprocess.core.formats import Encoding, Format, path_problem
 from reprocess.core.ordering import Ordering
-from reprocess.core.spec import SPEC_DEFAULTS, SPEC_FIELDS, ColumnSpec, PipelineSpec, TombstoneMode
+from reprocess.core.spec import (
+    ON_NEW_RECORDS,
+    SPEC_DEFAULTS,
+    SPEC_FIELDS,
+    ColumnSpec,
+    PipelineSpec,
+    TombstoneMode,
+)
 
 SCHEMA_FILE: Final = "spec.schema.json"
 # The bookkeeping schemas (runs and ledger, stages, deletion markers): never a pipeline's target.
@@ -112,7 +119,11 @@ class _SpecParser:
             raise self.fail("consumer_group", f"must be a non-empty string, got {group!r}")
         schedule = raw.get("schedule")
         if schedule is not None and not isinstance(schedule, str):
-            raise self.fail("schedule", f"must be a cron string or preset like '@hourly', got {schedule!r}")
+            raise self.fail(
+                "schedule", f"must be a cron string, a preset like '@hourly' or {ON_NEW_RECORDS!r}, got {schedule!r}"
+            )
+        if "min_interval_seconds" in raw and schedule != ON_NEW_RECORDS:
+            raise self.fail("min_interval_seconds", f"applies to `schedule: {ON_NEW_RECORDS}` only; remove it")
         default = TombstoneMode.DELETE if fmt is Format.DEBEZIUM else SPEC_DEFAULTS["tombstones"]
         tombstones = self.tombstones(raw.get("tombstones", default), ordering, fmt)
         where, fields = self.derivations(
@@ -137,6 +148,7 @@ class _SpecParser:
             max_record_bytes=self.positive_int(raw, "max_record_bytes"),
             max_dead_letter_ratio=float(ratio),
             schedule=schedule,
+            min_interval_seconds=self.positive_int(raw, "min_interval_seconds"),
             reconcile_cron=str(reconcile.get("cron", SPEC_DEFAULTS["reconcile.cron"])),
             auto_heal=bool(reconcile.get("auto_heal", SPEC_DEFAULTS["reconcile.auto_heal"])),
             owner=str(raw.get("owner", SPEC_DEFAULTS["owner"])),

@@ -20,9 +20,12 @@ from reprocess.kafka.clients import committed_offsets, make_admin, make_consumer
 log = logging.getLogger(__name__)
 
 
-def take_snapshot(kafka: Mapping[str, Any], spec: PipelineSpec, topics: Iterable[str]) -> list[PartitionSnapshot]:
+def take_snapshot(
+    kafka: Mapping[str, Any], spec: PipelineSpec, topics: Iterable[str], *, with_group: bool = True
+) -> list[PartitionSnapshot]:
     """Log start, log end (read_committed: the last stable offset), high watermark (read_uncommitted)
-    and the group's committed offset per partition. The gap between the two ends is an open
+    and the group's committed offset per partition (none without ``with_group``: a caller comparing
+    the log with the ledger saves the group's consumer). The gap between the two ends is an open
     transaction's hold: the pipeline reads nothing past the LSO until it commits or aborts."""
     from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicCollection
     from confluent_kafka import TopicPartition as KTP
@@ -72,10 +75,11 @@ def take_snapshot(kafka: Mapping[str, Any], spec: PipelineSpec, topics: Iterable
     starts, ends = offsets(OffsetSpec.earliest), offsets(OffsetSpec.latest)
     highs = offsets(OffsetSpec.latest, IsolationLevel.READ_UNCOMMITTED)
     committed: dict[tuple[str, int], int] = {}
-    try:
-        committed = committed_offsets(kafka, spec.consumer_group, [(tp.topic, tp.partition) for tp in partitions])
-    except KafkaException as exc:
-        log.warning("pipeline=%s group=%s committed offsets unavailable: %s", spec.name, spec.consumer_group, exc)
+    if with_group:
+        try:
+            committed = committed_offsets(kafka, spec.consumer_group, [(tp.topic, tp.partition) for tp in partitions])
+        except KafkaException as exc:
+            log.warning("pipeline=%s group=%s committed offsets unavailable: %s", spec.name, spec.consumer_group, exc)
     return [
         PartitionSnapshot(tp.topic, tp.partition, starts[(tp.topic, tp.partition)], ends[(tp.topic, tp.partition)],
                           committed.get((tp.topic, tp.partition)), ids.get(tp.topic), highs[(tp.topic, tp.partition)])

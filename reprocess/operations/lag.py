@@ -16,7 +16,7 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from reprocess.core.ranges import TopicPartition
+from reprocess.core.ranges import PartitionSnapshot, TopicPartition
 from reprocess.core.spec import PipelineSpec
 from reprocess.kafka.offsets import first_unread_timestamps, take_snapshot
 from reprocess.operations.coverage import PartitionCoverage
@@ -36,19 +36,8 @@ def live_lag(
     engine: Engine, kafka: Mapping[str, Any], spec: PipelineSpec, now: datetime | None = None
 ) -> list[PartitionLag]:
     """Per partition of the spec's topics: the lag and the oldest unread record's age, read now."""
-    snapshots = take_snapshot(kafka, spec, spec.topics)
-    with engine.connect() as conn:
-        rows = conn.execute(queries.LEDGER_FOR_PIPELINE, {"pipeline": spec.name}).all()
-    ledger = {TopicPartition(r.topic, r.partition): r.next_offset for r in rows}
     seen = now or datetime.now(UTC)
-    lags = {
-        s.tp: PartitionCoverage(
-            pipeline=spec.name, topic=s.topic, partition=s.partition, log_start=s.log_start,
-            ledger=ledger.get(s.tp), log_end=s.log_end, ledger_run=None, verdict=None, verdict_window=None,
-            verdict_healed_by=None, snapshot_at=seen, unread_since=None, islands=(), lost=(),
-        ).lag or 0
-        for s in snapshots
-    }  # fmt: skip
+    snapshots, ledger, lags = ledger_lags(engine, kafka, spec, seen)
     lagging = [s for s in snapshots if lags[s.tp]]
     stamps = first_unread_timestamps(kafka, lagging, ledger) if lagging else {}
     return [
@@ -61,3 +50,23 @@ def live_lag(
         )
         for s in snapshots
     ]
+
+
+def ledger_lags(
+    engine: Engine, kafka: Mapping[str, Any], spec: PipelineSpec, seen: datetime
+) -> tuple[list[PartitionSnapshot], dict[TopicPartition, int], dict[TopicPartition, int]]:
+    """The log now (no group read: the ledger is the position), the ledger's next offsets, and the
+    lag per partition by the coverage page's rule; no record is read."""
+    snapshots = take_snapshot(kafka, spec, spec.topics, with_group=False)
+    with engine.connect() as conn:
+        rows = conn.execute(queries.LEDGER_FOR_PIPELINE, {"pipeline": spec.name}).all()
+    ledger = {TopicPartition(r.topic, r.partition): r.next_offset for r in rows}
+    lags = {
+        s.tp: PartitionCoverage(
+            pipeline=spec.name, topic=s.topic, partition=s.partition, log_start=s.log_start,
+            ledger=ledger.get(s.tp), log_end=s.log_end, ledger_run=None, verdict=None, verdict_window=None,
+            verdict_healed_by=None, snapshot_at=seen, unread_since=None, islands=(), lost=(),
+        ).lag or 0
+        for s in snapshots
+    }  # fmt: skip
+    return snapshots, ledger, lags
