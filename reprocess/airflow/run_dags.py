@@ -19,6 +19,7 @@ from reprocess.airflow.common import (
     topic_partition_params,
 )
 from reprocess.airflow.lineage import lineage_task
+from reprocess.airflow.new_records import incremental_schedule
 from reprocess.airflow.payloads import PlannedRun
 from reprocess.core import names
 from reprocess.core.errors import RunStateError, SpecError
@@ -180,7 +181,7 @@ def build_run_dag(spec: PipelineSpec, kind: RunKind, assets: PipelineAssets | No
         dag_id=spec.dag_id(kind.value),
         description=f"{kind.value} of {', '.join(spec.topics)} into {spec.qualified_target}",
         doc_md=_doc(spec, kind),
-        schedule=None if is_backfill else spec.schedule,
+        schedule=None if is_backfill else incremental_schedule(spec),
         start_date=None if is_backfill else epoch(),
         catchup=False,
         max_active_runs=1,
