@@ -10,30 +10,21 @@ creation; the test unpauses only the backfill and the downstream DAG.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import re
-import subprocess
-import sys
 import time
 import urllib.parse
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from devstack.process import free_port
 from reprocess.kafka import demo_data
-from tests.support import airflow_http, oracle
+from tests.support import oracle
 from tests.support.helpers import orders_spec
+from tests.support.standalone import PIPELINES_DAG, standalone
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("spark"), pytest.mark.integration("airflow")]
 
-REPO = Path(__file__).resolve().parents[2]
-UI_SCRIPT = REPO / "scripts" / "airflow_ui.py"
-RUN_TIMEOUT_S = 240
-PIPELINES_DAG = "from reprocess.airflow.factory import dags_from_specs\n\nglobals().update(dags_from_specs())\n"
 DOWNSTREAM_DAG = '''"""Scheduled on the table's Asset: returns the extras of the events that triggered it."""
 from airflow.sdk import DAG, Asset, task
 
@@ -53,39 +44,6 @@ def _table_uri(schema: str, table: str) -> str:
     return f"postgres://{url.hostname}:{url.port or 5432}{url.path}/{schema}/{table}"
 
 
-class Api:
-    def __init__(self, url: str, password: str, log: Path) -> None:
-        self.url, self.log = url, log
-        self.token = airflow_http.token(url, "admin", password)
-
-    def call(self, method: str, path: str, payload: Any = None, ok: tuple[int, ...] = (200, 201)) -> Any:
-        status, body, _ = airflow_http.response(self.url, path, self.token, method, payload)
-        assert status in ok, (method, path, status, body[:1000])
-        return json.loads(body) if status in (200, 201) else None
-
-    def wait(self, done: Any, what: str, timeout: float = RUN_TIMEOUT_S) -> None:
-        deadline = time.monotonic() + timeout
-        while not done():
-            if time.monotonic() > deadline:
-                tail = self.log.read_text(errors="replace")[-4000:] if self.log.exists() else ""
-                pytest.fail(f"{what}: not within {timeout:.0f} s; airflow standalone's log ends:\n{tail}")
-            time.sleep(2)
-
-    def runs(self, dag_id: str) -> list[dict[str, Any]]:
-        return list(self.call("GET", f"/api/v2/dags/{dag_id}/dagRuns")["dag_runs"])
-
-    def finished_run(self, dag_id: str, conf: dict[str, Any]) -> dict[str, Any]:
-        run = self.call("POST", f"/api/v2/dags/{dag_id}/dagRuns", {"logical_date": None, "conf": conf})
-        path = f"/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(run['dag_run_id'], safe='')}"
-        self.wait(lambda: self.call("GET", path)["state"] in ("success", "failed"), f"{dag_id} {conf}")
-        return dict(self.call("GET", path))
-
-    def asset_events(self, uri: str) -> list[dict[str, Any]]:
-        assets = self.call("GET", "/api/v2/assets?" + urllib.parse.urlencode({"uri_pattern": uri}))["assets"]
-        asset = next(a for a in assets if a["uri"] == uri)
-        return list(self.call("GET", f"/api/v2/assets/events?asset_id={asset['id']}")["asset_events"])
-
-
 def test_a_committed_backfill_triggers_the_tables_consumers_with_its_extra_and_a_dry_run_none(
     kafka_config, unique_name, tmp_path, monkeypatch
 ):
@@ -103,29 +61,11 @@ def test_a_committed_backfill_triggers_the_tables_consumers_with_its_extra_and_a
     (dags / "downstream.py").write_text(DOWNSTREAM_DAG.format(dag_id=consumer, uri=uri))
 
     run_dir = Path(os.environ["REPROCESS_STATE_DIR"]) / "airflow-assets-test"
-    env = {
-        **os.environ,
-        "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
-        "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",  # nothing of this folder runs unless unpaused here
-    }
-    ports = [str(p) for p in _free_ports(3)]
-    args = [
-        "--port", ports[0], "--worker-log-port", ports[1], "--trigger-log-port", ports[2], "--run-dir", str(run_dir),
-    ]  # fmt: skip
-    up = subprocess.run(
-        [sys.executable, str(UI_SCRIPT), "up", *args], env=env, capture_output=True, text=True, timeout=300
-    )
-    try:
-        assert up.returncode == 0, f"airflow_ui.py up failed:\n{up.stdout}\n{up.stderr}"
-        password = re.search(r"^\s+password: (\S+)", up.stdout, re.M)
-        assert password, up.stdout
-        api = Api(f"http://127.0.0.1:{ports[0]}", password.group(1), run_dir / "standalone.log")
+    with standalone(dags, run_dir) as api:
         up_seconds = time.monotonic() - started
         backfill = spec.dag_id("backfill")
         for dag_id in (backfill, consumer):
-            path = f"/api/v2/dags/{dag_id}"
-            api.wait(lambda p=path: api.call("GET", p, ok=(200, 404)) is not None, f"{dag_id} parsed")
-            api.call("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": False})
+            api.unpause(dag_id)
         tasks = {t["task_id"]: t for t in api.call("GET", f"/api/v2/dags/{backfill}/tasks")["tasks"]}
         assert "emit_asset_event" in tasks, sorted(tasks)
 
@@ -147,14 +87,6 @@ def test_a_committed_backfill_triggers_the_tables_consumers_with_its_extra_and_a
         extras = xcom["value"]
         events = api.asset_events(uri)
         assert len(events) == 1 and [events[0]["extra"]] == extras, (events, extras)
-    finally:  # a run left going would be resumed by the next scheduler on this metadata DB
-        for dag_id in (spec.dag_id("backfill"), consumer):
-            with contextlib.suppress(Exception):
-                for left in (r for r in api.runs(dag_id) if r["state"] in ("queued", "running")):
-                    path = f"/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(left['dag_run_id'], safe='')}"
-                    api.call("PATCH", path, {"state": "failed"})
-        down = subprocess.run([sys.executable, str(UI_SCRIPT), "down", *args], env=env, capture_output=True, text=True)
-        assert down.returncode == 0, down.stdout + down.stderr
 
     (extra,) = extras
     rows = oracle.expected_rows(produced)
@@ -170,10 +102,3 @@ def test_a_committed_backfill_triggers_the_tables_consumers_with_its_extra_and_a
         f"asset event extra: {json.dumps(extra)}\nstandalone up after {up_seconds:.0f} s, dry run done at "
         f"{dry_seconds:.0f} s, whole test {time.monotonic() - started:.0f} s\n"
     )
-
-
-def _free_ports(n: int) -> list[int]:
-    ports: set[int] = set()
-    while len(ports) < n:
-        ports.add(free_port())
-    return sorted(ports)
