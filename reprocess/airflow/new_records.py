@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
@@ -43,7 +43,7 @@ class Cadence:
 
     min_interval: float
     fired_for: dict[TopicPartition, int] | None = None
-    fired_at: float | None = field(default=None)
+    fired_at: float | None = None
 
     def due(self, unread_ends: Mapping[TopicPartition, int], now: float) -> bool:
         """Whether to fire for ``unread_ends`` (the log end of each partition with unread records);
