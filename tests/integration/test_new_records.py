@@ -27,7 +27,12 @@ from tests.support import oracle
 from tests.support.helpers import ledger, orders_spec, target_rows
 from tests.support.standalone import PIPELINES_DAG, Api, standalone
 
-pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("spark"), pytest.mark.integration("airflow")]
+# In the cluster lane, beside the parallel part: an Airflow of its own for ~6 minutes, which the
+# parallel part's two workers (the suite's critical path) need not wait for.
+pytestmark = [
+    pytest.mark.integration("kafka"), pytest.mark.integration("spark"), pytest.mark.integration("airflow"),
+    pytest.mark.cluster_lane,
+]  # fmt: skip
 
 MIN_INTERVAL_S = 10
 PARTITIONS = 2
