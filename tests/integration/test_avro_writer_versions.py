@@ -1,0 +1,158 @@
+"""Avro writer schemas the way a Confluent deserializer reads them, on the real parts: records
+written by confluent-kafka's ``AvroSerializer`` under two versions registered in Apicurio Registry,
+staged by Spark (``from_avro`` over Connect) and committed to Postgres. A record is read with the
+writer schema its id names, even when that subject version was soft-deleted since, and resolved
+against the subject's latest version by Avro's rules: a field the writer lacks takes the reader's
+``default``, a field the reader renamed (``aliases``) keeps its value under the new name.
+
+The oracle decodes each produced payload with plain fastavro (the writer schema fetched by id over
+HTTP, the latest version as the reader schema) and imports nothing of the product."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import fastavro
+import pytest
+import requests
+import yaml
+from confluent_kafka import Producer
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroSerializer
+from confluent_kafka.serialization import MessageField, SerializationContext
+from sqlalchemy import text
+
+from reprocess.core.runs import RunRequest
+from reprocess.core.spec import PipelineSpec
+from reprocess.core.spec_parse import read_spec
+from reprocess.operations.rebuild import swap_in
+from reprocess.postgres.commit import commit_run
+from reprocess.runner.start import start_run
+from tests.support.helpers import run_spark_stage
+
+pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("postgres")]
+
+_ID = {"name": "id", "type": "long"}
+_STATUS = {"name": "status", "type": ["null", "string"], "default": None}
+
+
+def _record(*fields: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "record", "name": "Order", "namespace": "t", "fields": [_ID, *fields]}
+
+
+def _spec(name: str, topic: str) -> PipelineSpec:
+    raw = {
+        "name": name, "topics": [topic], "format": "avro", "key": ["id"], "target_table": f"{name}.orders",
+        "max_dead_letter_ratio": 1, "columns": {"id": "bigint", "customer": "text", "status": "text"},
+    }  # fmt: skip
+    path = Path(os.environ["REPROCESS_PIPELINES_DIR"]) / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return read_spec(path)
+
+
+def _produce(registry: str, kafka_config: dict[str, Any], topic: str, writes: list[tuple[dict, dict]]) -> list[bytes]:
+    """Register each writer schema in turn under ``<topic>-value`` and produce its record; the values sent."""
+    client = SchemaRegistryClient({"url": registry})
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    conf = {"auto.register.schemas": False, "use.latest.version": False, "subject.name.strategy.type": "TOPIC"}
+    producer = Producer(kafka_config)
+    sent = []
+    for schema, record in writes:
+        client.register_schema(f"{topic}-value", Schema(json.dumps(schema), "AVRO"))
+        value = AvroSerializer(client, json.dumps(schema), conf=conf)(record, ctx)
+        producer.produce(topic, key=str(record["id"]).encode(), value=value)
+        sent.append(value)
+    producer.flush(30)
+    return sent
+
+
+def _oracle(registry: str, topic: str, sent: list[bytes]) -> dict[int, tuple[Any, Any]]:
+    """id → (customer, status): each value decoded by fastavro with its writer schema (by id, as
+    a Confluent deserializer fetches it) and the subject's latest version as the reader schema."""
+    latest = requests.get(f"{registry}/subjects/{topic}-value/versions/latest", timeout=30).json()["schema"]
+    reader = fastavro.parse_schema(json.loads(latest))
+    rows = {}
+    for value in sent:
+        assert value[0] == 0
+        sid = int.from_bytes(value[1:5], "big")
+        writer = requests.get(f"{registry}/schemas/ids/{sid}", timeout=30).json()["schema"]
+        doc = fastavro.schemaless_reader(io.BytesIO(value[5:]), fastavro.parse_schema(json.loads(writer)), reader)
+        rows[doc["id"]] = (doc.get("customer"), doc.get("status"))
+    return rows
+
+
+def _run(engine: Any, kafka_config: dict[str, Any], spec: PipelineSpec, registry: str, run_id: str,
+         params: dict[str, Any]) -> Any:  # fmt: skip
+    config = {"url": registry}
+    start_run(engine, kafka_config, spec, RunRequest.from_params(params), run_id)
+    run_spark_stage(spec, run_id, registry_config=json.dumps(config))
+    if params.get("mode") == "rebuild":
+        return swap_in(engine, kafka_config, spec, run_id, config)
+    return commit_run(engine, spec, run_id)
+
+
+def _rows(engine: Any, spec: PipelineSpec) -> dict[int, tuple[Any, Any]]:
+    with engine.connect() as conn:
+        return {i: (c, s) for i, c, s in conn.execute(text(f"SELECT id, customer, status FROM {spec.qualified_target}"))}
+
+
+def _dead_letters(engine: Any, spec: PipelineSpec) -> list[str]:
+    with engine.connect() as conn:
+        rows = conn.execute(text("SELECT error FROM reprocess.dead_letters WHERE pipeline LIKE :p"), {"p": f"{spec.name}%"})
+        return [e for (e,) in rows]
+
+
+def test_records_of_a_soft_deleted_subject_version_still_decode_and_survive_a_rebuild(
+    schema_registry, kafka_config, engine, unique_name
+):
+    v1 = _record({"name": "customer", "type": "string"})
+    v2 = _record({"name": "customer", "type": "string"}, _STATUS)
+    sent = _produce(schema_registry, kafka_config, unique_name, [
+        (v1, {"id": 1, "customer": "alice"}), (v1, {"id": 2, "customer": "bob"}),
+        (v2, {"id": 3, "customer": "carol", "status": "paid"}),
+    ])  # fmt: skip
+    deleted = requests.delete(f"{schema_registry}/subjects/{unique_name}-value/versions/1", timeout=30)
+    assert deleted.status_code == 200, deleted.text
+    expected = _oracle(schema_registry, unique_name, sent)
+    assert expected == {1: ("alice", None), 2: ("bob", None), 3: ("carol", "paid")}
+
+    spec = _spec(unique_name, unique_name)
+    _run(engine, kafka_config, spec, schema_registry, f"{unique_name}-1", {})
+    assert (_rows(engine, spec), _dead_letters(engine, spec)) == (expected, [])
+    _run(engine, kafka_config, spec, schema_registry, f"{unique_name}-rebuild", {"mode": "rebuild"})
+    assert (_rows(engine, spec), _dead_letters(engine, spec)) == (expected, [])
+
+
+def test_a_field_the_writer_version_lacks_takes_the_reader_default(schema_registry, kafka_config, engine, unique_name):
+    v1 = _record({"name": "customer", "type": "string"})
+    v2 = _record({"name": "customer", "type": "string"}, {"name": "status", "type": "string", "default": "new"})
+    sent = _produce(schema_registry, kafka_config, unique_name, [
+        (v1, {"id": 1, "customer": "alice"}), (v2, {"id": 2, "customer": "bob", "status": "paid"}),
+    ])  # fmt: skip
+    expected = _oracle(schema_registry, unique_name, sent)
+    assert expected == {1: ("alice", "new"), 2: ("bob", "paid")}
+
+    spec = _spec(unique_name, unique_name)
+    _run(engine, kafka_config, spec, schema_registry, f"{unique_name}-1", {})
+    assert (_rows(engine, spec), _dead_letters(engine, spec)) == (expected, [])
+
+
+def test_a_field_renamed_with_aliases_keeps_its_value_under_the_new_name(
+    schema_registry, kafka_config, engine, unique_name
+):
+    v1 = _record({"name": "buyer", "type": "string"}, _STATUS)
+    v2 = _record({"name": "customer", "type": "string", "aliases": ["buyer"]}, _STATUS)
+    sent = _produce(schema_registry, kafka_config, unique_name, [
+        (v1, {"id": 1, "customer": "x", "buyer": "alice", "status": "new"}),
+        (v2, {"id": 2, "customer": "bob", "status": "paid"}),
+    ])  # fmt: skip
+    expected = _oracle(schema_registry, unique_name, sent)
+    assert expected == {1: ("alice", "new"), 2: ("bob", "paid")}
+
+    spec = _spec(unique_name, unique_name)
+    _run(engine, kafka_config, spec, schema_registry, f"{unique_name}-1", {})
+    assert (_rows(engine, spec), _dead_letters(engine, spec)) == (expected, [])
