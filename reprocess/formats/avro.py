@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 PREFIX = "_av"
 
 
-def _extract_fields(spec: PipelineSpec, by_id: dict[int, str]) -> list[str]:
+def _extract_fields(spec: PipelineSpec, by_id: dict[int, avro_schema.Version]) -> list[str]:
     return json.extracted_fields(
         spec,
         lambda c: (
@@ -67,7 +67,7 @@ def decode(records: DataFrame, spec: PipelineSpec, schemas: WriterSchemas) -> Da
     return derive.with_keep(decoded, spec, value_ref)
 
 
-def _value_ref(by_id: dict[int, str], path: str) -> str:
+def _value_ref(by_id: dict[int, avro_schema.Version], path: str) -> str:
     """A field an ``expr``/``where`` reads: a record part by its ``$`` path, else the value's
     field across the writer schema versions, as text (as the json format gives it)."""
     return record_parts.native(path) or avro_schema.field(PREFIX, by_id, path, None)

@@ -4,9 +4,11 @@ decoders share.
 A framed payload is magic byte 0, the writer schema's registry id (big-endian int32), then
 Avro binary. The driver fetched every version of the record's subject once per run
 (:data:`~reprocess.formats.contract.WriterSchemas`); each version becomes one ``from_avro``
-column evaluated only for the records carrying its id (:func:`with_versions`), and a field is
-the CASE over the versions that have it (:func:`field`): a field a version lacks (added later,
-or removed) is NULL there, so one range holding records of several versions decodes them all.
+column evaluated only for the records carrying its id (:func:`with_versions`), read as its
+:class:`Version`'s reader schema (Avro's resolution against the subject's latest version:
+defaults, aliases; :mod:`reprocess.formats.avro_resolution`), and a field is the CASE over the
+versions that have it (:func:`field`): a field a version lacks (without a default) is NULL there,
+so one range holding records of several versions decodes them all.
 
 ``from_avro`` in PERMISSIVE mode turns a payload it cannot read into a record of NULLs, not a
 NULL; a version's first field that cannot be null (:func:`sentinel_field`) tells the two apart.
@@ -16,10 +18,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from reprocess.core.column_types import ColumnType
 from reprocess.core.spec import ColumnSpec, PipelineSpec
+from reprocess.formats.avro_resolution import reader_schema
 from reprocess.formats.contract import WriterSchemas, sql_string
 from reprocess.formats.record_parts import field_ref
 from reprocess.formats.typed import decimal_of_bytes, time_of_micros, typed_sql
@@ -33,17 +36,31 @@ def value_subjects(spec: PipelineSpec) -> list[str]:
     return [f"{t}-value" for t in spec.topics]
 
 
-def versions(schemas: WriterSchemas, subjects: Iterable[str]) -> dict[int, str]:
-    """The writer schemas by id of ``subjects`` (ids are registry-wide, so one map serves all)."""
-    return {sid: schema for s in subjects for sid, schema in schemas.get(s, {}).items()}
+class Version(NamedTuple):
+    """A writer schema version and the schema its records are read as (both JSON)."""
+
+    writer: str
+    reader: str
+
+
+def versions(schemas: WriterSchemas, subjects: Iterable[str]) -> dict[int, Version]:
+    """The versions by id of ``subjects`` (ids are registry-wide, so one map serves all), each
+    resolved against its subject's latest version (the subject's last entry)."""
+    out = {}
+    for s in subjects:
+        by_id = schemas.get(s, {})
+        latest = list(by_id.values())[-1] if by_id else ""
+        out.update({sid: Version(schema, reader_schema(schema, latest)) for sid, schema in by_id.items()})
+    return out
 
 
 def version_column(prefix: str, sid: int) -> str:
     return f"{prefix}_v{sid}"
 
 
-def with_versions(records: DataFrame, column: str, prefix: str, by_id: Mapping[int, str]) -> DataFrame:
-    """The records plus ``<prefix>_sid`` (the framed schema id) and one decoded struct per version."""
+def with_versions(records: DataFrame, column: str, prefix: str, by_id: Mapping[int, Version]) -> DataFrame:
+    """The records plus ``<prefix>_sid`` (the framed schema id) and one decoded struct per version:
+    its writer schema read as its reader schema (Spark's ``avroSchema`` option, Avro's resolution)."""
     from pyspark.sql import functions as F
     from pyspark.sql.avro.functions import from_avro
 
@@ -56,20 +73,24 @@ def with_versions(records: DataFrame, column: str, prefix: str, by_id: Mapping[i
     return framed.select(
         "*",
         *(
-            F.when(
-                F.col(f"{prefix}_sid") == sid, from_avro(F.col(f"{prefix}_payload"), schema, {"mode": "PERMISSIVE"})
-            ).alias(version_column(prefix, sid))
-            for sid, schema in by_id.items()
+            F.when(F.col(f"{prefix}_sid") == sid, from_avro(F.col(f"{prefix}_payload"), v.writer, _options(v))).alias(
+                version_column(prefix, sid)
+            )
+            for sid, v in by_id.items()
         ),
     )
 
 
-def field(prefix: str, by_id: Mapping[int, str], path: str, spark_type: str | None) -> str:
+def _options(v: Version) -> dict[str, str]:
+    return {"mode": "PERMISSIVE"} | ({} if v.reader == v.writer else {"avroSchema": v.reader})
+
+
+def field(prefix: str, by_id: Mapping[int, Version], path: str, spark_type: str | None) -> str:
     """The field at ``path`` across the versions: its text (``spark_type`` None, :func:`text_of`)
     or its value as ``spark_type`` (NULL where it does not convert). NULL for a version without the field."""
     branches = []
-    for sid, schema in by_id.items():
-        node = node_at(schema, path)
+    for sid, v in by_id.items():
+        node = node_at(v.reader, path)
         if node is not None:
             ref = field_ref(version_column(prefix, sid), path)
             value = text_of(ref, node) if spark_type is None else f"try_cast({ref} AS {spark_type})"
@@ -87,14 +108,14 @@ _CAST_TYPES: Final = frozenset({
 })  # fmt: skip
 
 
-def typed_field(prefix: str, by_id: Mapping[int, str], path: str, c: ColumnSpec) -> str:
+def typed_field(prefix: str, by_id: Mapping[int, Version], path: str, c: ColumnSpec) -> str:
     """The field at ``path`` across the versions as column ``c`` stages it (NULL: a type error)."""
     if c.type in _CAST_TYPES:
         return field(prefix, by_id, path, c.type.spark_type)
     return typed_sql(field(prefix, by_id, path, None), c)
 
 
-def framing_cases(column: str, prefix: str, by_id: Mapping[int, str], subjects: Iterable[str]) -> list[str]:
+def framing_cases(column: str, prefix: str, by_id: Mapping[int, Version], subjects: Iterable[str]) -> list[str]:
     """CASE branches naming what is wrong with a framed payload, each error's kind (the text
     before its first colon, the coverage page's grouping) fixed: ``truncated header``, ``wrong
     magic byte``, ``unknown schema id`` (no version of the subjects has it), ``malformed Avro
@@ -110,8 +131,8 @@ def framing_cases(column: str, prefix: str, by_id: Mapping[int, str], subjects: 
     ]
     unreadable = [
         f"({prefix}_sid = {sid} AND {field_ref(version_column(prefix, sid), name)} IS NULL)"
-        for sid, schema in by_id.items()
-        if (name := sentinel_field(schema)) is not None
+        for sid, v in by_id.items()
+        if (name := sentinel_field(v.reader)) is not None
     ]
     if unreadable:
         cases.append(

@@ -38,7 +38,9 @@ QUOTED_CHARS: Final = 80  # characters of record text an error quotes
 QUOTED_BYTES: Final = 40  # bytes of a binary value an error shows in hex
 
 # Avro writer schemas by registry id, per subject: ``{subject: {schema_id: schema_json}}``,
-# fetched once per run on the driver (:mod:`reprocess.kafka.registry`), never per record.
+# fetched once per run on the driver (:mod:`reprocess.kafka.registry`), never per record. Each
+# subject's last entry is its latest live version: the reader schema every version's records are
+# resolved to (:mod:`reprocess.formats.avro_resolution`).
 WriterSchemas: TypeAlias = Mapping[str, Mapping[int, str]]
 
 DELETES: Final = "_deletes"

@@ -27,9 +27,6 @@ _CLIENT_EXTRA: Final = (
 # waits forever by default, and a registry that accepts a request and never answers (seen: a 404
 # of Apicurio's that never arrived) would hang the task instead of failing it for a retry.
 DEFAULT_TIMEOUT_S: Final = 30
-# Subjects are named by topic (<topic>-value), the pipeline's contract. confluent-kafka's serdes
-# otherwise first ask the registry for /associations, which Apicurio does not serve.
-SUBJECTS_BY_TOPIC: Final[Mapping[str, str]] = {"subject.name.strategy.type": "TOPIC"}
 
 
 def client_config(raw: str | Mapping[str, Any]) -> dict[str, Any]:
@@ -66,10 +63,14 @@ def value_subjects(spec: PipelineSpec) -> list[str]:
 
 
 def writer_schemas(config: Mapping[str, Any], subjects: Iterable[str]) -> dict[str, dict[int, str]]:
-    """Every version registered under each subject: ``{subject: {schema_id: schema_json}}``.
+    """Every version registered under each subject: ``{subject: {schema_id: schema_json}}``, the
+    soft-deleted ones first, then the live ones oldest first: the last is the subject's latest
+    version, the reader schema (:data:`~reprocess.formats.contract.WriterSchemas`).
 
     All versions, not the latest: one range may hold records of every version the producers
-    ever wrote. A record whose id is under none of them is a dead letter ("unknown schema id").
+    ever wrote. Soft-deleted versions too: a Confluent deserializer still reads their records,
+    fetching the schema by id, which the registry still serves. A record whose id is under none
+    of them is a dead letter ("unknown schema id").
 
     Raises
     ------
@@ -87,8 +88,10 @@ def writer_schemas(config: Mapping[str, Any], subjects: Iterable[str]) -> dict[s
     for subject in subjects:
         try:
             out[subject] = {}
-            for version in client.get_versions(subject):
-                registered = client.get_version(subject, version)
+            live = client.get_versions(subject)
+            deleted = sorted(set(client.get_versions(subject, deleted=True)) - set(live))
+            for version in [*deleted, *sorted(live)]:
+                registered = client.get_version(subject, version, deleted=True)
                 out[subject][int(registered.schema_id or 0)] = str(registered.schema.schema_str)
         except SchemaRegistryError as exc:
             if exc.http_status_code == 404:

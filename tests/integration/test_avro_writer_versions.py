@@ -97,12 +97,14 @@ def _run(engine: Any, kafka_config: dict[str, Any], spec: PipelineSpec, registry
 
 def _rows(engine: Any, spec: PipelineSpec) -> dict[int, tuple[Any, Any]]:
     with engine.connect() as conn:
-        return {i: (c, s) for i, c, s in conn.execute(text(f"SELECT id, customer, status FROM {spec.qualified_target}"))}
+        rows = conn.execute(text(f"SELECT id, customer, status FROM {spec.qualified_target}"))
+        return {i: (c, s) for i, c, s in rows}
 
 
 def _dead_letters(engine: Any, spec: PipelineSpec) -> list[str]:
     with engine.connect() as conn:
-        rows = conn.execute(text("SELECT error FROM reprocess.dead_letters WHERE pipeline LIKE :p"), {"p": f"{spec.name}%"})
+        sql = "SELECT error FROM reprocess.dead_letters WHERE pipeline LIKE :p"
+        rows = conn.execute(text(sql), {"p": f"{spec.name}%"})
         return [e for (e,) in rows]
 
 
