@@ -54,8 +54,11 @@ def _spec(name: str, topic: str) -> PipelineSpec:
     return read_spec(path)
 
 
-def _produce(registry: str, kafka_config: dict[str, Any], topic: str, writes: list[tuple[dict, dict]]) -> list[bytes]:
-    """Register each writer schema in turn under ``<topic>-value`` and produce its record; the values sent."""
+def _produce(
+    registry: str, kafka_config: dict[str, Any], topic: str, writes: list[tuple[dict, dict]]
+) -> dict[int, tuple[Any, Any]]:
+    """Register each writer schema in turn under ``<topic>-value`` and produce its record; what
+    the oracle decodes from the values sent."""
     client = SchemaRegistryClient({"url": registry})
     ctx = SerializationContext(topic, MessageField.VALUE)
     conf = {"auto.register.schemas": False, "use.latest.version": False, "subject.name.strategy.type": "TOPIC"}
@@ -67,7 +70,7 @@ def _produce(registry: str, kafka_config: dict[str, Any], topic: str, writes: li
         producer.produce(topic, key=str(record.get("id", record.get("ident"))).encode(), value=value)
         sent.append(value)
     producer.flush(30)
-    return sent
+    return _oracle(registry, topic, sent)
 
 
 def _oracle(registry: str, topic: str, sent: list[bytes]) -> dict[int, tuple[Any, Any]]:
@@ -108,39 +111,41 @@ def _dead_letters(engine: Any, spec: PipelineSpec) -> list[str]:
         return [e for (e,) in rows]
 
 
+def _assert_lands(engine: Any, kafka_config: dict[str, Any], registry: str, name: str,
+                  expected: dict[int, tuple[Any, Any]], *, rebuild: bool = False) -> None:  # fmt: skip
+    """An incremental (then, with ``rebuild``, a rebuild) of the topic ``name`` leaves the target
+    equal to ``expected`` with no dead letter."""
+    spec = _spec(name, name)
+    _run(engine, kafka_config, spec, registry, f"{name}-1", {})
+    assert (_rows(engine, spec), _dead_letters(engine, spec)) == (expected, [])
+    if rebuild:
+        _run(engine, kafka_config, spec, registry, f"{name}-rebuild", {"mode": "rebuild"})
+        assert (_rows(engine, spec), _dead_letters(engine, spec)) == (expected, [])
+
+
 def test_records_of_a_soft_deleted_subject_version_still_decode_and_survive_a_rebuild(
     schema_registry, kafka_config, engine, unique_name
 ):
     v1 = _record({"name": "customer", "type": "string"})
     v2 = _record({"name": "customer", "type": "string"}, _STATUS)
-    sent = _produce(schema_registry, kafka_config, unique_name, [
+    expected = _produce(schema_registry, kafka_config, unique_name, [
         (v1, {"id": 1, "customer": "alice"}), (v1, {"id": 2, "customer": "bob"}),
         (v2, {"id": 3, "customer": "carol", "status": "paid"}),
     ])  # fmt: skip
     deleted = requests.delete(f"{schema_registry}/subjects/{unique_name}-value/versions/1", timeout=30)
     assert deleted.status_code == 200, deleted.text
-    expected = _oracle(schema_registry, unique_name, sent)
     assert expected == {1: ("alice", None), 2: ("bob", None), 3: ("carol", "paid")}
-
-    spec = _spec(unique_name, unique_name)
-    _run(engine, kafka_config, spec, schema_registry, f"{unique_name}-1", {})
-    assert (_rows(engine, spec), _dead_letters(engine, spec)) == (expected, [])
-    _run(engine, kafka_config, spec, schema_registry, f"{unique_name}-rebuild", {"mode": "rebuild"})
-    assert (_rows(engine, spec), _dead_letters(engine, spec)) == (expected, [])
+    _assert_lands(engine, kafka_config, schema_registry, unique_name, expected, rebuild=True)
 
 
 def test_a_field_the_writer_version_lacks_takes_the_reader_default(schema_registry, kafka_config, engine, unique_name):
     v1 = _record({"name": "customer", "type": "string"})
     v2 = _record({"name": "customer", "type": "string"}, {"name": "status", "type": "string", "default": "new"})
-    sent = _produce(schema_registry, kafka_config, unique_name, [
+    expected = _produce(schema_registry, kafka_config, unique_name, [
         (v1, {"id": 1, "customer": "alice"}), (v2, {"id": 2, "customer": "bob", "status": "paid"}),
     ])  # fmt: skip
-    expected = _oracle(schema_registry, unique_name, sent)
     assert expected == {1: ("alice", "new"), 2: ("bob", "paid")}
-
-    spec = _spec(unique_name, unique_name)
-    _run(engine, kafka_config, spec, schema_registry, f"{unique_name}-1", {})
-    assert (_rows(engine, spec), _dead_letters(engine, spec)) == (expected, [])
+    _assert_lands(engine, kafka_config, schema_registry, unique_name, expected)
 
 
 def test_a_field_renamed_with_aliases_keeps_its_value_under_the_new_name(
@@ -148,16 +153,12 @@ def test_a_field_renamed_with_aliases_keeps_its_value_under_the_new_name(
 ):
     v1 = _record({"name": "buyer", "type": "string"}, _STATUS)
     v2 = _record({"name": "customer", "type": "string", "aliases": ["buyer"]}, _STATUS)
-    sent = _produce(schema_registry, kafka_config, unique_name, [
+    expected = _produce(schema_registry, kafka_config, unique_name, [
         (v1, {"id": 1, "customer": "x", "buyer": "alice", "status": "new"}),
         (v2, {"id": 2, "customer": "bob", "status": "paid"}),
     ])  # fmt: skip
-    expected = _oracle(schema_registry, unique_name, sent)
     assert expected == {1: ("alice", "new"), 2: ("bob", "paid")}
-
-    spec = _spec(unique_name, unique_name)
-    _run(engine, kafka_config, spec, schema_registry, f"{unique_name}-1", {})
-    assert (_rows(engine, spec), _dead_letters(engine, spec)) == (expected, [])
+    _assert_lands(engine, kafka_config, schema_registry, unique_name, expected)
 
 
 def test_a_rebuild_verifies_a_key_renamed_with_aliases_as_the_job_reads_it(
@@ -170,14 +171,8 @@ def test_a_rebuild_verifies_a_key_renamed_with_aliases_as_the_job_reads_it(
         {"name": "ident", "type": "long"}, customer, _STATUS]}  # fmt: skip
     v2 = _record(customer, _STATUS)
     v2["fields"][0] = {**_ID, "aliases": ["ident"]}
-    sent = _produce(schema_registry, kafka_config, unique_name, [
+    expected = _produce(schema_registry, kafka_config, unique_name, [
         (v1, {"ident": 1, "customer": "alice", "status": "new"}), (v2, {"id": 2, "customer": "bob", "status": "paid"}),
     ])  # fmt: skip
-    expected = _oracle(schema_registry, unique_name, sent)
     assert expected == {1: ("alice", "new"), 2: ("bob", "paid")}
-
-    spec = _spec(unique_name, unique_name)
-    _run(engine, kafka_config, spec, schema_registry, f"{unique_name}-1", {})
-    assert _rows(engine, spec) == expected
-    _run(engine, kafka_config, spec, schema_registry, f"{unique_name}-rebuild", {"mode": "rebuild"})
-    assert (_rows(engine, spec), _dead_letters(engine, spec)) == (expected, [])
+    _assert_lands(engine, kafka_config, schema_registry, unique_name, expected, rebuild=True)
