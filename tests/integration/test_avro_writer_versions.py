@@ -94,7 +94,7 @@ def _run(engine: Any, kafka_config: dict[str, Any], spec: PipelineSpec, registry
     start_run(engine, kafka_config, spec, RunRequest.from_params(params), run_id)
     run_spark_stage(spec, run_id, registry_config=json.dumps(config))
     if params.get("mode") == "rebuild":
-        return swap_in(engine, kafka_config, spec, run_id, config)
+        return swap_in(engine, spec, run_id)
     return commit_run(engine, spec, run_id)
 
 
