@@ -79,8 +79,14 @@ def writer_schemas(config: Mapping[str, Any], subjects: Iterable[str]) -> dict[s
     SpecError
         A subject is not registered (the producers use another subject or another registry).
     """
-    from confluent_kafka.schema_registry import SchemaRegistryClient
-    from confluent_kafka.schema_registry.error import SchemaRegistryError
+    try:
+        from confluent_kafka.schema_registry import SchemaRegistryClient
+        from confluent_kafka.schema_registry.error import SchemaRegistryError
+    except ImportError as exc:
+        raise SpecError(
+            f"an Avro pipeline reads its writer schemas with confluent-kafka's Schema Registry client, which "
+            f"is not installed ({exc}); install the extra: pip install 'reprocess[avro]'"
+        ) from exc
 
     url = config["url"]
     client = SchemaRegistryClient(dict(config))
