@@ -45,11 +45,12 @@ def plan_run(
     request.check_rebuild(spec.topics)
     try:
         version, warnings = store.ensure_pipeline(
-            engine, spec, request.mode, acknowledged=request.acknowledge_partition_change
+            engine, spec, request.mode, acknowledged=request.acknowledge_partition_change, preview=request.preview
         )
     except SpecError as refused:  # recorded, so the run note says why, not only the task log
         store.record_failed_request(engine, spec, request.kind, run_id, params, str(refused),
-                                    parsed=request.as_dict(), dag_id=dag_id, dag_run_id=dag_run_id)  # fmt: skip
+                                    parsed=request.as_dict(), dag_id=dag_id, dag_run_id=dag_run_id,
+                                    preview=request.preview)  # fmt: skip
         raise
     drop_leftover_stages(engine, spec)
     with engine.begin() as conn:

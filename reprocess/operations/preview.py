@@ -6,6 +6,13 @@ the real Spark read, decode, transforms, ordering and dedupe fill its stage as a
 effect (:mod:`reprocess.postgres.diff`): no target change, no ledger move, no dead letter stored.
 The report is stored in ``reprocess.plans``, the stage dropped and the run left ``dry_run``.
 
+A spec that changes the table (a new column) changes it only in that transaction: planning checks
+the evolution in a savepoint it rolls back (a refusal names the fix) and the diff migrates before
+it counts, so a new column shows as none before, the derived value after. What a plan does keep is
+bookkeeping, never the live state: its run, snapshot and report, and the spec's version number in
+``reprocess.spec_versions`` (an append-only catalogue keyed by fingerprint, which the run is stamped
+with; the live version, ``pipelines.spec_version``, and the registered spec stay until an apply).
+
 :func:`check_fresh` is the apply's guard, as Terraform refuses a stale plan: the spec's fingerprint,
 the ledger (for a range that starts at it) and the log starts must still be what the plan saw;
 :func:`apply_request` is then the backfill that reads exactly the plan's ranges.
@@ -64,6 +71,9 @@ def diff_run(engine: Engine, spec: PipelineSpec, run_id: str) -> dict[str, Any]:
                     "run `reprocess plan` again", pipeline=spec.name, run_id=run_id,
                 )  # fmt: skip
             plan = store.load_plan(conn, run_id)
+            # The table as the apply will find it (a column the spec adds), undone with the rest; planning
+            # only checked that it can be done. ALTER TABLE holds its lock until the rollback.
+            store.migrate_live(conn, spec)
             spec_version = check_spec_version(conn, spec, run_id, live=True, step="planned")
             diff = StageDiff(dict.fromkeys(store.RUN_COUNTS, 0), [], {}, {})
             if not plan.is_empty:

@@ -145,8 +145,10 @@ def migrate_target(conn: Connection, spec: PipelineSpec) -> int:
                 log.info("schema pipeline=%s table=%s added column %s %s (v%d)", spec.name, name, c.name, c.sql_type,
                          version)  # fmt: skip
             _constrain_ordering(conn, spec, table, version)
-            # Tables created before spec versions were recorded gain the lineage column.
-            cur.execute(sql.SQL("ALTER TABLE {} ADD COLUMN IF NOT EXISTS _spec_version int").format(table))
+            # Tables created before spec versions were recorded gain the lineage column. Asked first: an
+            # ALTER TABLE locks the table even when it changes nothing, and a plan's diff would hold that lock.
+            if "_spec_version" not in set(conn.execute(_LIVE_COLUMNS, {"table": name}).scalars()):
+                cur.execute(sql.SQL("ALTER TABLE {} ADD COLUMN _spec_version int").format(table))
     conn.execute(_SET_LIVE_VERSION, {"pipeline": spec.name, "version": version})
     return version
 

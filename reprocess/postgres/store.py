@@ -69,13 +69,21 @@ _MARK_PARENT_COMMITTED: Final = text(
 
 
 def ensure_pipeline(
-    engine: Engine, spec: PipelineSpec, mode: RunMode = RunMode.MERGE, *, acknowledged: bool = False
+    engine: Engine,
+    spec: PipelineSpec,
+    mode: RunMode = RunMode.MERGE,
+    *,
+    acknowledged: bool = False,
+    preview: bool = False,
 ) -> tuple[int, list[str]]:
     """Register the spec (and its version) and create or evolve its target table; returns the
     version and warnings about changes that were allowed (registry.check_registration).
 
     For a rebuild only the version is registered: the live table, and the spec the live
     pipeline runs under, stay as they are until the swap (rebuild.swap_in records the spec).
+    A ``preview`` (a plan) leaves them as they are too: its evolution is checked in a savepoint
+    rolled back, so a refusal surfaces now, and its Diff stage migrates inside its own rolled-back
+    transaction (:func:`migrate_live`); only the version is registered, which the run is stamped with.
     ``acknowledged`` is the request's acknowledge_partition_change.
 
     Raises
@@ -88,16 +96,32 @@ def ensure_pipeline(
     with engine.begin() as conn:
         conn.execute(queries.PIPELINE_LOCK, {"pipeline": spec.name})
         warnings = check_registration(conn, spec, mode, acknowledged=acknowledged)
-        rebuild = mode is RunMode.REBUILD
-        params = {"name": spec.name, "target": spec.qualified_target, "spec": json.dumps(spec.as_dict())}
-        conn.execute(queries.REGISTER_PIPELINE if rebuild else queries.UPSERT_PIPELINE, params)
-        if rebuild:
-            return register_version(conn, spec), warnings
-        version = migrate_target(conn, spec)
-        if spec.tombstones is TombstoneMode.DELETE:
-            with pg_cursor(conn) as cur:
-                cur.execute(create_markers_sql(spec))
-        return version, warnings
+        if mode is not RunMode.REBUILD and not preview:
+            return migrate_live(conn, spec), warnings
+        conn.execute(queries.REGISTER_PIPELINE, _registration(spec))
+        if preview:
+            check = conn.begin_nested()
+            try:
+                migrate_live(conn, spec)
+            finally:
+                check.rollback()
+        return register_version(conn, spec), warnings
+
+
+def migrate_live(conn: Connection, spec: PipelineSpec) -> int:
+    """Make the spec the live pipeline's: its registration, its target table created or evolved
+    (evolve.migrate_target), its deletion markers table; returns the spec version. In the caller's
+    transaction, under the pipeline's lock (a plan's diff rolls it back with the rest)."""
+    conn.execute(queries.UPSERT_PIPELINE, _registration(spec))
+    version = migrate_target(conn, spec)
+    if spec.tombstones is TombstoneMode.DELETE:
+        with pg_cursor(conn) as cur:
+            cur.execute(create_markers_sql(spec))
+    return version
+
+
+def _registration(spec: PipelineSpec) -> dict[str, str]:
+    return {"name": spec.name, "target": spec.qualified_target, "spec": json.dumps(spec.as_dict())}
 
 
 def pipeline_registered(conn: Connection, name: str) -> bool:
@@ -248,6 +272,7 @@ def record_failed_request(
     parsed: Mapping[str, Any] | None = None,
     dag_id: str | None = None,
     dag_run_id: str | None = None,
+    preview: bool = False,
 ) -> None:
     """A run refused before it was planned (its request did not parse, or the spec was refused) is
     still a run: failed, with its params and the error, so the run note says why.
@@ -256,7 +281,7 @@ def record_failed_request(
     pipeline never registered has no run table row to hang it on: then the task log holds the error.
     """
     try:
-        ensure_pipeline(engine, spec)
+        ensure_pipeline(engine, spec, preview=preview)  # a plan's refusal migrates nothing either
     except SpecError as refused:
         log.info("record run_id=%s pipeline=%s under its standing registration: %s", run_id, spec.name, refused)
     with engine.begin() as conn:
