@@ -1,6 +1,9 @@
 """A plan and its apply over the same range of a loaded target (issue 38): ``reprocess plan``'s
 read and rolled-back diff, then ``reprocess apply`` of exactly that plan (a read and a commit), each
 timed on the shared Spark Connect session. Their ratio is the bench line ``plan ÷ apply``.
+
+The phases split each side into its read and its diff or commit: the two reads are the same work
+over the same records, so what the plan adds is the diff minus the commit (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -15,24 +18,33 @@ def plan_then_apply(bench: Bench, ds: Dataset, label: str) -> Result:
     """Plan all of ``ds`` against the target the product case ``label`` committed, then apply the plan."""
     from devstack import connect as server
     from reprocess.core.runs import RunRequest
+    from reprocess.core.stages import launched_after_spark
     from reprocess.operations.preview import load_report
     from reprocess.postgres.db import make_engine
-    from reprocess.runner.preview import run_here, start_apply
+    from reprocess.runner.evaluate import RunContext, evaluate
+    from reprocess.runner.preview import start_apply
+    from reprocess.runner.spark_run import read_run
     from reprocess.runner.start import start_run
     from reprocess.spark.connect import client_env, shared_session
 
     spec = bench.spec(label, ds.topic)  # the same spec file the product case wrote
     plan_id, apply_id = f"bench-plan-{label}-{time.time_ns()}", f"bench-apply-{label}-{time.time_ns()}"
     engine = make_engine(bench.db_url)
+    t: list[float] = []
     try:
         with client_env(), shared_session(server.url()) as spark:
-            t0 = time.monotonic()
-            _plan, stages = start_run(engine, bench.kafka, spec, RunRequest.from_params({"preview": True}), plan_id)
-            run_here(engine, bench.kafka, spec, plan_id, stages, spark, bench.db_url)
-            t1 = time.monotonic()
-            _plan, stages = start_apply(engine, bench.kafka, spec, plan_id, apply_id)
-            result = run_here(engine, bench.kafka, spec, apply_id, stages, spark, bench.db_url)
-            t2 = time.monotonic()
+            for run_id, start in ((plan_id, None), (apply_id, plan_id)):
+                t.append(time.monotonic())
+                if start is None:
+                    request = RunRequest.from_params({"preview": True})
+                    _plan, stages = start_run(engine, bench.kafka, spec, request, run_id)
+                else:
+                    _plan, stages = start_apply(engine, bench.kafka, spec, start, run_id)
+                t.append(time.monotonic())
+                read_run(spark, spec, run_id, bench.db_url, dict(bench.kafka), None, None)
+                t.append(time.monotonic())
+                result = evaluate(launched_after_spark(stages), RunContext(engine, spec, bench.kafka))
+                t.append(time.monotonic())
         with engine.connect() as conn:
             report = load_report(conn, plan_id)
     finally:
@@ -41,10 +53,19 @@ def plan_then_apply(bench: Bench, ds: Dataset, label: str) -> Result:
         raise RuntimeError(f"{spec.name}: plan {report and report['total']}, apply {result}")
     if result.rows_upserted != report["apply"]["rows_upserted"]:
         raise RuntimeError(f"{spec.name}: the plan counted {report['apply']} but the apply wrote {result}")
+    planned, applied = t[3] - t[0], t[7] - t[4]
+    phases = {
+        "plan (read, diff rolled back)": planned,
+        "  of which the plan's read": t[2] - t[1],
+        "  of which the diff": t[3] - t[2],
+        "apply (read, commit)": applied,
+        "  of which the apply's read": t[6] - t[5],
+        "  of which the commit": t[7] - t[6],
+    }
     return Result(
         f"plan, then apply of the plan, of all {ds.records:,} records ({label})",
         ds.records,
-        t1 - t0,
-        {"plan (read, diff rolled back)": t1 - t0, "apply (read, commit)": t2 - t1},
-        {"plan_over_apply": (t1 - t0) / (t2 - t1), "planned": report["total"], "applied": result.rows_upserted},
+        planned,
+        phases,
+        {"plan_over_apply": planned / applied, "planned": report["total"], "applied": result.rows_upserted},
     )
