@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 ENV := source scripts/env.sh &&
 
-.PHONY: install services stop demo test lint up down cluster cluster-stop bench clean
+.PHONY: install services stop demo test lint up down cluster cluster-stop bench soak clean
 
 install:
 	@scripts/bootstrap.sh
@@ -46,6 +46,13 @@ BENCH_ARGS ?= --scale --airflow --partitions 1000
 bench: services
 	@scripts/flink_venv.sh
 	@$(ENV) python -m bench $(BENCH_ARGS)
+
+# The soak (the soak/ package, docs/reliability.md): the demo's pipelines on `airflow standalone`, a one-minute
+# schedule, producers writing and a chaos loop SIGKILLing the services for SOAK_MINUTES, then the oracle's checks.
+# Not part of `make test`. `make soak SOAK_MINUTES=5` for a short one; SOAK_ARGS for the rest (--per-minute, --seed).
+SOAK_MINUTES ?= 30
+soak: services
+	@$(ENV) python -m soak --minutes $(SOAK_MINUTES) $(SOAK_ARGS)
 
 clean: stop
 	rm -rf .state

@@ -238,7 +238,7 @@ class UI:
             print("airflow-ui: stopped")
             return False
         state = self.state()
-        answers = self.version_ok(int(state.get("port", self.port)))
+        answers = self.version_ok(int(str(state.get("port", self.port))))
         print(f"airflow-ui: running (pid {pid}), {state.get('url')} {'answers' if answers else 'does not answer yet'}")
         return True
 
