@@ -32,7 +32,7 @@ class Fault:
     restarted_s: float = 0.0  # kill → the service answers again
 
 
-@dataclass
+@dataclass(eq=False)
 class Chaos(threading.Thread):
     """Injects faults every ``gap`` seconds (uniformly drawn) until :meth:`stop`."""
 

@@ -131,7 +131,6 @@ def main(argv: list[str] | None = None) -> int:
     airflow = Airflow(setup.folder / "airflow", int(os.environ.get("REPROCESS_UI_PORT", 18080)),
                       int(os.environ.get("REPROCESS_UI_WORKER_LOG_PORT", 18081)),
                       int(os.environ.get("REPROCESS_UI_TRIGGER_LOG_PORT", 18082)))  # fmt: skip
-    airflow.up()
     n = setup.names
     producers = [
         JsonProducer(setup.bootstrap, n.orders, "orders", args.per_minute, setup.log(n.orders), args.seed),
@@ -142,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     chaos = Chaos(airflow, n.connector, config, (30.0, 90.0), args.seed + 3)
     started = time.monotonic()
     try:
+        airflow.up()
         for thread in (*producers, workload, lags, chaos):
             thread.start()
         while time.monotonic() - started < args.minutes * 60:

@@ -42,7 +42,7 @@ class JsonProducer(threading.Thread):
         self.seq = 0
         # Idempotent, acks=all, retried for ten minutes: a broker down for seconds loses nothing.
         self.producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
-                                  "delivery.timeout.ms": 600_000, "linger.ms": 20})  # fmt: skip
+                                  "delivery.timeout.ms": 600_000, "linger.ms": 20, "log_level": 3})  # fmt: skip
         self._out = log.open("a")
         self._lock = threading.Lock()
 

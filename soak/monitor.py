@@ -15,7 +15,7 @@ import psycopg2
 from soak import oracle
 
 
-@dataclass
+@dataclass(eq=False)
 class LagMonitor(threading.Thread):
     """Samples every pipeline's lag (records in Kafka not yet committed) until :meth:`stop`."""
 
