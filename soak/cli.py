@@ -122,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--minutes", type=float, default=30, help="minutes of load and faults (30)")
     parser.add_argument("--per-minute", type=int, default=3_000, help="records a minute per topic (3000)")
     parser.add_argument("--catch-up", type=float, default=20, help="minutes allowed to catch up afterwards (20)")
+    parser.add_argument("--gap", type=float, nargs=2, default=(30.0, 90.0), metavar=("MIN", "MAX"),
+                        help="seconds between faults, drawn uniformly (30 90)")  # fmt: skip
     parser.add_argument("--seed", type=int, default=int(time.time()), help="the random choices' seed")
     args = parser.parse_args(argv)
     tag = "s" + datetime.now(UTC).strftime("%m%d%H%M")
@@ -138,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     workload = cdc_load.CdcWorkload(setup.source_dsn, f"public.{n.customers}", args.per_minute, args.seed + 2)
     lags = monitor.LagMonitor(setup.app_dsn, setup.bootstrap, {p: n.topic(p) for p in n.pipelines})
-    chaos = Chaos(airflow, n.connector, config, (30.0, 90.0), args.seed + 3)
+    chaos = Chaos(airflow, n.connector, config, (args.gap[0], args.gap[1]), args.seed + 3)
     started = time.monotonic()
     try:
         airflow.up()
