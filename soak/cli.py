@@ -141,9 +141,9 @@ def main(argv: list[str] | None = None) -> int:
     workload = cdc_load.CdcWorkload(setup.source_dsn, f"public.{n.customers}", args.per_minute, args.seed + 2)
     lags = monitor.LagMonitor(setup.app_dsn, setup.bootstrap, {p: n.topic(p) for p in n.pipelines})
     chaos = Chaos(airflow, n.connector, config, (args.gap[0], args.gap[1]), args.seed + 3)
-    started = time.monotonic()
     try:
         airflow.up()
+        started = time.monotonic()
         for thread in (*producers, workload, lags, chaos):
             thread.start()
         while time.monotonic() - started < args.minutes * 60:
