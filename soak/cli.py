@@ -170,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         af.close()
     finally:
         airflow.down()
+        debezium.remove(n.connector)  # its replication slot would keep the source's WAL forever
     table = render(figures)
     print(table)
     (setup.folder / "report.txt").write_text(table + "\n")
