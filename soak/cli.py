@@ -42,7 +42,7 @@ class Setup:
 
 def prepare(tag: str) -> tuple[Setup, dict[str, str]]:
     """Topics, the source table and its connector, the specs; returns the connector's config too."""
-    names = Names(tag)
+    names = Names.of(tag)
     folder = state_dir() / "soak" / tag
     write_specs(folder / "pipelines", names)
     setup = Setup(

@@ -13,21 +13,17 @@ RECONCILE: Final = "*/10 * * * *"  # daily in the demo; every ten minutes so a s
 
 @dataclass(frozen=True)
 class Names:
-    """Everything one soak names: pipelines, topics, target tables, the CDC source table and connector."""
+    """Everything one soak names: pipelines (also their topics and target tables), the CDC source
+    table's connector and topic."""
 
     tag: str
+    orders: str
+    payments: str
+    customers: str  # also the CDC source table's name
 
-    @property
-    def orders(self) -> str:
-        return f"orders_{self.tag}"
-
-    @property
-    def payments(self) -> str:
-        return f"payments_{self.tag}"
-
-    @property
-    def customers(self) -> str:
-        return f"customers_{self.tag}"
+    @classmethod
+    def of(cls, tag: str) -> Names:
+        return cls(tag, f"orders_{tag}", f"payments_{tag}", f"customers_{tag}")
 
     @property
     def pipelines(self) -> tuple[str, str, str]:
