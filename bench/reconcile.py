@@ -30,7 +30,7 @@ def reconcile_window(bench: Bench, ds: Dataset, label: str) -> Result:
     engine = make_engine(bench.db_url)
     try:
         t0 = time.monotonic()
-        ranges = plan_window(bench.kafka, spec, start, end).ranges
+        ranges = plan_window(engine, bench.kafka, spec, start, end).ranges
         t1 = time.monotonic()
         with client_env(), shared_session(server.url()) as spark:
             staged = stage_window(spark, spec, check_id, ranges, bench.db_url, bench.kafka)

@@ -93,3 +93,7 @@ class PlannedWindow(Payload):
     # transaction holds (reconcile.WindowPlan.unstable): those partitions are at best not yet stable
     unstable_start: str = "{}"
     unstable_end: str = "{}"
+    # Spark offset JSONs of [ledger, window end) where the window reaches past the ledger
+    # (reconcile.WindowPlan.unread): those partitions are at best not yet stable too
+    unread_start: str = "{}"
+    unread_end: str = "{}"

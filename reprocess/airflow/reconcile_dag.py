@@ -87,7 +87,7 @@ Past days: `airflow backfill create --dag-id {spec.dag_id("reconcile")} --from-d
                 else (data_interval_start, data_interval_end)
             )
             drop_leftover_check_stages(app_engine(), spec)
-            planned = window_of(kafka_config(), spec, start, end)
+            planned = window_of(app_engine(), kafka_config(), spec, start, end)
             # One id per attempt: the heal reads only what THIS check recorded, never a gap row
             # left by an earlier check of the same window or run.
             check_id = names.check_id(dag.dag_id, run_id or "", uuid.uuid4().hex[:12])
@@ -100,6 +100,8 @@ Past days: `airflow backfill create --dag-id {spec.dag_id("reconcile")} --from-d
                 healed_by=conf.get(HEALED_BY) or None,
                 unstable_start=offsets_json(planned.unstable, "start"),
                 unstable_end=offsets_json(planned.unstable, "end"),
+                unread_start=offsets_json(planned.unread, "start"),
+                unread_end=offsets_json(planned.unread, "end"),
             ).to_xcom()
 
         def window(field: str) -> str:
@@ -130,6 +132,7 @@ Past days: `airflow backfill create --dag-id {spec.dag_id("reconcile")} --from-d
                 verdicts = record_verdicts(
                     app_engine(), spec, ranges, window.window_start, window.window_end, window.check_id,
                     healed_by=window.healed_by, unstable=window_ranges(window.unstable_start, window.unstable_end),
+                    unread=window_ranges(window.unread_start, window.unread_end),
                 )  # fmt: skip
             finally:  # a gap raises: its verdicts are sent too
                 emit_verdicts(app_engine(), spec, window.check_id)

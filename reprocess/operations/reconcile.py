@@ -12,7 +12,10 @@ For each partition, the window's Kafka range is ``[offset_for(start), offset_for
     ``reprocess.dead_letters``. Marker and aborted-transaction offsets carry no record.
     A window that reaches a last stable offset an open transaction holds (the high watermark above
     it) is *not yet stable*, never ok: its records above the LSO are unreadable until the
-    transaction ends (:data:`reprocess.core.runs.NOT_STABLE`).
+    transaction ends (:data:`reprocess.core.runs.NOT_STABLE`). So is a window that reaches past the
+    ledger: its records at or above the ledger's next offset are the incremental's lag, not a gap
+    (a check racing the incremental, as the scheduler runs them, found false gaps there); only the
+    part below the ledger is checked, and the window is checked again once the ledger passes it.
 (d) the values: a row that carries the record's lineage must hold what that record derives under
     the current spec, column by column (:mod:`reprocess.postgres.value_checks`); a row that does
     not *differs* (a person's UPDATE, a decoding or transform bug), named with key, column, stored
@@ -45,6 +48,7 @@ from reprocess.core.runs import HEALS_WINDOW, NOT_STABLE, window_text
 from reprocess.core.spec import PipelineSpec
 from reprocess.core.stage_rows import DEAD
 from reprocess.kafka.offsets import offsets_for_time, take_snapshot
+from reprocess.postgres import queries
 from reprocess.postgres.db import one_row, pg_cursor
 from reprocess.postgres.dead_letters import dead_letter_of
 from reprocess.postgres.evolve import stale_in_range
@@ -132,6 +136,7 @@ class PartitionVerdict:
     incomplete: int = 0  # Debezium: values its records left out that nobody held (NULL in the target)
     values: ValueCheck = field(default_factory=ValueCheck)
     unstable: OffsetRange | None = None  # [LSO, HW) an open transaction holds where the window reaches the LSO
+    unread: OffsetRange | None = None  # [ledger, window end): the window's part the pipeline has not read yet
 
     @property
     def gap(self) -> bool:
@@ -139,8 +144,9 @@ class PartitionVerdict:
 
     @property
     def verdict(self) -> str:
-        """``gap`` (a backfill closes it), else :data:`NOT_STABLE` (the window reaches a held LSO), else ``ok``."""
-        return "gap" if self.gap else NOT_STABLE if self.unstable is not None else "ok"
+        """``gap`` (a backfill closes it), else :data:`NOT_STABLE` (the window reaches a held LSO or past the
+        ledger), else ``ok``."""
+        return "gap" if self.gap else NOT_STABLE if self.unstable is not None or self.unread is not None else "ok"
 
     @property
     def needs_whole_window(self) -> bool:
@@ -155,6 +161,13 @@ class PartitionVerdict:
         k = self.keys
         if self.ok:
             return f"{k.keys} keys, {k.dead} dead letters, all accounted for"
+        if not self.gap and self.unread is not None:
+            u = self.unread
+            return (
+                f"{NOT_STABLE}: not read yet: the ledger is at {u.start}, below the window's end {u.end}; offsets "
+                f"[{u.start}, {u.end}) are the incremental's lag, not a gap (so far {k.keys} keys, {k.dead} dead "
+                "letters accounted for below the ledger); check the window again once the ledger passes it"
+            )
         if not self.gap and self.unstable is not None:
             u = self.unstable
             return (
@@ -190,24 +203,38 @@ class WindowPlan:
     ranges: list[OffsetRange]  # the window's offsets per partition, below each last stable offset
     # [LSO, HW) of each partition whose window reaches a last stable offset an open transaction holds
     unstable: list[OffsetRange] = field(default_factory=list)
+    # [ledger, window end) of each partition whose window reaches past the ledger: not read yet
+    unread: list[OffsetRange] = field(default_factory=list)
 
 
 def plan_window(
-    kafka: Mapping[str, Any], spec: PipelineSpec, window_start: datetime, window_end: datetime
+    engine: Engine, kafka: Mapping[str, Any], spec: PipelineSpec, window_start: datetime, window_end: datetime
 ) -> WindowPlan:
     """The window's offset range per partition of the spec's topics (from the records' timestamps),
-    and where it reaches a last stable offset held below the high watermark: the broker resolves a
-    time past the LSO to the LSO, so records of the window may lie above it."""
+    cut at the ledger where the window reaches past it (the rest is :attr:`WindowPlan.unread`), and
+    where it reaches a last stable offset held below the high watermark: the broker resolves a time
+    past the LSO to the LSO, so records of the window may lie above it. A partition the ledger has
+    no position for is checked whole: nothing of it was ever committed, so its offsets are a gap."""
     snapshots = take_snapshot(kafka, spec, spec.topics)
     starts = offsets_for_time(kafka, snapshots, int(window_start.timestamp() * 1000))
     ends = offsets_for_time(kafka, snapshots, int(window_end.timestamp() * 1000))
-    ranges = [OffsetRange(s.topic, s.partition, starts[s.tp], max(starts[s.tp], ends[s.tp])) for s in snapshots]
+    with engine.connect() as conn:
+        ledger = {TopicPartition(r.topic, r.partition): r.next_offset
+                  for r in conn.execute(queries.LEDGER_FOR_PIPELINE, {"pipeline": spec.name})}  # fmt: skip
+    window = [OffsetRange(s.topic, s.partition, starts[s.tp], max(starts[s.tp], ends[s.tp])) for s in snapshots]
+    unread = [
+        OffsetRange(r.topic, r.partition, max(r.start, ledger[r.tp]), r.end)
+        for r in window
+        if r.tp in ledger and ledger[r.tp] < r.end
+    ]
+    cut = {u.tp: u.start for u in unread}
+    ranges = [OffsetRange(r.topic, r.partition, r.start, cut.get(r.tp, r.end)) for r in window]
     held = [
         OffsetRange(s.topic, s.partition, s.log_end, s.log_end + s.unstable)
-        for s, r in zip(snapshots, ranges, strict=True)
+        for s, r in zip(snapshots, window, strict=True)
         if s.unstable and r.end >= s.log_end
     ]
-    return WindowPlan(ranges, held)
+    return WindowPlan(ranges, held, unread)
 
 
 def _dead_checks_sql(stage: sql.Composable) -> sql.Composed:
@@ -228,6 +255,7 @@ def record_verdicts(
     check_id: str,
     healed_by: str | None = None,
     unstable: Sequence[OffsetRange] = (),
+    unread: Sequence[OffsetRange] = (),
 ) -> list[PartitionVerdict]:
     """Compare the check's stage (written by :func:`reprocess.spark.job.stage_window`) with the target
     and the ledger, store one verdict row per partition (tagged ``check_id``, the healing backfill
@@ -235,7 +263,8 @@ def record_verdicts(
 
     ``healed_by`` is the backfill run whose commit asked for this check (it healed the window's
     gap): an ok verdict records it, and ``reconciliation_history`` keeps the gap before it.
-    ``unstable``: :attr:`WindowPlan.unstable`, the partitions whose verdict is at best not yet stable.
+    ``unstable``, ``unread``: :attr:`WindowPlan.unstable` and :attr:`WindowPlan.unread`, the partitions
+    whose verdict is at best not yet stable.
 
     Raises
     ------
@@ -243,10 +272,12 @@ def record_verdicts(
         Offsets of the window are not committed, or rows are missing or stale; the message
         names the ranges and gives the backfill conf that closes them.
     WindowNotStable
-        No gap, but an open transaction holds a partition's last stable offset inside the window.
+        No gap, but an open transaction holds a partition's last stable offset inside the window, or
+        the window reaches past the ledger.
     """
     stage = stage_identifier(spec, check_id)
     held = {r.tp: r for r in unstable}
+    not_read = {r.tp: r for r in unread}
     verdicts = []
     with engine.begin() as conn:
         cur = pg_cursor(conn)
@@ -275,7 +306,7 @@ def record_verdicts(
                 PartitionVerdict(
                     r, uncovered(r.start, r.end, committed), committed, checks.get(r.tp, KeyCheck()),
                     stale_in_range(conn, spec, r), conn.execute(_INCOMPLETE, params).scalar_one(),
-                    values.get(r.tp, ValueCheck()), held.get(r.tp),
+                    values.get(r.tp, ValueCheck()), held.get(r.tp), not_read.get(r.tp),
                 )
             )  # fmt: skip
         bad = [v for v in verdicts if v.gap]

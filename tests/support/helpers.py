@@ -198,12 +198,14 @@ def reconcile_over_connect(
     from reprocess.spark.job import stage_window
 
     kafka = _kafka_from_env()
-    window = plan_window(kafka, spec, start, end)
+    window = plan_window(engine, kafka, spec, start, end)
     with connect_session() as spark:
         stage_window(
             spark, spec, check_id, window.ranges, os.environ["AIRFLOW_CONN_REPROCESS_DB"], kafka, registry_config
         )
-    return record_verdicts(engine, spec, window.ranges, start, end, check_id, unstable=window.unstable)
+    return record_verdicts(
+        engine, spec, window.ranges, start, end, check_id, unstable=window.unstable, unread=window.unread
+    )
 
 
 def _kafka_from_env() -> dict[str, Any]:
