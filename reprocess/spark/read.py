@@ -68,7 +68,7 @@ def read_ranges(
         # One consumer reads a task's partitions together, so the tasks follow the records alone: a
         # task's Python worker costs more than its reading (1,000 x 21 records, read alone, load 21:
         # 8 tasks 6.0-11.0 s, 2 tasks 1.8-8.8 s, 1 task 0.9-2.3 s).
-        return read_grouped(spark, kafka, ranges, math.ceil(sum(r.width for r in ranges) / RECORDS_PER_TASK))
+        return read_grouped(spark, kafka, ranges, max(1, math.ceil(sum(r.width for r in ranges) / RECORDS_PER_TASK)))
     tasks = read_tasks(ranges)
     records = spark.read.format("kafka").options(**read_options(kafka, ranges, headers=headers)).load()
     return records.coalesce(tasks) if tasks < len(ranges) else records

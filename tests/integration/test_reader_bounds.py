@@ -93,8 +93,12 @@ def spark() -> Iterator[Any]:
 def gapped(kafka_config: dict[str, Any]) -> GappedTopic:
     """One partition: 5 plain, a committed transaction of 4, 3 plain, a committed transaction of 3,
     an aborted transaction of 3, 2 plain: markers at 9, 16 and 20, aborted records at 17-19."""
-    topic = f"reader_bounds_{uuid.uuid4().hex[:8]}"
-    demo_data.create_topic(kafka_config, topic, 1)
+    return make_gapped(kafka_config, f"reader_bounds_{uuid.uuid4().hex[:8]}", 1)
+
+
+def make_gapped(kafka_config: dict[str, Any], topic: str, partitions: int) -> GappedTopic:
+    """A new topic of ``partitions`` partitions whose partition 0 has the layout of ``gapped``."""
+    demo_data.create_topic(kafka_config, topic, partitions)
     recorder, aborted = Recorder(), Recorder()
     plain = make_producer(kafka_config)
     txn = make_producer(kafka_config, **{"transactional.id": f"txn-{topic}"})
