@@ -72,7 +72,8 @@ def test_a_start_deleted_below_many_small_ranges_is_the_products_data_loss_error
     admin = AdminClient({"bootstrap.servers": kafka_config["bootstrap.servers"]})
     (deleted,) = admin.delete_records([TopicPartition(gapped.topic, 7, 3)]).values()
     assert deleted.result().low_watermark == 3
-    ranges = [OffsetRange(gapped.topic, p, 0, PLAIN) for p in plain]
+    ranges = [OffsetRange(gapped.topic, 0, 0, gapped.log_end)] + [OffsetRange(gapped.topic, p, 0, PLAIN) for p in plain]
+    assert many_small(ranges, headers=False)
     began = time.monotonic()
     with pytest.raises(Exception) as failed:
         read_ranges(spark, kafka_config, ranges, headers=False).collect()
