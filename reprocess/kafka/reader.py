@@ -1,11 +1,7 @@
-"""Bounded reads of Kafka offset ranges with confluent-kafka: many small ranges of a run, and checks
-that run without Spark.
+"""Bounded reads of many small Kafka offset ranges with confluent-kafka, many partitions per consumer.
 
 A run reads through Spark's own Kafka source (``reprocess.spark.read``), except many small ranges,
-which its tasks read here, many partitions per consumer (``reprocess.spark.grouped_read``). The rebuild's
-verification (``reprocess.operations.rebuild_verify``) runs in the commit task, where no
-Spark session is, and reads the rebuilt ranges again on its own: a second reader, so the check
-does not share the first one's mistakes.
+which its tasks read here (``reprocess.spark.grouped_read``).
 
 Reads stop by offset, never by count: transaction markers and aborted records take offsets.
 """
@@ -24,12 +20,6 @@ if TYPE_CHECKING:
     from confluent_kafka import Message
 
 log = logging.getLogger(__name__)
-
-
-def read_range(kafka: Mapping[str, Any], r: OffsetRange, *, stall_timeout_s: float = 30.0) -> Iterator[list[Message]]:
-    """Yield exactly the committed records of ``[r.start, r.end)``, one list per fetch: :func:`read_many`
-    of the one range."""
-    return read_many(kafka, [r], stall_timeout_s=stall_timeout_s)
 
 
 def read_many(
