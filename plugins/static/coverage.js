@@ -59,7 +59,8 @@
   }
 
   // Reconciliation calendar: a heatmap of day windows × partitions, 1 = ok, 0.5 = healed (ok after a
-  // gap a backfill closed), 0 = gap.
+  // gap a backfill closed), 0.25 = not yet stable (records past the ledger or a held LSO: amber, not
+  // the red of a gap), 0 = gap.
   function calendar(element, cells, detail) {
     const days = [...new Set(cells.map((c) => c.window_start.slice(0, 10)))].sort();
     const rows = [...new Set(cells.map((c) => label(c)))];
@@ -69,14 +70,14 @@
     for (const c of cells) {
       const i = rows.indexOf(label(c));
       const j = days.indexOf(c.window_start.slice(0, 10));
-      z[i][j] = { ok: 1, healed: 0.5 }[c.verdict] ?? 0;
+      z[i][j] = { ok: 1, healed: 0.5, "not yet stable": 0.25 }[c.verdict] ?? 0;
       text[i][j] = `${esc(c.verdict)}${kinds(c)}: ${esc(c.detail ?? "")}`;
       byKey.set(`${i}/${j}`, c);
     }
     Plotly.newPlot(element, [{
       type: "heatmap", x: days, y: rows, z, text, zmin: 0, zmax: 1, xgap: 2, ygap: 2, showscale: false,
-      colorscale: [[0, "#c62828"], [0.25, "#c62828"], [0.25, "#81c784"], [0.75, "#81c784"], [0.75, "#2e7d32"],
-        [1, "#2e7d32"]],
+      colorscale: [[0, "#c62828"], [0.125, "#c62828"], [0.125, "#f9a825"], [0.375, "#f9a825"], [0.375, "#81c784"],
+        [0.75, "#81c784"], [0.75, "#2e7d32"], [1, "#2e7d32"]],
       hovertemplate: "%{y} · %{x}<br>%{text}<extra></extra>",
     }], {
       height: Math.max(160, 18 * rows.length + 80), margin: { l: 10, r: 16, t: 8, b: 60 },

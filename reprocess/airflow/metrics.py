@@ -87,9 +87,18 @@ def lag_metrics(pipeline: str, lags: Iterable[PartitionLag]) -> list[Metric]:
 
 
 def verdict_metrics(pipeline: str, verdicts: Iterable[tuple[str, int, str]]) -> list[Metric]:
-    """One count per checked partition, tagged with its verdict (ok, gap, healed or not yet stable)."""
+    """One count per checked partition, tagged with its verdict (ok, gap, healed or not_yet_stable: a
+    tag is part of a StatsD name, which Airflow refuses with a space, dropping the metric).
+
+    Examples
+    --------
+    >>> [m.tags["verdict"] for m in verdict_metrics("p", [("t", 0, "ok"), ("t", 1, "not yet stable")])]
+    ['ok', 'not_yet_stable']
+    """
     return [
-        Metric("incr", VERDICTS, 1, {"pipeline": pipeline, "topic": t, "partition": str(p), "verdict": v})
+        Metric(
+            "incr", VERDICTS, 1, {"pipeline": pipeline, "topic": t, "partition": str(p), "verdict": v.replace(" ", "_")}
+        )
         for t, p, v in verdicts
     ]
 

@@ -5,8 +5,8 @@ tests/support/oracle.py, which imports nothing of the product).
 
 A backfill that stops at the log ends of a first batch (malformed records included) sends its counts
 and the lag a second batch leaves; records produced afterwards, with no run, show up as grown lag
-through the lag DAG alone; the day's reconciliation sends one verdict per partition: a gap where
-records are unread.
+through the lag DAG alone; the day's reconciliation sends one verdict per partition: not yet stable
+where records lie past the ledger (the incremental's lag, not a gap).
 """
 
 from __future__ import annotations
@@ -161,11 +161,11 @@ def test_statsd_listener_receives_run_counts_lag_growth_and_verdicts_equal_to_th
     assert by_partition(lines, "reprocess.lag.offsets", spec.name) == {p: grown[p] - stops[p] for p in ends}
     assert not ours(lines, "reprocess.run.records_read", spec.name)  # no run happened
 
-    # The day's reconciliation: a partition with unread records is a gap.
+    # The day's reconciliation: a partition with records past the ledger is not yet stable (retried).
     assert _reconcile_run(spec).state == "failed"
     verdicts = ours(statsd.drain(), "reprocess.reconcile.verdicts", spec.name)
     assert sorted((int(x.tags["partition"]), x.tags["verdict"], x.value, x.type) for x in verdicts) == [
-        (p, "gap" if grown[p] > stops[p] else "ok", 1.0, "c") for p in sorted(ends)
+        (p, "not_yet_stable" if grown[p] > stops[p] else "ok", 1.0, "c") for p in sorted(ends)
     ]
     received = [
         f"{x.name} {x.tags} {x.value}|{x.type}"

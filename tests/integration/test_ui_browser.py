@@ -231,11 +231,17 @@ def test_ui_shows_dags_trigger_form_run_and_coverage_page(
 
 
 def _coverage_data(engine: Any, kafka: dict[str, Any], spec: Any) -> None:
-    """A reconciled day (ok), a later day never read (a gap) and a dry run that snapshots the new
-    log ends (the lag), all through the product's own DAG and functions on the real broker."""
+    """A reconciled day (ok), a later day whose records a ledger reset skipped (a gap) and a dry run
+    that snapshots the new log ends (the lag), all through the product's own DAG and functions on the
+    real broker. Records past the ledger are the incremental's lag (not yet stable), never a gap: the
+    gap is records the ledger passed without a commit."""
+    from reprocess.operations.reset import ResetMode, ResetRequest, execute_reset
+
     assert _reconcile(spec, DAY2).state == "success"  # checks [DAY1, DAY2)
     demo_data.produce(kafka, spec.topics[0], 2, demo_data.order_events(10, 1, seed=22), malformed=(), base_time=DAY2)
-    assert _reconcile(spec, DAY3).state == "failed"  # [DAY2, DAY3): never read, a gap
+    execute_reset(engine, kafka, spec, ResetRequest(ResetMode.LATEST), reason="skip day 2", requested_by="test")
+    assert _reconcile(spec, DAY3).state == "failed"  # [DAY2, DAY3): skipped by the reset, a gap
+    demo_data.produce(kafka, spec.topics[0], 2, demo_data.order_events(10, 1, seed=23), malformed=(), base_time=DAY3)
     request = RunRequest(RunKind.BACKFILL, StartMode.LEDGER, EndMode.LATEST, dry_run=True)
     run_id = f"{spec.dag_id('backfill')}/dry_run_snapshot"
     plan_run(
