@@ -182,9 +182,12 @@ def source(*statements: str | sql.Composable | tuple[str | sql.Composable, Seque
 
 
 def wait_for(kafka_config: Mapping[str, Any], topic: str, marker: bytes, seconds: float = 120) -> int:
-    """The offset after the first event whose value holds ``marker`` (e.g. a row's name), once it arrived."""
+    """The offset after the first event whose value holds ``marker`` (e.g. a row's name), once it arrived.
+
+    Read from the log start, not offset 0: after delete-records offset 0 is out of range, and the
+    reset to the latest offset would skip a marker that arrived meanwhile."""
     consumer = Consumer({**kafka_config, "group.id": f"{topic}-wait", "enable.auto.commit": False})
-    consumer.assign([TopicPartition(topic, 0, 0)])
+    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
     deadline = time.monotonic() + seconds
     try:
         while time.monotonic() < deadline:

@@ -63,13 +63,13 @@ def _table_exists() -> bool:
 
 def _wait_for(marker: str, seconds: float = 120) -> None:
     """Until an event holding ``marker`` reached the topic (the connector streamed everything before it)."""
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
     from reprocess.airflow.hooks import KafkaConfigHook
 
     config = KafkaConfigHook().client_config()
     consumer = Consumer({**config, "group.id": f"cdc-demo-{marker}", "enable.auto.commit": False})
-    consumer.assign([TopicPartition(TOPIC, 0, 0)])
+    consumer.assign([TopicPartition(TOPIC, 0, OFFSET_BEGINNING)])  # the log start
     deadline = time.monotonic() + seconds
     try:
         while time.monotonic() < deadline:
