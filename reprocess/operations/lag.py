@@ -20,7 +20,7 @@ from reprocess.core.ranges import PartitionSnapshot, TopicPartition
 from reprocess.core.spec import PipelineSpec
 from reprocess.kafka.offsets import first_unread_timestamps, take_snapshot
 from reprocess.operations.coverage import PartitionCoverage
-from reprocess.postgres import queries
+from reprocess.postgres.ledger import ledger_positions
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,8 +59,7 @@ def ledger_lags(
     lag per partition by the coverage page's rule; no record is read."""
     snapshots = take_snapshot(kafka, spec, spec.topics, with_group=False)
     with engine.connect() as conn:
-        rows = conn.execute(queries.LEDGER_FOR_PIPELINE, {"pipeline": spec.name}).all()
-    ledger = {TopicPartition(r.topic, r.partition): r.next_offset for r in rows}
+        ledger = ledger_positions(conn, spec.name)
     lags = {
         s.tp: PartitionCoverage(
             pipeline=spec.name, topic=s.topic, partition=s.partition, log_start=s.log_start,

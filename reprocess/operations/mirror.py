@@ -15,7 +15,7 @@ from sqlalchemy import Engine
 
 from reprocess.core.errors import OffsetLookupError
 from reprocess.core.spec import PipelineSpec
-from reprocess.postgres import queries
+from reprocess.postgres.ledger import ledger_positions
 
 log = logging.getLogger(__name__)
 
@@ -31,13 +31,14 @@ def mirror_group_offsets(engine: Engine, kafka: Mapping[str, Any], spec: Pipelin
     from reprocess.kafka.clients import make_consumer
 
     with engine.connect() as conn:
-        positions = conn.execute(queries.LEDGER_FOR_PIPELINE, {"pipeline": spec.name}).all()
+        positions = ledger_positions(conn, spec.name)
     if not positions:
         return {}
     consumer = make_consumer({**kafka, "group.id": spec.consumer_group})
     try:
         result = consumer.commit(
-            offsets=[TopicPartition(r.topic, r.partition, r.next_offset) for r in positions], asynchronous=False
+            offsets=[TopicPartition(p.topic, p.partition, offset) for p, offset in positions.items()],
+            asynchronous=False,
         )
     except KafkaException as exc:
         raise OffsetLookupError(
@@ -52,6 +53,6 @@ def mirror_group_offsets(engine: Engine, kafka: Mapping[str, Any], spec: Pipelin
         raise OffsetLookupError(
             f"{spec.name}: mirror to group {spec.consumer_group} failed for {', '.join(failed)}", pipeline=spec.name
         )
-    written = {f"{r.topic}[{r.partition}]": r.next_offset for r in positions}
+    written = {f"{p.topic}[{p.partition}]": offset for p, offset in positions.items()}
     log.info("mirror pipeline=%s group=%s offsets=%s", spec.name, spec.consumer_group, written)
     return written

@@ -21,6 +21,7 @@ from reprocess.core.runs import RunMode, RunPlan, RunRequest, RunState, parse_ti
 from reprocess.core.spec import PipelineSpec
 from reprocess.kafka.offsets import offsets_for_time, take_snapshot
 from reprocess.postgres import queries, store
+from reprocess.postgres.ledger import ledger_positions
 from reprocess.postgres.stage import drop_leftover_stages
 
 log = logging.getLogger(__name__)
@@ -74,10 +75,7 @@ def plan_run(
             ts_ms = int(parse_timestamp(value, f"{name}_value").timestamp() * 1000)
             time_offsets[name] = offsets_for_time(kafka, snapshots, ts_ms)
     with engine.begin() as conn:
-        ledger = {
-            TopicPartition(r.topic, r.partition): r.next_offset
-            for r in conn.execute(queries.LEDGER_FOR_PIPELINE, {"pipeline": spec.name})
-        }
+        ledger = ledger_positions(conn, spec.name)
         try:
             warnings += _check_partition_counts(conn, spec, request, snapshots)
             ranges, lost = resolve(spec, request, snapshots, ledger, time_offsets)

@@ -36,6 +36,7 @@ from reprocess.kafka.offsets import take_snapshot
 from reprocess.postgres import queries, store
 from reprocess.postgres.commit import check_spec_version
 from reprocess.postgres.diff import KINDS, StageDiff, diff_stage
+from reprocess.postgres.ledger import ledger_positions
 from reprocess.postgres.stage import drop_stage, stage_identifier
 
 log = logging.getLogger(__name__)
@@ -85,8 +86,7 @@ def diff_run(engine: Engine, spec: PipelineSpec, run_id: str) -> dict[str, Any]:
             tx.rollback()  # the plan writes nothing: target, markers, dead letters and ledger stay
     report = _report(spec, plan, diff, refused)
     with engine.begin() as conn:
-        ledger = [[r.topic, r.partition, r.next_offset] for r in conn.execute(queries.LEDGER_FOR_PIPELINE,
-                                                                              {"pipeline": spec.name})]  # fmt: skip
+        ledger = [[tp.topic, tp.partition, offset] for tp, offset in ledger_positions(conn, spec.name).items()]
         request = conn.execute(text("SELECT request FROM reprocess.runs WHERE run_id = :r"), {"r": run_id}).scalar()
         from_ledger = (request or {}).get("parsed", {}).get("start_mode") == "ledger"
         conn.execute(
@@ -168,8 +168,7 @@ def check_fresh(conn: Connection, kafka: Mapping[str, Any], spec: PipelineSpec, 
         )
     if row.from_ledger:
         then = {(t, p): o for t, p, o in row.ledger}
-        now = {(r.topic, r.partition): r.next_offset for r in conn.execute(queries.LEDGER_FOR_PIPELINE,
-                                                                            {"pipeline": spec.name})}  # fmt: skip
+        now = {(tp.topic, tp.partition): offset for tp, offset in ledger_positions(conn, spec.name).items()}
         changed += [f"the ledger of {t}[{p}] moved from {then.get((t, p))} to {o}" for (t, p), o in sorted(now.items())
                     if then.get((t, p)) != o]  # fmt: skip
     starts = {(s.topic, s.partition): s.log_start for s in take_snapshot(kafka, spec, {r.topic for r in plan.ranges})}

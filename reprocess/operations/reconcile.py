@@ -48,11 +48,11 @@ from reprocess.core.runs import HEALS_WINDOW, NOT_STABLE, window_text
 from reprocess.core.spec import PipelineSpec
 from reprocess.core.stage_rows import DEAD
 from reprocess.kafka.offsets import offsets_for_time, take_snapshot
-from reprocess.postgres import queries
 from reprocess.postgres.db import one_row, pg_cursor
 from reprocess.postgres.dead_letters import dead_letter_of
 from reprocess.postgres.evolve import stale_in_range
 from reprocess.postgres.key_checks import key_checks_sql
+from reprocess.postgres.ledger import ledger_positions
 from reprocess.postgres.stage import drop_stage, stage_identifier
 from reprocess.postgres.value_checks import value_checks_sql
 
@@ -219,8 +219,7 @@ def plan_window(
     starts = offsets_for_time(kafka, snapshots, int(window_start.timestamp() * 1000))
     ends = offsets_for_time(kafka, snapshots, int(window_end.timestamp() * 1000))
     with engine.connect() as conn:
-        ledger = {TopicPartition(r.topic, r.partition): r.next_offset
-                  for r in conn.execute(queries.LEDGER_FOR_PIPELINE, {"pipeline": spec.name})}  # fmt: skip
+        ledger = ledger_positions(conn, spec.name)
     window = [OffsetRange(s.topic, s.partition, starts[s.tp], max(starts[s.tp], ends[s.tp])) for s in snapshots]
     unread = [
         OffsetRange(r.topic, r.partition, max(r.start, ledger[r.tp]), r.end)

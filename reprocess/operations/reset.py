@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Engine
 
 from reprocess.core.errors import SpecError
 from reprocess.core.ranges import PartitionSnapshot, TopicPartition
@@ -23,6 +23,7 @@ from reprocess.core.runs import parse_timestamp
 from reprocess.core.spec import PipelineSpec
 from reprocess.kafka.offsets import offsets_for_time, take_snapshot
 from reprocess.postgres import queries
+from reprocess.postgres.ledger import ledger_positions
 
 log = logging.getLogger(__name__)
 
@@ -142,15 +143,11 @@ def _kafka_view(
     return snapshots, offsets_for_time(kafka, snapshots, ts_ms)
 
 
-def _ledger(conn: Connection, spec: PipelineSpec, query: Any) -> dict[TopicPartition, int]:
-    return {TopicPartition(r.topic, r.partition): r.next_offset for r in conn.execute(query, {"pipeline": spec.name})}
-
-
 def plan_reset(engine: Engine, kafka: Mapping[str, Any], spec: PipelineSpec, request: ResetRequest) -> list[ResetRow]:
     """The dry run: what ``--execute`` would do now; writes nothing."""
     snapshots, times = _kafka_view(kafka, spec, request)
     with engine.connect() as conn:
-        ledger = _ledger(conn, spec, queries.LEDGER_FOR_PIPELINE)
+        ledger = ledger_positions(conn, spec.name)
     return resolve_reset(request, snapshots, ledger, times)
 
 
@@ -178,7 +175,7 @@ def execute_reset(
     snapshots, times = _kafka_view(kafka, spec, request)
     with engine.begin() as conn:
         conn.execute(queries.PIPELINE_LOCK, {"pipeline": spec.name})
-        rows = resolve_reset(request, snapshots, _ledger(conn, spec, queries.LEDGER_FOR_UPDATE), times)
+        rows = resolve_reset(request, snapshots, ledger_positions(conn, spec.name, for_update=True), times)
         for r in rows:
             params = {"pipeline": spec.name, "topic": r.topic, "partition": r.partition, "old": r.current,
                       "new": r.new, "mode": request.mode.value, "value": request.value, "reason": reason,

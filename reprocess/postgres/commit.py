@@ -31,6 +31,7 @@ from reprocess.core.spec import PipelineSpec
 from reprocess.postgres import queries, store
 from reprocess.postgres.batch_commit import sum_committed_batches
 from reprocess.postgres.db import one_row, pg_cursor
+from reprocess.postgres.ledger import ledger_positions
 from reprocess.postgres.merge_stage import merge_stage, stage_counts
 from reprocess.postgres.stage import drop_stage, stage_identifier
 
@@ -210,10 +211,7 @@ def _accounted_starts(conn: Connection, run_id: str, ranges: Iterable[OffsetRang
 
 
 def _check_fence(conn: Connection, spec: PipelineSpec, run_id: str, starts: dict[TopicPartition, int]) -> None:
-    ledger = {
-        TopicPartition(r.topic, r.partition): r.next_offset
-        for r in conn.execute(queries.LEDGER_FOR_UPDATE, {"pipeline": spec.name})
-    }
+    ledger = ledger_positions(conn, spec.name, for_update=True)
     moved = [
         f"{tp}: planned from {start}, ledger now at {ledger[tp]}"
         for tp, start in starts.items()
