@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine
 
 from reprocess.core.spec import PipelineSpec
 from reprocess.operations.coverage import partitions
@@ -13,11 +13,7 @@ from reprocess.operations.plan_report import format_plan, plan_line
 from reprocess.operations.preview import load_report
 from reprocess.postgres import queries
 from reprocess.postgres.evolve import live_version, stale_message, stale_rows
-
-_COMMITTED_POSITIONS = text(
-    "SELECT topic, partition, next_offset FROM reprocess.consumer_offsets WHERE pipeline = :pipeline "
-    "ORDER BY topic, partition"
-)
+from reprocess.postgres.ledger import ledger_positions
 
 
 def run_summary(
@@ -39,8 +35,8 @@ def run_summary(
             for r in conn.execute(queries.RUN_RANGES, {"run_id": run_id})
         ]
         ledger = [
-            {"topic": r.topic, "partition": r.partition, "next_offset": r.next_offset}
-            for r in conn.execute(_COMMITTED_POSITIONS, {"pipeline": pipeline})
+            {"topic": tp.topic, "partition": tp.partition, "next_offset": offset}
+            for tp, offset in sorted(ledger_positions(conn, pipeline).items())
         ]
         summary = {
             "run_id": run_id,
