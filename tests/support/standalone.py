@@ -29,6 +29,7 @@ from tests.support import airflow_http
 REPO: Final = Path(__file__).resolve().parents[2]
 UI_SCRIPT: Final = REPO / "scripts" / "airflow_ui.py"
 RUN_TIMEOUT_S: Final = 240
+POLL_S: Final = 0.5  # a wait's look interval: a run's state, a parse, a trigger event are seen within it
 GET_ATTEMPTS: Final = 3
 PIPELINES_DAG: Final = "from reprocess.airflow.factory import dags_from_specs\n\nglobals().update(dags_from_specs())\n"
 
@@ -55,7 +56,7 @@ class Api:
             if time.monotonic() > deadline:
                 tail = self.log.read_text(errors="replace")[-4000:] if self.log.exists() else ""
                 pytest.fail(f"{what}: not within {timeout:.0f} s; airflow standalone's log ends:\n{tail}")
-            time.sleep(2)
+            time.sleep(POLL_S)
 
     def unpause(self, dag_id: str) -> None:
         """Once the DAG processor has parsed it."""
@@ -101,7 +102,11 @@ def standalone(dags: Path, run_dir: Path, env: Mapping[str, str] | None = None) 
     while len(ports) < 3:
         ports.add(free_port())
     port, worker_log, trigger_log = (str(p) for p in sorted(ports))
+    # --no-prepare: the session has prepared this metadata DB and the spark pool (conftest's
+    # pytest_sessionstart), and `airflow standalone` checks its migrations itself; preparing again
+    # re-imported Airflow and re-checked every migration before each standalone started.
     args = [
+        "--no-prepare",
         "--port",
         port,
         "--worker-log-port",
