@@ -216,6 +216,18 @@ def debezium_connector(kafka_connect: str) -> Iterator[Any]:
 
 
 @pytest.fixture(scope="session")
+def cluster() -> Iterator[None]:
+    """The Spark standalone cluster (``devstack.standalone``: a master and two workers), started once
+    for the session's cluster tests (test_task_retries, test_standalone_cluster) and stopped at its
+    end: started and stopped per module, the lane paid the three JVMs' start twice."""
+    from devstack import standalone
+
+    standalone.start()
+    yield
+    standalone.stop()
+
+
+@pytest.fixture(scope="session")
 def schema_registry() -> str:
     """Apicurio Registry, started on demand (``python scripts/services.py start registry``), left running
     for the next session, stopped by ``make stop``. Its Confluent-compatible URL, for

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,14 +20,6 @@ from reprocess.kafka import demo_data
 from tests.support.helpers import assert_matches_oracle, log_ends, orders_spec, run_dag, runs
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("spark"), pytest.mark.integration("airflow")]
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[None]:
-    """Started for this module and stopped after it: two workers' JVMs are not kept around."""
-    standalone.start()
-    yield
-    standalone.stop()
 
 
 def test_orders_backfill_on_a_standalone_cluster_equals_the_oracle(

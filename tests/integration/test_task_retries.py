@@ -241,14 +241,6 @@ def test_task_killed_after_its_copy_commits_is_retried_over_connect_without_doub
 
 
 # --------------------------------------------------------------------------- standalone cluster
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[None]:
-    """Started for the cluster tests and stopped after them: two workers' JVMs are not kept around."""
-    standalone.start()
-    yield
-    standalone.stop()
-
-
 @pytest.fixture
 def on_cluster(cluster, monkeypatch) -> str:
     """The job's executors are the cluster's (their Python from the wheel); returns the master URL."""
