@@ -243,14 +243,16 @@ def main(argv: list[str] | None = None) -> int:
                 scaled["big_one_batch"] = run(product, big_data[0], default, label="big_10m_one_batch", batch_size=BIG)
                 return scaled["big_one_batch"]
 
-            def big_reconcile_case() -> Result:
+            def big_reconcile_case(values: bool) -> Result:
                 if not big_data:
                     raise RuntimeError("the 10 M product case did not run")
-                scaled["big_reconcile"] = run(reconcile_window, big_data[0], label="big_10m")
-                return scaled["big_reconcile"]
+                key = "big_reconcile" if values else "big_reconcile_lineage"
+                scaled[key] = run(reconcile_window, big_data[0], label="big_10m", values=values)
+                return scaled[key]
 
             optional += [("big_10m", big_case), ("big_10m_one_batch", big_one_batch_case),
-                         ("big_10m_reconcile", big_reconcile_case)]  # fmt: skip
+                         ("big_10m_reconcile_lineage", lambda: big_reconcile_case(False)),
+                         ("big_10m_reconcile", lambda: big_reconcile_case(True))]  # fmt: skip
         for label, thunk in optional:
             try:
                 results.append(thunk())
@@ -354,6 +356,10 @@ def main(argv: list[str] | None = None) -> int:
         ratios[f"plan ÷ apply at {n:,} records (seconds)"] = scaled["plan"].detail["plan_over_apply"]
     if "big_reconcile" in scaled:
         ratios[f"reconciliation of a {BIG / 1e6:g} M-record window (s)"] = scaled["big_reconcile"].seconds
+        if "big_reconcile_lineage" in scaled:  # issue 38: what comparing values costs (target ≤ 1.5)
+            ratios[f"reconciliation of a {BIG / 1e6:g} M-record window, with values ÷ lineage only (seconds)"] = (
+                scaled["big_reconcile"].seconds / scaled["big_reconcile_lineage"].seconds
+            )
     if args.peers:  # issue 41: the Flink peer, and every peer's replays side by side
         if "flink" in peers:
             ratios["product ÷ Flink job (records/s)"] = prod.rate / peers["flink"].rate

@@ -255,6 +255,8 @@ def record_verdicts(
     healed_by: str | None = None,
     unstable: Sequence[OffsetRange] = (),
     unread: Sequence[OffsetRange] = (),
+    *,
+    compare_values: bool = True,
 ) -> list[PartitionVerdict]:
     """Compare the check's stage (written by :func:`reprocess.spark.job.stage_window`) with the target
     and the ledger, store one verdict row per partition (tagged ``check_id``, the healing backfill
@@ -264,6 +266,9 @@ def record_verdicts(
     gap): an ok verdict records it, and ``reconciliation_history`` keeps the gap before it.
     ``unstable``, ``unread``: :attr:`WindowPlan.unstable` and :attr:`WindowPlan.unread`, the partitions
     whose verdict is at best not yet stable.
+    ``compare_values``: False leaves out the value check (d), the check as it was before it compared
+    values; it exists for the bench's baseline (``bench/reconcile.py``), which reports what comparing
+    values costs against it in the same run. A daily check always compares values.
 
     Raises
     ------
@@ -291,7 +296,7 @@ def record_verdicts(
         dead = {TopicPartition(topic, partition): (n, unrecorded) for topic, partition, n, unrecorded in cur.fetchall()}
         cur.execute(key_checks_sql(spec, stage))
         found = {TopicPartition(row[0], row[1]): row[2:] for row in cur.fetchall()}
-        values = _value_checks(cur, spec, stage)
+        values = _value_checks(cur, spec, stage) if compare_values else {}
         checks: dict[TopicPartition, KeyCheck] = {}
         for tp in {*dead, *found}:
             keys, missing, stale, missing_ex, stale_ex = found.get(tp, (0, 0, 0, None, None))
