@@ -50,6 +50,11 @@ CASES = [
     _dead("brace-after-flat-object", ',"t":"x"}}', NOT_ONE),
     _dead("second-flat-object", ',"t":"x"}{"t":"y"}', NOT_ONE),
     _dead("fraction-in-text-of-flat-object", ',"t":1.50}', "field t of text column t is a number with a fraction"),
+    _dead(
+        "negative-out-of-range-number-in-text",
+        ',"t":-1e400}',
+        "field t of text column t is a number with a fraction or an exponent",
+    ),
     _row("braces-and-brackets-inside-a-string", ',"t":"{[x]}"}', "{[x]}"),
     _row("colon-and-escaped-quote-inside-a-string", ',"t":"a\\":b"}', 'a":b'),
     _row("same-key-in-two-objects", ',"t":"x","x":{"t":"y"}}', "x"),

@@ -202,10 +202,18 @@ CORPUS: list[Case] = [
         "field t of text column t is a number with a fraction",
         value=_raw("zero-fraction-in-text", ',"t":9333303126185904.0}'),
     ),
+    # a number beyond a double: Spark's reader renders it as the JSON string "Infinity", quotes included
+    _dead(
+        "out-of-range-number-in-text",
+        "json type",
+        "field t of text column t is a number with a fraction or an exponent",
+        value=_raw("out-of-range-number-in-text", ',"t":1e400}'),
+    ),
     _row("integer-in-text", "json type", {"t": "-12"}, t=-12),
     # strings that read like the kinds above stay text (the decoder asks their kind only then)
     _row("object-text-in-a-string", "json type", {"t": '{"x": 1}'}, t='{"x": 1}'),
     _row("fraction-text-in-a-string", "json type", {"t": "-12.50"}, t="-12.50"),
+    _row("infinity-text-in-a-string", "json type", {"t": '"Infinity"'}, t='"Infinity"'),
     _row(
         "big-integer-in-text",
         "json type",
