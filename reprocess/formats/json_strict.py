@@ -65,8 +65,9 @@ def _kind(path: str) -> str:
     return f"schema_of_variant(try_variant_get({STRICT}, '$[0].{path}'))"
 
 
-# The first characters of Spark's text of a JSON value that is not a string or a boolean.
-_NON_STRING_STARTS: Final = ", ".join(sql_string(c) for c in "{[-0123456789")
+# The first characters of Spark's text of a JSON value that is not a string or a boolean; a number
+# beyond a double (`1e400`) it renders as the JSON string `"Infinity"`, quotes included.
+_NON_STRING_STARTS: Final = ", ".join(sql_string(c) for c in '{[-0123456789"')
 
 
 def text_case(path: str, raw: str, column: str) -> str:
@@ -77,9 +78,9 @@ def text_case(path: str, raw: str, column: str) -> str:
     # A number counts by its text as Spark's reader renders it: an integer keeps its digits, any
     # other is rendered through a double (the variant's kind says DECIMAL(16,0) for 9333303126185904.0,
     # whose text Spark gives as 9.333303126185904E15). Spark renders an object as `{…}`, an array as
-    # `[…]` and a number from `-` or a digit, so a text starting otherwise is a JSON string or a
-    # boolean: the kind (a variant lookup, 11% of a 1 M record job's CPU when asked of every record)
-    # is asked only of the others; an integer's digits never need it.
+    # `[…]`, a number from `-`, a digit or (out of a double's range) `"`, so a text starting
+    # otherwise is a JSON string or a boolean: the kind (a variant lookup, 11% of a 1 M record job's
+    # CPU when asked of every record) is asked only of the others; an integer's digits never need it.
     exact = (
         f"left({raw}, 1) NOT IN ({_NON_STRING_STARTS}) OR {raw} RLIKE '^-?[0-9]+$' OR {kind} IN ('STRING', 'BOOLEAN')"
     )
