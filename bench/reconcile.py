@@ -60,6 +60,12 @@ def reconcile_window(bench: Bench, ds: Dataset, label: str) -> tuple[Result, Res
             verdicts = record_verdicts(engine, spec, ranges, start, end, stage_of, compare_values=values)
             timed[values] = (time.monotonic() - t3, verdicts)
     finally:
+        # record_verdicts drops the stage it checked in its own transaction; a check that raised
+        # rolled that back, and the other copy was never checked: drop what is left either way.
+        with engine.begin() as conn:
+            cur = pg_cursor(conn)
+            for stage_of in (check_id, lineage_id):
+                cur.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(stage_identifier(spec, stage_of)))
         engine.dispose()
     window = sum(r.width for r in ranges)
     for _, verdicts in timed.values():
