@@ -14,7 +14,7 @@ from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING
 
 from reprocess.core.spec import ColumnSpec, ColumnType, PipelineSpec, TombstoneMode
-from reprocess.formats import derive, json_strict, record_parts
+from reprocess.formats import derive, json_strict, json_udf, record_parts
 from reprocess.formats.contract import (
     DELETES,
     WriterSchemas,
@@ -74,8 +74,12 @@ def json_schema(spec: PipelineSpec) -> str:
     The value fields that only ``expr``/``where`` read are read as STRING too (their JSON text).
     """
     value = [c for c in spec.columns if c.from_value]
-    fields = [c.path for c in value] + [f for f in spec.value_fields if not f.startswith("$")]
-    return schema_of(fields, variants={c.path for c in value if c.type in _VARIANTS})
+    return schema_of(_value_fields(spec), variants={c.path for c in value if c.type in _VARIANTS})
+
+
+def _value_fields(spec: PipelineSpec) -> list[str]:
+    """The value's fields a spec reads: its columns' paths, then those only ``expr``/``where`` read."""
+    return [c.path for c in spec.columns if c.from_value] + [f for f in spec.value_fields if not f.startswith("$")]
 
 
 def schema_of(paths: list[str], variants: Collection[str] = ()) -> str:
@@ -105,12 +109,10 @@ def schema_of(paths: list[str], variants: Collection[str] = ()) -> str:
     return f"struct<{render(tree) + ',' if tree else ''}`{CORRUPT}`:string>"
 
 
-def _extract_fields(spec: PipelineSpec) -> list[str]:
-    """Each field's text and typed value, extracted ONCE per record (the CASE reuses them).
-
-    ``from_json`` with a fixed schema, not ``try_parse_json`` + ``try_variant_get``: it parses
-    2.8x faster (1 M order events, local[2]: 2.5 s against 7.1 s; docs/performance.md). Each field
-    is extracted here once, not in every CASE branch that reads it.
+def _extract_fields(spec: PipelineSpec, lay: json_udf.Layout) -> list[str]:
+    """Each field's text and typed value, extracted ONCE per record (the CASE reuses them) from the
+    UDF's struct: a numeric field's kind is the one a variant gives it (:func:`_exact_numeric`), a
+    json/jsonb field's text is Spark's rendering of it as a variant, as when it was read as one.
     """
     out = []
     for i, c in enumerate(spec.columns):
@@ -122,15 +124,12 @@ def _extract_fields(spec: PipelineSpec) -> list[str]:
             continue
         ref = value_ref(c.path)
         if c.type is ColumnType.NUMERIC:
-            out += [
-                f"try_variant_get({ref}, '$', 'string') AS {raw_name(i)}",
-                f"schema_of_variant({ref}) AS {_kind(i)}",
-            ]
+            out += [f"{ref} AS {raw_name(i)}", f"{lay.kind(c.path)} AS {_kind(i)}"]
             continue
         if c.type in _VARIANTS:  # a JSON string holds the JSON text (as Debezium sends json); else the value's
             text = (
-                f"CASE schema_of_variant({ref}) WHEN 'STRING' THEN variant_get({ref}, '$', 'string') "
-                f"WHEN 'VOID' THEN NULL ELSE to_json({ref}) END"
+                f"CASE {lay.kind(c.path)} WHEN 'STRING' THEN {ref} WHEN 'VOID' THEN NULL "
+                f"ELSE to_json(try_parse_json({ref})) END"
             )
             out += [f"{text} AS {raw_name(i)}", f"{text} AS {typed_name(i)}"]
             continue
@@ -262,20 +261,27 @@ def column_cases(
     return cases
 
 
-def _error_expression(spec: PipelineSpec) -> str:
-    """A CASE that names the first problem of a record, or NULL for a good one (or a tombstone)."""
+# A record the UDF refused: not read as a JSON object, or breaking a strict rule.
+_REFUSED = f"(_j IS NULL OR _j.`{CORRUPT}` IS NOT NULL OR _j.`{json_udf.ERROR}` IS NOT NULL)"
+_MALFORMED = f"concat('malformed JSON or not a JSON object: ', {escaped_sql('_str')})"
+
+
+def _error_expression(spec: PipelineSpec, lay: json_udf.Layout) -> str:
+    """A CASE that names the first problem of a record, or NULL for a good one (or a tombstone). A
+    record the UDF refused is named as before its time: ``from_json`` (``_jf``) says whether it is
+    malformed, then :func:`json_strict.record_cases`, both computed for the refused records only."""
     cases = tombstone_cases(spec)
     cases += [
         "WHEN value IS NULL OR length(value) = 0 THEN 'empty value'",
         f"WHEN length(value) > {spec.max_record_bytes} THEN concat('oversized value: ', length(value), "
         f"' bytes > max_record_bytes {spec.max_record_bytes}')",
         "WHEN NOT is_valid_utf8(_str) THEN 'value is not valid UTF-8'",
-        f"WHEN _j IS NULL OR _j.`{CORRUPT}` IS NOT NULL THEN concat('malformed JSON or not a JSON object: ', "
-        f"{escaped_sql('_str')})",
-        *json_strict.record_cases("_str"),
+        f"WHEN {_REFUSED} AND (_jf IS NULL OR _jf.`{CORRUPT}` IS NOT NULL) THEN {_MALFORMED}",
+        *json_strict.record_cases("_str", _REFUSED),
+        f"WHEN {_REFUSED} THEN {_MALFORMED}",
     ]
     text = [
-        json_strict.text_case(c.path, raw_name(i), c.name)
+        json_strict.text_case(c.path, raw_name(i), c.name, lay.kind(c.path))
         for i, c in enumerate(spec.columns)
         if c.type is ColumnType.TEXT and c.from_value
     ]
@@ -300,19 +306,25 @@ def decode(records: DataFrame, spec: PipelineSpec, schemas: WriterSchemas | None
     paths = record_parts.key_paths(spec)
     if deletes:
         paths += [c.path for c in spec.key_columns if c.from_value]
-    parsed = records.selectExpr("*", "CAST(value AS STRING) AS _str").selectExpr(
+    schema = json_schema(spec)
+    lay = json_udf.layout(spec, schema_of(_value_fields(spec)))
+    parsed = records.selectExpr(
+        "*", "CAST(value AS STRING) AS _str", f"{json_udf.call_sql(records.sparkSession, lay, 'value')} AS _j"
+    ).selectExpr(
         "*",
-        from_json_expr("_str", json_schema(spec), "_j"),
-        f"{json_strict.strict_sql('_str')} AS {json_strict.STRICT}",
+        f"CASE WHEN {_REFUSED} THEN {_from_json('_str', schema)} END AS _jf",
+        f"CASE WHEN {_REFUSED} THEN {json_strict.strict_sql('_str')} END AS {json_strict.STRICT}",
     )
     if paths or deletes:
         parsed = with_json_key(parsed, paths)
-    parsed = parsed.selectExpr("*", *_extract_fields(spec))
+    parsed = parsed.selectExpr("*", *_extract_fields(spec, lay))
     numeric = _exact_numeric(spec)
     if numeric:
         parsed = parsed.selectExpr("*", *numeric)
     if deletes:
         parsed = parsed.selectExpr("*", *tombstone_key_fields(spec))
     parsed = derive.with_derived(parsed, spec, value_ref, raw_name)
-    decoded = parsed.withColumn(DELETES, F.col("value").isNull()).withColumn("_error", F.expr(_error_expression(spec)))
+    decoded = parsed.withColumn(DELETES, F.col("value").isNull()).withColumn(
+        "_error", F.expr(_error_expression(spec, lay))
+    )
     return derive.with_keep(decoded, spec, value_ref)

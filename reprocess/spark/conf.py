@@ -27,6 +27,8 @@ from reprocess.spark.entry_points import WARMUP, app_path
 
 CLASS_ARCHIVE_ENV: Final = "REPROCESS_SPARK_CLASS_ARCHIVE"
 JARS_ENV: Final = "REPROCESS_SPARK_JARS"
+# The JSON decoder's Jackson UDF jar (reprocess/jvm/StrictJson.java; `make install` builds it).
+JSON_JAR_ENV: Final = "REPROCESS_JSON_JAR"
 # Ivy settings for --packages (``spark.jars.ivySettings``): where a cluster's spark-submit resolves
 # the coordinates when the default chain does not fit (devstack/jvm/ivysettings.xml: Central only).
 IVY_SETTINGS_ENV: Final = "REPROCESS_SPARK_IVY_SETTINGS"
@@ -157,20 +159,35 @@ def source_jars() -> list[str]:
     return found
 
 
+def json_jar() -> list[str]:
+    """The JSON decoder's UDF jar named by ``$REPROCESS_JSON_JAR`` (empty when unset): every
+    ``--jars`` carries it, since the decoder calls the class on the driver and the executors."""
+    jar = os.environ.get(JSON_JAR_ENV, "")
+    if jar and not Path(jar).is_file():
+        raise SparkSetupError(
+            f"${JSON_JAR_ENV} names {jar}, which does not exist: run `make install` (it builds the JSON "
+            "decoder's jar from reprocess/jvm/StrictJson.java)"
+        )
+    return [jar] if jar else []
+
+
 def dependency_args() -> dict[str, str]:
     """``jars`` (local files) or ``packages`` (Maven coordinates) for spark-submit: how the driver
     and executors get Spark's Kafka source.
 
     Examples
     --------
-    >>> saved = os.environ.pop(JARS_ENV, None)
+    >>> saved = os.environ.pop(JARS_ENV, None), os.environ.pop(JSON_JAR_ENV, None)
     >>> dependency_args()
     {'packages': 'org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0,org.apache.spark:spark-avro_2.13:4.2.0'}
-    >>> if saved is not None:
-    ...     os.environ[JARS_ENV] = saved
+    >>> for name, value in zip((JARS_ENV, JSON_JAR_ENV), saved, strict=True):
+    ...     if value is not None:
+    ...         os.environ[name] = value
     """
-    jars = source_jars()
-    return {"jars": ",".join(jars)} if jars else {"packages": ",".join(PACKAGES)}
+    jars, json = source_jars(), json_jar()
+    if jars:
+        return {"jars": ",".join(jars + json)}
+    return {"packages": ",".join(PACKAGES), **({"jars": ",".join(json)} if json else {})}
 
 
 def spark_submit_command(
@@ -181,13 +198,13 @@ def spark_submit_command(
 
     Examples
     --------
-    >>> saved = os.environ.pop(CLASS_ARCHIVE_ENV, None), os.environ.pop(JARS_ENV, None)
+    >>> saved = [os.environ.pop(name, None) for name in (CLASS_ARCHIVE_ENV, JARS_ENV, JSON_JAR_ENV)]
     >>> cmd = spark_submit_command("app.py", "--run-id", "r1", extra={"spark.ui.enabled": "true"})
     >>> cmd[:4]
     ['spark-submit', '--master', 'local[8,4]', '--packages']
     >>> cmd[5:7], cmd[-3:]
     (['--conf', 'spark.ui.enabled=true'], ['app.py', '--run-id', 'r1'])
-    >>> for name, value in zip((CLASS_ARCHIVE_ENV, JARS_ENV), saved, strict=True):
+    >>> for name, value in zip((CLASS_ARCHIVE_ENV, JARS_ENV, JSON_JAR_ENV), saved, strict=True):
     ...     if value is not None:
     ...         os.environ[name] = value
     """

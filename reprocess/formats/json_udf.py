@@ -1,0 +1,69 @@
+"""The JSON decoder's one parse per record: the Jackson UDF (``reprocess/jvm/StrictJson.java``,
+``reprocess.json.StrictJson``), its output struct and the roles of the value's fields.
+
+The UDF reads a record's bytes once and gives what ``from_json`` gives (the fields' text, the corrupt
+record) plus the strict verdict a second parse gave before (docs/performance.md, "one parse per record
+III"). Its jar reaches the Connect server and spark-submit by ``--jars`` (reprocess.spark.conf.json_jar);
+a session registers it under a name per output struct, so specs of different shapes never share one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+
+from reprocess.core.spec import ColumnType, PipelineSpec
+from reprocess.formats.contract import sql_string
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+CLASS: Final = "reprocess.json.StrictJson"
+ERROR: Final = "_err"
+"""The struct's field naming a strict rule the record breaks (``dup``, ``surrogate``, ``after``)."""
+
+_ROLES: Final = {ColumnType.TEXT: "t", ColumnType.NUMERIC: "n", ColumnType.JSON: "j", ColumnType.JSONB: "j"}
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The UDF's output struct (Spark DDL), the roles argument, and each typed field's kind slot."""
+
+    ddl: str
+    roles: str
+    slots: dict[str, int]
+
+    def kind(self, path: str) -> str:
+        """Spark SQL: the kind the UDF gives the field at ``path`` (see the Java class)."""
+        return f"_j.`_k{self.slots[path]}`"
+
+
+def layout(spec: PipelineSpec, schema: str) -> Layout:
+    """The layout for ``spec`` whose ``from_json`` schema of strings is ``schema`` (``struct<…>``).
+
+    Examples
+    --------
+    >>> from reprocess.core.spec_parse import parse_spec
+    >>> spec = parse_spec({"name": "p", "topics": ["t"], "key": ["id"],
+    ...     "columns": {"id": "text", "n": {"type": "numeric", "path": "m.n"}, "b": "bigint"}})
+    >>> lay = layout(spec, "struct<`id`:string,`m`:struct<`n`:string>,`b`:string,`_corrupt_record`:string>")
+    >>> lay.ddl
+    'struct<`id`:string,`m`:struct<`n`:string>,`b`:string,`_corrupt_record`:string,`_err`:string,`_k0`:string,`_k1`:string>'
+    >>> lay.roles, lay.kind("m.n")
+    ('id=t;m.n=n;b=s', '_j.`_k1`')
+    """
+    roles: dict[str, str] = {}
+    for c in spec.columns:
+        if c.from_value and c.expr is None:
+            roles.setdefault(c.path, _ROLES.get(c.type, "s"))
+    slots = {path: k for k, path in enumerate(p for p, role in roles.items() if role != "s")}
+    extra = f",`{ERROR}`:string" + "".join(f",`_k{k}`:string" for k in range(len(slots)))
+    return Layout(schema[:-1] + extra + ">", ";".join(f"{p}={r}" for p, r in roles.items()), slots)
+
+
+def call_sql(spark: SparkSession, lay: Layout, value: str) -> str:
+    """Spark SQL calling the UDF on the bytes column ``value``, registered in ``spark`` first."""
+    name = "reprocess_json_" + hashlib.sha256(f"{lay.ddl}\0{lay.roles}".encode()).hexdigest()[:12]
+    spark.udf.registerJavaFunction(name, CLASS, lay.ddl)
+    return f"{name}({value}, {sql_string(lay.ddl)}, {sql_string(lay.roles)})"
