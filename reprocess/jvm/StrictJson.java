@@ -88,6 +88,9 @@ public final class StrictJson implements UDF3<byte[], String, String, Row> {
     }
   }
 
+  /** The reason of a field the spec reads as an object (a path's parent) holding another value. */
+  private static final String NOT_AN_OBJECT = "not an object where the spec reads fields";
+
   private static final class StrictFailure extends Exception {
     final String reason;
     StrictFailure(String reason) { super(reason, null, false, false); this.reason = reason; }
@@ -130,7 +133,7 @@ public final class StrictJson implements UDF3<byte[], String, String, Row> {
       System.arraycopy(fields, 0, out, 0, layout.nFields);
     } catch (StrictFailure e) {
       clearFields(out);
-      out[layout.err] = e.reason;
+      out[e.reason.equals(NOT_AN_OBJECT) ? layout.corrupt : layout.err] = e.reason;
     } catch (java.io.CharConversionException e) {
       clearFields(out);
       out[layout.corrupt] = "malformed";
@@ -168,8 +171,8 @@ public final class StrictJson implements UDF3<byte[], String, String, Row> {
           Object[] sub = new Object[child.size];
           readObject(p, child, sub, out, checkStrings);
           fields[i] = RowFactory.create(sub);
-        } else {
-          skip(p, v, checkStrings);
+        } else if (v != JsonToken.VALUE_NULL) {
+          throw new StrictFailure(NOT_AN_OBJECT);  // from_json cannot read it into a struct: a corrupt record
         }
         continue;
       }
