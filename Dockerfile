@@ -6,8 +6,13 @@
 # Stage 1: the reprocess wheel (SQL migrations and the spark-submit entry points inside it), and the
 # dev stack's (devstack/pyproject.toml: the demo producer's `reprocess produce`).
 FROM python:3.11.14-slim-bookworm AS wheel
+# javac: the build compiles the JSON decoder's UDF into the package (build_backend/json_jar.py).
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends openjdk-17-jdk-headless \
+    && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml MANIFEST.in README.md ./
+COPY build_backend ./build_backend
 # The folders the build maps into the package (pyproject.toml; devstack/wheel.py SOURCES).
 COPY reprocess ./reprocess
 COPY spark_apps ./spark_apps

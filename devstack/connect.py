@@ -21,7 +21,7 @@ from devstack import jvm
 from devstack.process import env_port, pid_alive, spawn, state_dir, stop_pid
 from reprocess.core.processes import LOOPBACK
 from reprocess.spark import connect_server
-from reprocess.spark.conf import LOCAL_MASTER, json_jar
+from reprocess.spark.conf import LOCAL_MASTER
 
 PORT_ENV: Final = "REPROCESS_CONNECT_PORT"
 DEFAULT_PORT: Final = 15102  # not Spark's 15002: another Spark on the machine keeps its own
@@ -59,7 +59,7 @@ def running() -> bool:
 
 def start() -> None:
     """Start the server; restart a running one that holds another version of the library."""
-    jars = (*(str(j) for j in jvm.jars("spark")), *json_jar())
+    jars = tuple(str(j) for j in jvm.jars("spark"))
     print(connect_server.start(server(jars), port_fix=f"set {PORT_ENV} to a free port"))
 
 

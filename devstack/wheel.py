@@ -22,7 +22,17 @@ from typing import Final
 
 from devstack.process import REPO
 
-SOURCES: Final = ("pyproject.toml", "README.md", "reprocess", "spark_apps", "sql", "plugins")
+# The build backend (pyproject's backend-path) compiles the JSON decoder's jar unless reprocess/ holds a fresh one.
+SOURCES: Final = (
+    "pyproject.toml",
+    "MANIFEST.in",
+    "README.md",
+    "build_backend",
+    "reprocess",
+    "spark_apps",
+    "sql",
+    "plugins",
+)
 
 
 def build(out: Path) -> Path:

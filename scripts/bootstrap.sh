@@ -33,8 +33,9 @@ fi
 # The jars go to the state folder, as the services' other state does (scripts/env.sh names it).
 export REPROCESS_STATE_DIR=${REPROCESS_STATE_DIR:-$PWD/.state}
 "$VENV/bin/python" -m devstack.jvm
-# The JSON decoder's Jackson UDF, compiled from reprocess/jvm/StrictJson.java (devstack/json_udf.py).
-"$VENV/bin/python" -m devstack.json_udf
+# The JSON decoder's Jackson UDF, compiled from reprocess/jvm/StrictJson.java into the package
+# (build_backend/json_jar.py; the wheel's build backend runs the same).
+"$VENV/bin/python" build_backend/json_jar.py
 # The generated Postgres password, before anything sources scripts/env.sh: `make services` reads
 # env.sh before it starts Postgres, and a URL without the password (a fresh clone) left the Spark
 # Connect server's warm-up, which inherits it, failing with "no password supplied".

@@ -39,8 +39,6 @@ export PYSPARK_DRIVER_PYTHON="$_repo/.venv/bin/python"
 # Spark's Kafka source for spark-submit (--jars; reprocess/spark/conf.py): the jar set make install
 # fetched. Set it empty to have spark-submit resolve the Maven coordinates (--packages) instead.
 export REPROCESS_SPARK_JARS="${REPROCESS_SPARK_JARS-$REPROCESS_STATE_DIR/jvm/jars/spark}"
-# The JSON decoder's UDF jar (make install builds it; reprocess/spark/conf.py adds it to every --jars).
-export REPROCESS_JSON_JAR="${REPROCESS_JSON_JAR:-$REPROCESS_STATE_DIR/jvm/jars/json-udf/reprocess-json.jar}"
 # JVM class archive that halves the driver's start-up (reprocess/spark/conf.py; built by services.py).
 export REPROCESS_SPARK_CLASS_ARCHIVE="${REPROCESS_SPARK_CLASS_ARCHIVE:-$REPROCESS_STATE_DIR/jvm/spark-classes.jsa}"
 if [[ -z "${JAVA_HOME:-}" ]] && command -v java >/dev/null; then

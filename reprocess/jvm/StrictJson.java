@@ -32,7 +32,8 @@ import org.apache.spark.sql.types.StructType;
  * NUMBER (a number with a fraction or an exponent, which Spark would rewrite), else null; for a numeric
  * field the kind a variant gives it (STRING, BIGINT, DECIMAL(p,s), DOUBLE, BOOLEAN, OBJECT...); for a
  * json field STRING, VOID or JSON (then the field is the value's JSON text as written).
- * Built by `make install` (devstack/json_udf.py); never committed as a jar.
+ * Compiled into the package as reprocess/jvm/reprocess-json.jar by `make install` and by the wheel's
+ * build backend (build_backend/json_jar.py); never committed as a jar.
  */
 public final class StrictJson implements UDF3<byte[], String, String, Row> {
   private static final JsonFactory FACTORY = JsonFactory.builder()
