@@ -3,16 +3,22 @@
 
 The UDF reads a record's bytes once and gives what ``from_json`` gives (the fields' text, the corrupt
 record) plus the strict verdict a second parse gave before (docs/performance.md, "one parse per record
-III"). Its jar reaches the Connect server and spark-submit by ``--jars`` (reprocess.spark.conf.json_jar);
-a session registers it under a name per output struct, so specs of different shapes never share one.
+III"). Its jar is inside the package (``reprocess/jvm/reprocess-json.jar``, built by ``make install``
+and by the wheel's build backend, build_backend/json_jar.py). A Spark Connect session gets it as an
+artifact, once per session, so any Connect server runs it with nothing on its classpath; spark-submit's
+driver and executors get it by ``--jars`` (reprocess.spark.conf.dependency_args). A session registers
+the UDF under a name per output struct, so specs of different shapes never share one.
 """
 
 from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from importlib.resources import files
+from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
+from reprocess.core.errors import SparkSetupError
 from reprocess.core.spec import ColumnType, PipelineSpec
 from reprocess.formats.contract import sql_string
 
@@ -22,6 +28,9 @@ if TYPE_CHECKING:
 CLASS: Final = "reprocess.json.StrictJson"
 ERROR: Final = "_err"
 """The struct's field naming a strict rule the record breaks (``dup``, ``surrogate``, ``after``)."""
+
+JAR: Final = "jvm/reprocess-json.jar"
+"""The jar's place in the ``reprocess`` package."""
 
 _ROLES: Final = {ColumnType.TEXT: "t", ColumnType.NUMERIC: "n", ColumnType.JSON: "j", ColumnType.JSONB: "j"}
 
@@ -62,8 +71,47 @@ def layout(spec: PipelineSpec, schema: str) -> Layout:
     return Layout(schema[:-1] + extra + ">", ";".join(f"{p}={r}" for p, r in roles.items()), slots)
 
 
+def jar_path() -> Path:
+    """The UDF's jar inside the installed package; a package without it names the fix.
+
+    Examples
+    --------
+    >>> jar_path().name
+    'reprocess-json.jar'
+    """
+    jar = Path(str(files("reprocess").joinpath(JAR)))
+    if not jar.is_file():
+        raise SparkSetupError(
+            f"the JSON decoder's jar {jar} is missing: in a checkout run `make install`; else reinstall a "
+            "reprocess wheel built where a JDK 17's javac runs (the build compiles reprocess/jvm/StrictJson.java)"
+        )
+    return jar
+
+
+# The Spark Connect sessions that hold the jar as an artifact (a session's artifacts are its own).
+_SESSIONS_WITH_JAR: set[str] = set()
+
+
+def _register(spark: SparkSession, name: str, ddl: str) -> None:
+    """Register the UDF as ``name`` in ``spark``; a Connect session gets the jar first, once."""
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    if isinstance(spark, ConnectSession) and spark.session_id not in _SESSIONS_WITH_JAR:
+        spark.addArtifacts(str(jar_path()))
+        _SESSIONS_WITH_JAR.add(spark.session_id)
+    try:
+        spark.udf.registerJavaFunction(name, CLASS, ddl)
+    except Exception as err:
+        if CLASS not in str(err):
+            raise
+        raise SparkSetupError(
+            f"Spark cannot load the JSON decoder's class {CLASS}: start spark-submit with `--jars {jar_path()}` "
+            f"(reprocess.spark.conf.spark_submit_command does); Spark said: {str(err)[:300]}"
+        ) from err
+
+
 def call_sql(spark: SparkSession, lay: Layout, value: str) -> str:
     """Spark SQL calling the UDF on the bytes column ``value``, registered in ``spark`` first."""
     name = "reprocess_json_" + hashlib.sha256(f"{lay.ddl}\0{lay.roles}".encode()).hexdigest()[:12]
-    spark.udf.registerJavaFunction(name, CLASS, lay.ddl)
+    _register(spark, name, lay.ddl)
     return f"{name}({value}, {sql_string(lay.ddl)}, {sql_string(lay.roles)})"

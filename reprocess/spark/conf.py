@@ -23,12 +23,11 @@ from pathlib import Path
 from typing import Final
 
 from reprocess.core.errors import SparkSetupError
+from reprocess.formats.json_udf import jar_path as json_udf_jar
 from reprocess.spark.entry_points import WARMUP, app_path
 
 CLASS_ARCHIVE_ENV: Final = "REPROCESS_SPARK_CLASS_ARCHIVE"
 JARS_ENV: Final = "REPROCESS_SPARK_JARS"
-# The JSON decoder's Jackson UDF jar (reprocess/jvm/StrictJson.java; `make install` builds it).
-JSON_JAR_ENV: Final = "REPROCESS_JSON_JAR"
 # Ivy settings for --packages (``spark.jars.ivySettings``): where a cluster's spark-submit resolves
 # the coordinates when the default chain does not fit (devstack/jvm/ivysettings.xml: Central only).
 IVY_SETTINGS_ENV: Final = "REPROCESS_SPARK_IVY_SETTINGS"
@@ -159,32 +158,23 @@ def source_jars() -> list[str]:
     return found
 
 
-def json_jar() -> list[str]:
-    """The JSON decoder's UDF jar named by ``$REPROCESS_JSON_JAR`` (empty when unset): every
-    ``--jars`` carries it, since the decoder calls the class on the driver and the executors."""
-    jar = os.environ.get(JSON_JAR_ENV, "")
-    if jar and not Path(jar).is_file():
-        raise SparkSetupError(
-            f"${JSON_JAR_ENV} names {jar}, which does not exist: run `make install` (it builds the JSON "
-            "decoder's jar from reprocess/jvm/StrictJson.java)"
-        )
-    return [jar] if jar else []
-
-
-def dependency_args() -> dict[str, str]:
+def dependency_args(*, json_udf: bool = True) -> dict[str, str]:
     """``jars`` (local files) or ``packages`` (Maven coordinates) for spark-submit: how the driver
-    and executors get Spark's Kafka source.
+    and executors get Spark's Kafka source, and with ``json_udf`` the JSON decoder's jar from the
+    package (spark-submit ships a local ``--jars`` file to the executors; a Spark Connect session
+    gets it as an artifact instead: reprocess.formats.json_udf).
 
     Examples
     --------
-    >>> saved = os.environ.pop(JARS_ENV, None), os.environ.pop(JSON_JAR_ENV, None)
-    >>> dependency_args()
+    >>> saved = os.environ.pop(JARS_ENV, None)
+    >>> dependency_args(json_udf=False)
     {'packages': 'org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0,org.apache.spark:spark-avro_2.13:4.2.0'}
-    >>> for name, value in zip((JARS_ENV, JSON_JAR_ENV), saved, strict=True):
-    ...     if value is not None:
-    ...         os.environ[name] = value
+    >>> dependency_args()["jars"] == str(json_udf_jar())
+    True
+    >>> if saved is not None:
+    ...     os.environ[JARS_ENV] = saved
     """
-    jars, json = source_jars(), json_jar()
+    jars, json = source_jars(), [str(json_udf_jar())] if json_udf else []
     if jars:
         return {"jars": ",".join(jars + json)}
     return {"packages": ",".join(PACKAGES), **({"jars": ",".join(json)} if json else {})}
@@ -198,13 +188,13 @@ def spark_submit_command(
 
     Examples
     --------
-    >>> saved = [os.environ.pop(name, None) for name in (CLASS_ARCHIVE_ENV, JARS_ENV, JSON_JAR_ENV)]
+    >>> saved = [os.environ.pop(name, None) for name in (CLASS_ARCHIVE_ENV, JARS_ENV)]
     >>> cmd = spark_submit_command("app.py", "--run-id", "r1", extra={"spark.ui.enabled": "true"})
-    >>> cmd[:4]
-    ['spark-submit', '--master', 'local[8,4]', '--packages']
-    >>> cmd[5:7], cmd[-3:]
+    >>> cmd[:4], cmd[5]
+    (['spark-submit', '--master', 'local[8,4]', '--packages'], '--jars')
+    >>> cmd[7:9], cmd[-3:]
     (['--conf', 'spark.ui.enabled=true'], ['app.py', '--run-id', 'r1'])
-    >>> for name, value in zip((CLASS_ARCHIVE_ENV, JARS_ENV, JSON_JAR_ENV), saved, strict=True):
+    >>> for name, value in zip((CLASS_ARCHIVE_ENV, JARS_ENV), saved, strict=True):
     ...     if value is not None:
     ...         os.environ[name] = value
     """

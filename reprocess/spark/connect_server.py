@@ -106,7 +106,7 @@ def command(server: ConnectServer, fingerprint: str) -> list[str]:
         level=server.log_level,
     )
     cmd = [str(spark_home() / "bin" / "spark-submit"), "--master", server.master, "--class", SERVER_CLASS]
-    deps = {"jars": ",".join(server.jars)} if server.jars else dependency_args()
+    deps = {"jars": ",".join(server.jars)} if server.jars else dependency_args(json_udf=False)
     for name, value in deps.items():
         cmd += [f"--{name}", value]
     cmd += ["--name", "reprocess-connect"]

@@ -69,6 +69,24 @@ print(json.dumps({"fingerprint": library_fingerprint(), "files": sorted(library_
 """
 
 
+# Runs inside the scratch venv: the JSON decoder's UDF on a Spark Connect session of its own, from the
+# jar inside the installed package; prints the jar's path and what the UDF read.
+DECODE = """
+import json, sys, uuid
+from pyspark.sql import SparkSession
+from reprocess.core.spec_parse import parse_spec
+from reprocess.formats import json_udf
+from reprocess.formats.json import schema_of
+
+spec = parse_spec({"name": "p", "topics": ["t"], "key": ["id"], "columns": {"id": "text", "n": "numeric"}})
+lay = json_udf.layout(spec, schema_of(["id", "n"]))
+spark = SparkSession.builder.remote(sys.argv[1] + "/;session_id=" + str(uuid.uuid4())).getOrCreate()
+rows = spark.createDataFrame([(b'{"id": "a", "n": 1.50}',), (b'{"id": "b", "id": "c"}',)], "value binary")
+got = rows.selectExpr(json_udf.call_sql(spark, lay, "value") + " AS j").selectExpr("j.id", "j.n", "j._err").collect()
+print(json.dumps({"jar": str(json_udf.jar_path()), "rows": [list(r) for r in got]}))
+"""
+
+
 def _fresh_database(name: str) -> str:
     import psycopg2
 
@@ -95,6 +113,8 @@ def test_wheel_carries_migrations_and_entry_point_and_the_dag_file_runs_from_it(
     assert "reprocess/plugins/templates/pipeline.html" in members
     assert "reprocess/plugins/static/coverage.js" in members
     assert "reprocess/core/spec.schema.json" in members
+    # The JSON decoder's UDF, compiled into the package by the build backend (build_backend/json_jar.py).
+    assert "reprocess/jvm/reprocess-json.jar" in members
     # The dev stack is a distribution of its own (devstack/pyproject.toml): nothing of it in a user's install.
     assert not [m for m in members if m.startswith("devstack/")], members
     entry_points = next(m for m in members if m.endswith(".dist-info/entry_points.txt"))
@@ -153,7 +173,20 @@ def test_wheel_carries_migrations_and_entry_point_and_the_dag_file_runs_from_it(
                               capture_output=True, text=True)  # fmt: skip
         assert done.returncode == code and said in done.stdout + done.stderr, done.stdout + done.stderr
 
+    _the_decoders_udf_runs_from_the_installed_jar(tmp_path, python, env)
     _airflow_serves_the_installed_plugin(tmp_path, python, env)
+
+
+def _the_decoders_udf_runs_from_the_installed_jar(tmp_path: Path, python: Path, env: dict[str, str]) -> None:
+    """The wheel's jar, found inside the installed package, reaches the Connect server's executors as
+    a session artifact (the dev stack's server has no jar of ours on its classpath): the UDF reads
+    the fields and refuses a duplicate key."""
+    url = f"sc://127.0.0.1:{os.environ['REPROCESS_CONNECT_PORT']}"
+    done = subprocess.run([str(python), "-c", DECODE, url], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-4000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert Path(found["jar"]).is_relative_to(python.parent.parent), found["jar"]
+    assert found["rows"] == [["a", "1.5", None], [None, None, "dup"]], found["rows"]
 
 
 def _airflow_serves_the_installed_plugin(tmp_path: Path, python: Path, env: dict[str, str]) -> None:
