@@ -102,7 +102,7 @@ class PipelineSpec:
         default=DecimalHandling.STRING, metadata=_read_from("decimal_handling_mode")
     )
     tombstones: TombstoneMode = TombstoneMode.DEAD_LETTER  # debezium: delete, always
-    batch_size: int = 1_000_000
+    batch_size: int = 4_000_000
     max_record_bytes: int = 1_048_576
     max_dead_letter_ratio: float = 0.05
     schedule: str | None = None

@@ -38,7 +38,7 @@ def test_orders_yaml_loads_into_a_typed_spec():
     assert spec.key == ("order_id",)
     assert spec.qualified_target == "public.orders"
     assert spec.ordering == Ordering(OrderingMode.OFFSET, None)
-    assert spec.batch_size == 1_000_000
+    assert spec.batch_size == 4_000_000
     assert spec.schedule == "@hourly"
     assert spec.source_file == str(ORDERS_YAML)
     columns = {c.name: c for c in spec.columns}
