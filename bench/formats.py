@@ -38,11 +38,12 @@ def _avro_encoder(topic: str) -> Encoder:
     from confluent_kafka.serialization import MessageField, SerializationContext
 
     from devstack import registry
-    from reprocess.kafka.registry import SUBJECTS_BY_TOPIC
 
     registry.start()
     client = SchemaRegistryClient({"url": registry.ccompat_url()})
-    serializer = AvroSerializer(client, json.dumps(AVRO_SCHEMA), conf=dict(SUBJECTS_BY_TOPIC))
+    # TOPIC: the subject is "<topic>-value"; confluent-kafka's default (ASSOCIATED) first asks the
+    # registry for /associations, which Apicurio does not serve.
+    serializer = AvroSerializer(client, json.dumps(AVRO_SCHEMA), conf={"subject.name.strategy.type": "TOPIC"})
     ctx = SerializationContext(topic, MessageField.VALUE)
 
     def encode(_i: int, _key: str, body: dict[str, Any] | None) -> bytes | None:
