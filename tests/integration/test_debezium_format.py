@@ -31,7 +31,6 @@ from sqlalchemy import text
 
 from bench.cdc_source import events as _events
 from bench.cdc_source import source as _source
-from bench.cdc_source import until as _until
 from bench.cdc_source import wait_for as _wait_for
 from devstack import debezium, kafka_connect, registry
 from reprocess.core.errors import ReconciliationGap
@@ -70,9 +69,8 @@ def _target_rows(engine, spec) -> dict[int, tuple[Any, ...]]:
         return {r[0]: (r[1], None if r[2] is None else Decimal(r[2]).quantize(Decimal("0.01")), *r[3:]) for r in rows}
 
 
-def _spec(name: str, topic: str, encoding: str, by_lsn: bool = False, **settings: Any) -> PipelineSpec:
-    """The pipeline of the table, in the default (Kafka offset) order, or ``by_lsn``; ``settings``
-    are further spec fields."""
+def _spec(name: str, topic: str, encoding: str, **settings: Any) -> PipelineSpec:
+    """The pipeline of the table, in the default (Kafka offset) order; ``settings`` are further spec fields."""
     raw = {
         "name": name, "topics": [topic], "format": "debezium", "encoding": encoding, "key": ["id"],
         "target_table": f"{name}.orders",
@@ -80,8 +78,6 @@ def _spec(name: str, topic: str, encoding: str, by_lsn: bool = False, **settings
                     "lsn": {"type": "bigint", "path": "$source.lsn", "required": True},
                     "label": {"type": "text", "expr": "upper(status)"}},
     }  # fmt: skip
-    if by_lsn:
-        raw["ordering"] = {"mode": "column", "column": "lsn"}
     raw.update(settings)
     path = Path(os.environ["REPROCESS_PIPELINES_DIR"]) / f"{name}.yaml"
     path.write_text(yaml.safe_dump(raw))
@@ -214,68 +210,6 @@ def test_a_truncate_fails_the_run_naming_it_and_commits_nothing(debezium_connect
     with engine.connect() as conn:
         exists = conn.execute(text("SELECT to_regclass(:t)"), {"t": spec.qualified_target}).scalar()
         assert exists is None or conn.execute(text(f"SELECT count(*) FROM {spec.qualified_target}")).scalar() == 0
-
-
-def test_a_transaction_open_across_a_re_snapshot_keeps_its_update_under_the_default_ordering(
-    debezium_connector, kafka_config, engine, unique_name
-):
-    """Debezium reads a row again (a re-snapshot: here ``snapshot.mode=always`` on a restart) while a
-    transaction that updated it is still open; the update is streamed after the snapshot's read, at a
-    lower ``source.lsn``. The default order (Kafka offset) keeps the update, as the source table does;
-    ordering by ``$source.lsn`` keeps the older read, which is why ``reprocess validate`` warns."""
-    table, prefix = unique_name, f"dbz_{unique_name}"
-    topic = f"{prefix}.public.{table}"
-    _source(
-        f"CREATE TABLE public.{table} (id int PRIMARY KEY, customer text NOT NULL, amount numeric(10, 2), "
-        "status text, notes text)",
-        f"INSERT INTO public.{table} SELECT i, 'c' || i, i, 'old', NULL FROM generate_series(1, 3) i",
-    )
-    config = debezium.connector_config(unique_name, [f"public.{table}"], prefix, **{"decimal.handling.mode": "string"})
-    debezium_connector(unique_name, config)
-    _source(f"INSERT INTO public.{table} VALUES (4, 'c4', 4, 'streamed', NULL)")
-    _wait_for(kafka_config, topic, b"streamed")
-
-    def reads_of_1() -> list[tuple[int, dict[str, Any]]]:
-        return [(o, e) for o, e in _events(kafka_config, topic) if e and e["op"] == "r" and e["after"]["id"] == 1]
-
-    holder = psycopg2.connect(debezium.source_dsn())  # the transaction left open across the snapshot
-    try:
-        with holder.cursor() as cur:
-            cur.execute(f"UPDATE public.{table} SET status = 'committed-late', amount = 11 WHERE id = 1")
-        _source(f"INSERT INTO public.{table} VALUES (5, 'c5', 5, 'while-open', NULL)")  # the WAL moves on
-        _wait_for(kafka_config, topic, b"while-open")
-        assert len(reads_of_1()) == 1
-        kafka_connect.put_connector(unique_name, {**config, "snapshot.mode": "always"})  # a restart re-snapshots
-        read_at, read = _until("the re-snapshot's read of row 1", lambda: (reads := reads_of_1())[1:] and reads)[-1]
-        assert read["after"]["status"] == "old"  # the snapshot cannot see the open transaction's update
-        holder.commit()
-    finally:
-        holder.close()
-    _source(f"INSERT INTO public.{table} VALUES ({SENTINEL}, 'sentinel', 0, 'end', NULL)")
-    _wait_for(kafka_config, topic, b"sentinel")
-    events = _events(kafka_config, topic)
-    (update_at, update), *_ = [(o, e) for o, e in events if e and e["op"] == "u" and e["after"]["id"] == 1]
-    # The race itself: the update comes later in Kafka but at a lower WAL position than the read.
-    assert update_at > read_at and update["source"]["lsn"] < read["source"]["lsn"], (update, read)
-    expected = _source_rows(table)
-    assert expected[1][2] == "committed-late"
-
-    default = _spec(f"{unique_name}_offset", topic, "json")
-    by_lsn = _spec(f"{unique_name}_lsn", topic, "json", by_lsn=True)
-    for spec in (default, by_lsn):
-        plan_run(engine, kafka_config, spec, RunRequest.incremental(), f"{spec.name}-1")
-        run_spark_stage(spec, f"{spec.name}-1")
-        assert commit_run(engine, spec, f"{spec.name}-1").dead_letters == 0
-    assert _target_rows(engine, default) == expected
-    assert _target_rows(engine, by_lsn)[1][2] == "old"  # the snapshot's older read won: the update is lost
-
-    whole = {"start_mode": "offsets", "start_value": json.dumps({topic: {"0": 0}}),
-             "end_mode": "offsets", "end_value": json.dumps({topic: {"0": len(events)}})}  # fmt: skip
-    plan_run(engine, kafka_config, default, RunRequest.from_params(whole, RunKind.BACKFILL), f"{default.name}-2")
-    run_spark_stage(default, f"{default.name}-2")
-    again = commit_run(engine, default, f"{default.name}-2")
-    assert (again.rows_upserted, again.rows_deleted) == (0, 0)
-    assert _target_rows(engine, default) == expected
 
 
 def test_exprs_over_left_out_values_keep_their_values_and_what_cannot_be_derived_is_a_dead_letter(
