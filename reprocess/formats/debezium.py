@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Final
 from reprocess.core.derive import RECORD_FIELDS, references
 from reprocess.core.spec import ColumnSpec, ColumnType, DecimalHandling, Encoding, PipelineSpec
 from reprocess.core.stage_rows import MOVED_AT, NEW_KEY, OLD_KEY, UNCHANGED
-from reprocess.formats import avro_schema, derive, json, record_parts
+from reprocess.formats import avro_schema, derive, json, json_udf, record_parts
 from reprocess.formats.contract import (
     CREATES,
     DELETES,
@@ -145,9 +145,7 @@ def _parse(records: DataFrame, spec: PipelineSpec, env: _Envelope) -> DataFrame:
         return json.with_json_key(parsed, key_paths)
     schema = json.schema_of([*envelope, *(f"payload.{p}" for p in envelope)])
     key_paths += [p for c in spec.key_columns if c.from_value for p in (c.path, f"payload.{c.path}")]
-    parsed = records.selectExpr("*", "CAST(value AS STRING) AS _str").selectExpr(
-        "*", json.from_json_expr("_str", schema, "_j")
-    )
+    parsed = json.parse_value(records, json_udf.layout_of(schema, {}), schema)
     return json.with_json_key(parsed, key_paths)
 
 
@@ -191,11 +189,7 @@ def _error(spec: PipelineSpec, env: _Envelope) -> str:
     if env.avro:
         cases += avro_schema.framing_cases("value", _VALUE, env.values, avro_schema.value_subjects(spec))
     else:
-        cases += [
-            "WHEN NOT is_valid_utf8(_str) THEN 'value is not valid UTF-8'",
-            f"WHEN _j IS NULL OR _j.`{json.CORRUPT}` IS NOT NULL THEN concat('malformed JSON or not a JSON object: ', "
-            f"{escaped_sql('_str')})",
-        ]
+        cases += json.refused_cases()
     cases += [
         "WHEN _op IS NULL THEN 'not a Debezium change event: no op'",
         f"WHEN _op = 't' THEN raise_error(concat({truncate}))",

@@ -171,12 +171,8 @@ def value_ref(path: str) -> str:
     return record_parts.native(path) or record_parts.field_ref("_j", path)
 
 
-def from_json_expr(text: str, schema: str, alias: str) -> str:
-    """``from_json`` that keeps text that is not a JSON object in the corrupt-record column."""
-    return f"{_from_json(text, schema)} AS {alias}"
-
-
 def _from_json(text: str, schema: str) -> str:
+    """``from_json`` that keeps text that is not a JSON object in the corrupt-record column."""
     return (
         f"from_json({text}, {sql_string(schema)}, map('mode', 'PERMISSIVE', 'columnNameOfCorruptRecord', "
         f"'{CORRUPT}', {_STRICT_OPTIONS}))"
@@ -266,19 +262,38 @@ _REFUSED = f"(_j IS NULL OR _j.`{CORRUPT}` IS NOT NULL OR _j.`{json_udf.ERROR}` 
 _MALFORMED = f"concat('malformed JSON or not a JSON object: ', {escaped_sql('_str')})"
 
 
+def parse_value(records: DataFrame, lay: json_udf.Layout, schema: str) -> DataFrame:
+    """The records plus the value's text (``_str``) and its one parse by the UDF (``_j``, laid out by
+    ``lay``); for the records the UDF refused alone, ``from_json`` by ``schema`` (``_jf``) and the strict
+    parse (:data:`json_strict.STRICT`), which name the reason (:func:`refused_cases`)."""
+    call = json_udf.call_sql(records.sparkSession, lay, "value")
+    return records.selectExpr("*", "CAST(value AS STRING) AS _str", f"{call} AS _j").selectExpr(
+        "*",
+        f"CASE WHEN {_REFUSED} THEN {_from_json('_str', schema)} END AS _jf",
+        f"CASE WHEN {_REFUSED} THEN {json_strict.strict_sql('_str')} END AS {json_strict.STRICT}",
+    )
+
+
+def refused_cases() -> list[str]:
+    """The CASE branches of a value that is not UTF-8 or that the UDF refused (:func:`parse_value`),
+    named as before its time: ``from_json`` says whether it is malformed, then
+    :func:`json_strict.record_cases` which strict rule it breaks."""
+    return [
+        "WHEN NOT is_valid_utf8(_str) THEN 'value is not valid UTF-8'",
+        f"WHEN {_REFUSED} AND (_jf IS NULL OR _jf.`{CORRUPT}` IS NOT NULL) THEN {_MALFORMED}",
+        *json_strict.record_cases("_str", _REFUSED),
+        f"WHEN {_REFUSED} THEN {_MALFORMED}",
+    ]
+
+
 def _error_expression(spec: PipelineSpec, lay: json_udf.Layout) -> str:
-    """A CASE that names the first problem of a record, or NULL for a good one (or a tombstone). A
-    record the UDF refused is named as before its time: ``from_json`` (``_jf``) says whether it is
-    malformed, then :func:`json_strict.record_cases`, both computed for the refused records only."""
+    """A CASE that names the first problem of a record, or NULL for a good one (or a tombstone)."""
     cases = tombstone_cases(spec)
     cases += [
         "WHEN value IS NULL OR length(value) = 0 THEN 'empty value'",
         f"WHEN length(value) > {spec.max_record_bytes} THEN concat('oversized value: ', length(value), "
         f"' bytes > max_record_bytes {spec.max_record_bytes}')",
-        "WHEN NOT is_valid_utf8(_str) THEN 'value is not valid UTF-8'",
-        f"WHEN {_REFUSED} AND (_jf IS NULL OR _jf.`{CORRUPT}` IS NOT NULL) THEN {_MALFORMED}",
-        *json_strict.record_cases("_str", _REFUSED),
-        f"WHEN {_REFUSED} THEN {_MALFORMED}",
+        *refused_cases(),
     ]
     text = [
         json_strict.text_case(c.path, raw_name(i), c.name, lay.kind(c.path))
@@ -308,13 +323,7 @@ def decode(records: DataFrame, spec: PipelineSpec, schemas: WriterSchemas | None
         paths += [c.path for c in spec.key_columns if c.from_value]
     schema = json_schema(spec)
     lay = json_udf.layout(spec, schema_of(_value_fields(spec)))
-    parsed = records.selectExpr(
-        "*", "CAST(value AS STRING) AS _str", f"{json_udf.call_sql(records.sparkSession, lay, 'value')} AS _j"
-    ).selectExpr(
-        "*",
-        f"CASE WHEN {_REFUSED} THEN {_from_json('_str', schema)} END AS _jf",
-        f"CASE WHEN {_REFUSED} THEN {json_strict.strict_sql('_str')} END AS {json_strict.STRICT}",
-    )
+    parsed = parse_value(records, lay, schema)
     if paths or deletes:
         parsed = with_json_key(parsed, paths)
     parsed = parsed.selectExpr("*", *_extract_fields(spec, lay))

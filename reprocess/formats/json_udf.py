@@ -66,6 +66,20 @@ def layout(spec: PipelineSpec, schema: str) -> Layout:
     for c in spec.columns:
         if c.from_value and c.expr is None:
             roles.setdefault(c.path, _ROLES.get(c.type, "s"))
+    return layout_of(schema, roles)
+
+
+def layout_of(schema: str, roles: dict[str, str]) -> Layout:
+    """The layout for the ``from_json`` schema of strings ``schema`` and the fields' ``roles`` by path
+    (``t``, ``n``, ``j``; any other field is ``s``): with no roles, every field is the text
+    ``from_json`` gives a string field (the Debezium envelope's, reprocess.formats.debezium).
+
+    Examples
+    --------
+    >>> lay = layout_of("struct<`op`:string,`after`:struct<`id`:string>,`_corrupt_record`:string>", {})
+    >>> lay.ddl, lay.roles
+    ('struct<`op`:string,`after`:struct<`id`:string>,`_corrupt_record`:string,`_err`:string>', '')
+    """
     slots = {path: k for k, path in enumerate(p for p, role in roles.items() if role != "s")}
     extra = f",`{ERROR}`:string" + "".join(f",`_k{k}`:string" for k in range(len(slots)))
     return Layout(schema[:-1] + extra + ">", ";".join(f"{p}={r}" for p, r in roles.items()), slots)
