@@ -64,7 +64,10 @@ def resolve_in_range(rows: DataFrame, spec: PipelineSpec) -> DataFrame:
     rows = rows.withColumns(newest)
     valued = kind.isin(ROW, MOVED)
     known = {name: _in_segment(j) for j, name in enumerate(spec.unchanged_columns)}
-    missing = F.filter(F.array(*(F.when(~k, F.lit(n)) for n, k in known.items())), lambda n: n.isNotNull())
+    # array_except drops the NULLs in generated code (F.filter with a lambda runs interpreted, row by row)
+    missing = F.array_except(
+        F.array(*(F.when(~k, F.lit(n)) for n, k in known.items())), F.array(F.lit(None).cast("string"))
+    )
     moved = (kind == TOMBSTONE) & F.col(NEW_KEY).isNotNull()
     rows = rows.withColumn("_kind", F.explode(F.when(moved, F.array(kind, F.lit(MOVED))).otherwise(F.array(kind))))
     old_key = F.when(valued & (F.size(missing) > 0), F.col("_start.k"))
