@@ -15,12 +15,9 @@ from typing import Any
 
 import pytest
 
-from reprocess.core.runs import RunRequest
-from reprocess.operations.plan import plan_run
-from reprocess.postgres.commit import commit_run
-from tests.support.helpers import orders_spec, run_spark_stage
+from tests.support.helpers import orders_spec
 from tests.support.hostile_corpus import COLUMNS, Case
-from tests.support.hostile_run import produce_corpus, snapshot
+from tests.support.hostile_run import run_and_check
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("spark"), pytest.mark.integration("postgres")]
 
@@ -69,17 +66,4 @@ def test_values_at_the_edge_of_text_level_json_checks_end_as_the_strict_rules_sa
     name = f"json_edges_{uuid.uuid4().hex[:6]}"
     columns = {c: {"type": t, "required": c == "id"} for c, t in COLUMNS.items()}
     spec = orders_spec(name, name, key=["id"], columns=columns, max_dead_letter_ratio=1.0)
-    offsets = produce_corpus(kafka_config, name, CASES)
-    plan = plan_run(engine, kafka_config, spec, RunRequest.from_params({}), f"{name}_run")
-    run_spark_stage(spec, plan.run_id)
-    commit_run(engine, spec, plan.run_id)
-    rows, dead_letters = snapshot(engine, spec)
-    stored = {r["_kafka_offset"]: r for r in rows}
-    dead = {d["offset"]: d["error"] for d in dead_letters}
-    for case in CASES:
-        offset = offsets[case.name]
-        if case.row is not None:
-            assert offset in stored, (case.name, dead.get(offset))
-            assert {c: stored[offset][c] for c in case.row} == case.row, case.name
-        else:
-            assert case.error is not None and case.error in dead.get(offset, ""), (case.name, dead.get(offset))
+    run_and_check(engine, kafka_config, spec, CASES)

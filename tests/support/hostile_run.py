@@ -1,5 +1,5 @@
 """The hostile-value corpus on the real stack: each case produced as one Kafka record, and what a
-run left in PostgreSQL read back with every column."""
+run left in PostgreSQL read back with every column (or checked against each case, :func:`run_and_check`)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,12 @@ from typing import Any
 
 from sqlalchemy import text
 
+from reprocess.core.runs import RunRequest
 from reprocess.core.spec import PipelineSpec
 from reprocess.kafka.clients import make_admin, make_producer
+from reprocess.operations.plan import plan_run
+from reprocess.postgres.commit import commit_run
+from tests.support.helpers import run_spark_stage
 from tests.support.hostile_corpus import TOPIC_MAX_BYTES, Case
 
 
@@ -47,3 +51,22 @@ def snapshot(engine: Any, spec: PipelineSpec) -> tuple[list[dict[str, Any]], lis
 
 def _plain(row: Any) -> dict[str, Any]:
     return {k: bytes(v) if isinstance(v, memoryview) else v for k, v in row._mapping.items()}
+
+
+def run_and_check(engine: Any, kafka_config: dict[str, Any], spec: PipelineSpec, cases: list[Case]) -> None:
+    """Produce ``cases`` to the spec's topic, back it up in one run, and assert each case ends as it
+    says: its row stored with the columns it names, or a dead letter whose error holds its ``error``."""
+    offsets = produce_corpus(kafka_config, spec.topics[0], cases)
+    plan = plan_run(engine, kafka_config, spec, RunRequest.from_params({}), f"{spec.name}_run")
+    run_spark_stage(spec, plan.run_id)
+    commit_run(engine, spec, plan.run_id)
+    rows, dead_letters = snapshot(engine, spec)
+    stored = {r["_kafka_offset"]: r for r in rows}
+    dead = {d["offset"]: d["error"] for d in dead_letters}
+    for case in cases:
+        offset = offsets[case.name]
+        if case.row is not None:
+            assert offset in stored, (case.name, dead.get(offset))
+            assert {c: stored[offset][c] for c in case.row} == case.row, case.name
+        else:
+            assert case.error is not None and case.error in dead.get(offset, ""), (case.name, dead.get(offset))
