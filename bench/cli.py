@@ -177,6 +177,39 @@ def main(argv: list[str] | None = None) -> int:
                     return scaled[lb]
 
                 optional.append((label, scale_case))
+        # The 10 M cases next to the 1 M ones, before the formats, peers and concurrent runs: their
+        # peak memory is compared with the 1 M run's, and a JVM keeps the heap those cases grew.
+        if args.big:
+            big_data: list[Dataset] = []
+
+            def big_case() -> Result:
+                big_data.append(dataset(BIG))
+                scaled["big"] = run(product, big_data[0], default, label="big_10m")
+                return scaled["big"]
+
+            def big_batched_case() -> Result:
+                # The same records in batches of the former default (1 M offsets per partition: 3
+                # batches, each merging all 1 M keys, docs/scale.md): its cost, and a multi-batch run
+                # checked against the default's one batch.
+                if not big_data:
+                    raise RuntimeError("the 10 M product case did not run")
+                scaled["big_batched"] = run(product, big_data[0], default, label="big_10m_batched", batch_size=BATCHED)
+                return scaled["big_batched"]
+
+            def big_reconcile_case() -> Result:
+                if not big_data:
+                    raise RuntimeError("the 10 M product case did not run")
+                log.info("case reconcile_window big_10m (with values and lineage only) ...")
+                load_before = os.getloadavg()[0]
+                both = reconcile_window(bench, big_data[0], "big_10m")
+                scaled["big_reconcile"], scaled["big_reconcile_lineage"] = both
+                for r in both:
+                    r.detail["loadavg_1m_before_after"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
+                results.append(scaled["big_reconcile_lineage"])
+                return scaled["big_reconcile"]
+
+            optional += [("big_10m", big_case), ("big_10m_batched", big_batched_case),
+                         ("big_10m_reconcile", big_reconcile_case)]  # fmt: skip
         for fmt in FORMATS if args.formats else ():
 
             def format_case(f: str = fmt) -> Result:
@@ -228,37 +261,6 @@ def main(argv: list[str] | None = None) -> int:
                 return scaled["partitions_again"]
 
             optional.append(("partitions", partitions_case))
-        if args.big:
-            big_data: list[Dataset] = []
-
-            def big_case() -> Result:
-                big_data.append(dataset(BIG))
-                scaled["big"] = run(product, big_data[0], default, label="big_10m")
-                return scaled["big"]
-
-            def big_batched_case() -> Result:
-                # The same records in batches of the former default (1 M offsets per partition: 3
-                # batches, each merging all 1 M keys, docs/scale.md): its cost, and a multi-batch run
-                # checked against the default's one batch.
-                if not big_data:
-                    raise RuntimeError("the 10 M product case did not run")
-                scaled["big_batched"] = run(product, big_data[0], default, label="big_10m_batched", batch_size=BATCHED)
-                return scaled["big_batched"]
-
-            def big_reconcile_case() -> Result:
-                if not big_data:
-                    raise RuntimeError("the 10 M product case did not run")
-                log.info("case reconcile_window big_10m (with values and lineage only) ...")
-                load_before = os.getloadavg()[0]
-                both = reconcile_window(bench, big_data[0], "big_10m")
-                scaled["big_reconcile"], scaled["big_reconcile_lineage"] = both
-                for r in both:
-                    r.detail["loadavg_1m_before_after"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
-                results.append(scaled["big_reconcile_lineage"])
-                return scaled["big_reconcile"]
-
-            optional += [("big_10m", big_case), ("big_10m_batched", big_batched_case),
-                         ("big_10m_reconcile", big_reconcile_case)]  # fmt: skip
         for label, thunk in optional:
             try:
                 results.append(thunk())
