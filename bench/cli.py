@@ -19,7 +19,7 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
 
-from bench import report
+from bench import jit, report
 from bench.airflow import product_airflow
 from bench.baseline import baseline_python_loop
 from bench.ceilings import ceiling_a_pg_merge, ceiling_b_kafka_raw, read_alone
@@ -128,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     conc: dict[int, Result] = {}
     by_launcher: dict[str, tuple[Result, Result]] = {}
     cold: dict[str, Result] = {}
+    settling: dict[str, list[float]] = {}
     by_format: dict[str, Result] = {}
     scaled: dict[str, Result] = {}
     try:
@@ -143,10 +144,17 @@ def main(argv: list[str] | None = None) -> int:
         for launcher in launchers():
             if launcher.stays_warm:
                 # A warm server's first big job after its start also pays JIT compilation and its
-                # Python workers' start: measured apart, so the figure below is the steady state.
+                # Python workers' start: measured apart. Its JIT goes on compiling for a few runs
+                # more (bench.jit): untimed replays into the cold run's target until it has
+                # settled, so the figure below is the steady state.
                 launcher.restart()
-                cold[launcher.name] = run(product, main_ds, launcher, label=f"{launcher.name.replace('-', '_')}_n_cold")
+                cold_label = f"{launcher.name.replace('-', '_')}_n_cold"
+                cold[launcher.name] = run(product, main_ds, launcher, label=cold_label)
                 results.append(cold[launcher.name])
+                settling[launcher.name] = jit.settle(
+                    launcher.server_pid,
+                    lambda i, lc=launcher, lb=cold_label: run(product, main_ds, lc, label=lb, run_name=f"settle_{i}"),
+                )
             label = f"{launcher.name.replace('-', '_')}_n"
             full = run(product, main_ds, launcher, label=label)
             if launcher.name == launchers()[0].name:
@@ -310,6 +318,10 @@ def main(argv: list[str] | None = None) -> int:
             ratios[f"  product on {name}, first N-record run after the server's start ÷ ceiling A"] = (
                 cold[name].rate / ceil_a.rate
             )
+        if name in settling:
+            shares = ", ".join(f"{share:.0%}" for share in settling[name])
+            ratios[f"  product on {name}: untimed N-record runs between that one and the warm one, and the JIT "
+                   "compilers' share of the server's CPU in each"] = f"{len(settling[name])} ({shares})"  # fmt: skip
     airflow_1k = next((r for r in results if r.case.endswith("(airflow_1k)")), None)
     if airflow_1k is not None:
         ratios["fixed overhead: 1,000-record run through Airflow, trigger → committed (s)"] = airflow_1k.seconds

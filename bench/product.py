@@ -46,6 +46,9 @@ class Launcher(Protocol):
     def restart(self) -> None:
         """Start the launcher's server afresh (one that ``stays_warm``), so its next run is cold."""
 
+    def server_pid(self) -> int | None:
+        """The pid of the server that ``stays_warm`` (None: the launcher has none, or it is down)."""
+
 
 def _job_env(bench: Bench) -> dict[str, str]:
     """The job's secrets in the environment variables the driver reads them from, as the DAG's
@@ -84,6 +87,9 @@ class SparkSubmit:
     def restart(self) -> None:
         """Nothing outlives a spark-submit run."""
 
+    def server_pid(self) -> int | None:
+        return None
+
     def stage(self, bench: Bench, spec: PipelineSpec, run_id: str, log_path: Path) -> StageRun:
         from reprocess.spark.conf import spark_submit_command
         from reprocess.spark.entry_points import RUN_JOB, app_path
@@ -111,6 +117,14 @@ class SparkConnect:
         server.start()
         server.warm_up()
 
+    def server_pid(self) -> int | None:
+        from devstack import connect as server
+
+        try:
+            return int(server.pidfile().read_text())
+        except (OSError, ValueError):
+            return None
+
     def stage(self, bench: Bench, spec: PipelineSpec, run_id: str, log_path: Path) -> StageRun:
         from devstack import connect as server
         from devstack import registry
@@ -119,10 +133,8 @@ class SparkConnect:
         from reprocess.spark.connect import check_library, client_env, shared_session
 
         def server_pid() -> list[int]:
-            try:
-                return [int(server.pidfile().read_text())]
-            except (OSError, ValueError):
-                return []
+            pid = self.server_pid()
+            return [pid] if pid else []
 
         handler = logging.FileHandler(log_path, mode="w")
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
