@@ -2,10 +2,10 @@
 ``reprocess/jvm/reprocess-json.jar``: by ``make install`` in a checkout, and by the build backend
 (:mod:`reprocess_build_backend`) when a wheel or an sdist is built.
 
-``javac`` (a JDK 17 or newer, ``--release 17``) compiles the one source against pyspark's own jars
+``javac`` (a JDK 17 or newer, ``--release 17``) compiles the sources in ``reprocess/jvm`` against pyspark's own jars
 (Spark's ``UDF3`` and ``Row``, jackson-core), the pyspark pinned in ``pyproject.toml``, so the jar
 needs nothing Spark lacks. The jar is never committed (``.gitignore``). It records a stamp (the
-source's and the pinned pyspark's hash) and its entries carry a fixed date, so a second build is a
+sources' and the pinned pyspark's hash) and its entries carry a fixed date, so a second build is a
 no-op and one source built twice gives the same bytes (the Spark Connect server's library
 fingerprint hashes the jar: a wheel and a checkout of one commit agree).
 
@@ -29,9 +29,15 @@ from typing import Final
 ROOT: Final = Path(__file__).resolve().parent.parent
 SOURCE: Final = ROOT / "reprocess" / "jvm" / "StrictJson.java"
 JAR: Final = SOURCE.with_name("reprocess-json.jar")
+
 STAMP_ENTRY: Final = "META-INF/reprocess-json.stamp"
 _EPOCH: Final = (1980, 1, 1, 0, 0, 0)
 _JDK_FIX: Final = "install a JDK 17 (Debian: `sudo apt-get install -y openjdk-17-jdk-headless`) or set JAVA_HOME to one"
+
+
+def _sources() -> list[Path]:
+    """The UDF's Java sources: :data:`SOURCE` and the classes beside it."""
+    return sorted(SOURCE.parent.glob("*.java"))
 
 
 class JarBuildError(RuntimeError):
@@ -46,7 +52,9 @@ def pinned_pyspark() -> str:
 
 
 def _stamp() -> str:
-    return hashlib.sha256(SOURCE.read_bytes() + b"\0" + pinned_pyspark().encode()).hexdigest()[:16]
+    return hashlib.sha256(b"".join(p.read_bytes() + b"\0" for p in _sources()) + pinned_pyspark().encode()).hexdigest()[
+        :16
+    ]
 
 
 def fresh() -> bool:
@@ -95,7 +103,7 @@ def build() -> bool:
     javac, spark_jars = _javac(), _spark_jars()
     with tempfile.TemporaryDirectory(prefix="reprocess-json-") as tmp:
         classes = Path(tmp)
-        cmd = [javac, "--release", "17", "-nowarn", "-d", str(classes), "-cp", f"{spark_jars}/*", str(SOURCE)]
+        cmd = [javac, "--release", "17", "-nowarn", "-d", str(classes), "-cp", f"{spark_jars}/*", *map(str, _sources())]
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode != 0:
             raise JarBuildError(f"javac could not compile {SOURCE} (exit {done.returncode}): {done.stderr[-2000:]}")

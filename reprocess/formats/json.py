@@ -11,7 +11,7 @@ key and column rules here are shared with the other formats (``avro``, ``debeziu
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from reprocess.core.spec import ColumnSpec, ColumnType, PipelineSpec, TombstoneMode
 from reprocess.formats import derive, json_strict, json_udf, record_parts
@@ -22,6 +22,7 @@ from reprocess.formats.contract import (
     hex_sql,
     key_name,
     sql_string,
+    storable_name,
     storable_sql,
     typed_name,
 )
@@ -30,6 +31,10 @@ from reprocess.formats.typed import NUMERIC_CHARS, NUMERIC_TEXT, numeric_fit, ty
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
+
+
+STORABLE_FLAGS: Final = True
+"""The decoder flags a text value field storable when the UDF found no NUL in it (contract.storable_name)."""
 
 
 def raw_name(i: int) -> str:
@@ -134,8 +139,19 @@ def _extract_fields(spec: PipelineSpec, lay: json_udf.Layout) -> list[str]:
             out += [f"{text} AS {raw_name(i)}", f"{text} AS {typed_name(i)}"]
             continue
         out.append(f"{ref} AS {raw_name(i)}")
-        typed = raw_name(i) if c.type is ColumnType.TEXT else typed_sql(ref, c)
+        typed = raw_name(i) if c.type is ColumnType.TEXT else lay.typed(c.path, c, typed_sql(ref, c))
         out.append(f"{typed} AS {typed_name(i)}")
+    return out
+
+
+def _storable_flags(spec: PipelineSpec, lay: json_udf.Layout) -> list[str]:
+    """Each text column's :func:`~reprocess.formats.contract.storable_name` flag: the UDF's (true for a
+    value field it found no NUL in: its text is UTF-8, the record's bytes were checked) or NULL."""
+    out = []
+    for i, c in enumerate(spec.columns):
+        if c.type is ColumnType.TEXT:
+            fast = lay.fast(c.path, c) if c.from_value and c.expr is None else None
+            out.append(f"{fast or 'CAST(NULL AS BOOLEAN)'} AS {storable_name(i)}")
     return out
 
 
@@ -143,13 +159,14 @@ def _kind(i: int) -> str:
     return f"_nk_{i}"
 
 
-def _exact_numeric(spec: PipelineSpec) -> list[str]:
+def _exact_numeric(spec: PipelineSpec, lay: json_udf.Layout) -> list[str]:
     """Each numeric value field's exact text, or NULL (a type error): PostgreSQL casts it at the COPY.
 
     Read as text, a JSON number with a fraction or an exponent would come through a double
     (``0.000000000123456789`` → ``1.23456789E-10``). Read as a variant it keeps a decimal of up to
     38 digits exactly (and costs about as much); a longer number is a double there and is refused
-    (:func:`column_cases`), never rounded. A JSON string keeps its text as written.
+    (:func:`column_cases`), never rounded. A JSON string keeps its text as written. Where the UDF
+    found the text exact already (its fast slot), the checks are skipped.
     """
     out = []
     for i, c in enumerate(spec.columns):
@@ -158,8 +175,9 @@ def _exact_numeric(spec: PipelineSpec) -> list[str]:
         raw, kind, text = raw_name(i), _kind(i), f"trim({raw_name(i)})"
         valid = f"{text} RLIKE {sql_string(NUMERIC_TEXT)} AND length({text}) <= {NUMERIC_CHARS}"
         exact = "'TINYINT', 'SMALLINT', 'INT', 'BIGINT'"
+        fast = lay.fast(c.path, c)
         found = (
-            f"CASE WHEN {kind} = 'STRING' AND {valid} THEN {text} "
+            f"CASE {f'WHEN {fast} THEN {raw} ' if fast else ''}WHEN {kind} = 'STRING' AND {valid} THEN {text} "
             f"WHEN {kind} LIKE 'DECIMAL%' OR {kind} IN ({exact}) THEN {raw} END"
         )
         out.append(f"{numeric_fit(found, c)} AS {typed_name(i)}")
@@ -327,12 +345,15 @@ def decode(records: DataFrame, spec: PipelineSpec, schemas: WriterSchemas | None
     if paths or deletes:
         parsed = with_json_key(parsed, paths)
     parsed = parsed.selectExpr("*", *_extract_fields(spec, lay))
-    numeric = _exact_numeric(spec)
+    numeric = _exact_numeric(spec, lay)
     if numeric:
         parsed = parsed.selectExpr("*", *numeric)
     if deletes:
         parsed = parsed.selectExpr("*", *tombstone_key_fields(spec))
     parsed = derive.with_derived(parsed, spec, value_ref, raw_name)
+    flags = _storable_flags(spec, lay)
+    if flags:
+        parsed = parsed.selectExpr("*", *flags)
     decoded = parsed.withColumn(DELETES, F.col("value").isNull()).withColumn(
         "_error", F.expr(_error_expression(spec, lay))
     )

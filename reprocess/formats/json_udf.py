@@ -13,13 +13,13 @@ the UDF under a name per output struct, so specs of different shapes never share
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib.resources import files
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from reprocess.core.errors import SparkSetupError
-from reprocess.core.spec import ColumnType, PipelineSpec
+from reprocess.core.spec import ColumnSpec, ColumnType, PipelineSpec
 from reprocess.formats.contract import sql_string
 
 if TYPE_CHECKING:
@@ -32,20 +32,58 @@ ERROR: Final = "_err"
 JAR: Final = "jvm/reprocess-json.jar"
 """The jar's place in the ``reprocess`` package."""
 
-_ROLES: Final = {ColumnType.TEXT: "t", ColumnType.NUMERIC: "n", ColumnType.JSON: "j", ColumnType.JSONB: "j"}
+_ROLES: Final = {
+    ColumnType.TEXT: "t",
+    ColumnType.NUMERIC: "n",
+    ColumnType.JSON: "j",
+    ColumnType.JSONB: "j",
+    ColumnType.TIMESTAMPTZ: "z",
+    ColumnType.SMALLINT: "h",
+    ColumnType.INTEGER: "i",
+    ColumnType.BIGINT: "l",
+}
+_KIND_ROLES: Final = "tnj"
+# The roles whose field the UDF also types (its fast slot, ``_f<n>``: FastValues.java), and the slot's type.
+_FAST_TYPES: Final = {"t": "boolean", "n": "boolean", "z": "bigint", "h": "bigint", "i": "bigint", "l": "bigint"}
+
+# A fast slot's value as the column's Spark value (a numeric's and a text's slot is a flag, used by the decoder).
+_FAST_VALUES: Final = {
+    ColumnType.TIMESTAMPTZ: "timestamp_micros({})",
+    ColumnType.SMALLINT: "CAST({} AS SMALLINT)",
+    ColumnType.INTEGER: "CAST({} AS INT)",
+    ColumnType.BIGINT: "{}",
+}
 
 
 @dataclass(frozen=True)
 class Layout:
-    """The UDF's output struct (Spark DDL), the roles argument, and each typed field's kind slot."""
+    """The UDF's output struct (Spark DDL), the roles argument, each typed field's kind slot, and the
+    fast slot of each field the UDF types (by path: its slot and the column type it was typed for)."""
 
     ddl: str
     roles: str
     slots: dict[str, int]
+    fast_slots: dict[str, tuple[int, str]] = field(default_factory=dict)
 
     def kind(self, path: str) -> str:
         """Spark SQL: the kind the UDF gives the field at ``path`` (see the Java class)."""
         return f"_j.`_k{self.slots[path]}`"
+
+    def fast(self, path: str, c: ColumnSpec) -> str | None:
+        """Spark SQL: the UDF's typed value of the field at ``path`` for column ``c`` (NULL where the
+        UDF left it to the decoder's cast), or None when the UDF does not type it for ``c``'s type."""
+        slot = self.fast_slots.get(path)
+        if slot is None or slot[1] != _ROLES.get(c.type):
+            return None
+        return f"_j.`_f{slot[0]}`"
+
+    def typed(self, path: str, c: ColumnSpec, cast: str) -> str:
+        """Spark SQL: column ``c``'s typed value of the field at ``path``, the UDF's where it typed
+        it, else ``cast`` (Spark evaluates a CASE branch only when it is taken)."""
+        fast = self.fast(path, c)
+        if fast is None or c.type not in _FAST_VALUES:
+            return cast
+        return f"CASE WHEN {fast} IS NOT NULL THEN {_FAST_VALUES[c.type].format(fast)} ELSE {cast} END"
 
 
 def layout(spec: PipelineSpec, schema: str) -> Layout:
@@ -58,9 +96,9 @@ def layout(spec: PipelineSpec, schema: str) -> Layout:
     ...     "columns": {"id": "text", "n": {"type": "numeric", "path": "m.n"}, "b": "bigint"}})
     >>> lay = layout(spec, "struct<`id`:string,`m`:struct<`n`:string>,`b`:string,`_corrupt_record`:string>")
     >>> lay.ddl
-    'struct<`id`:string,`m`:struct<`n`:string>,`b`:string,`_corrupt_record`:string,`_err`:string,`_k0`:string,`_k1`:string>'
-    >>> lay.roles, lay.kind("m.n")
-    ('id=t;m.n=n;b=s', '_j.`_k1`')
+    'struct<`id`:string,`m`:struct<`n`:string>,`b`:string,`_corrupt_record`:string,`_err`:string,`_k0`:string,`_k1`:string,`_f0`:boolean,`_f1`:boolean,`_f2`:bigint>'
+    >>> lay.roles, lay.kind("m.n"), lay.fast("b", spec.columns[2])
+    ('id=t!;m.n=n!;b=l!', '_j.`_k1`', '_j.`_f2`')
     """
     roles: dict[str, str] = {}
     for c in spec.columns:
@@ -71,7 +109,8 @@ def layout(spec: PipelineSpec, schema: str) -> Layout:
 
 def layout_of(schema: str, roles: dict[str, str]) -> Layout:
     """The layout for the ``from_json`` schema of strings ``schema`` and the fields' ``roles`` by path
-    (``t``, ``n``, ``j``; any other field is ``s``): with no roles, every field is the text
+    (``t``, ``n``, ``j``, ``z``, ``h``, ``i``, ``l``; any other field is ``s``; a role of :data:`_FAST_TYPES`
+    is sent ending in ``!``, which asks the UDF for the field's fast slot): with no roles, every field is the text
     ``from_json`` gives a string field (the Debezium envelope's, reprocess.formats.debezium).
 
     Examples
@@ -80,9 +119,12 @@ def layout_of(schema: str, roles: dict[str, str]) -> Layout:
     >>> lay.ddl, lay.roles
     ('struct<`op`:string,`after`:struct<`id`:string>,`_corrupt_record`:string,`_err`:string>', '')
     """
-    slots = {path: k for k, path in enumerate(p for p, role in roles.items() if role != "s")}
+    slots = {path: k for k, path in enumerate(p for p, role in roles.items() if role in _KIND_ROLES)}
+    fast = {path: (k, role) for k, (path, role) in enumerate((p, r) for p, r in roles.items() if r in _FAST_TYPES)}
     extra = f",`{ERROR}`:string" + "".join(f",`_k{k}`:string" for k in range(len(slots)))
-    return Layout(schema[:-1] + extra + ">", ";".join(f"{p}={r}" for p, r in roles.items()), slots)
+    extra += "".join(f",`_f{k}`:{_FAST_TYPES[role]}" for k, role in fast.values())
+    text = ";".join(f"{p}={r}{'!' if p in fast else ''}" for p, r in roles.items())
+    return Layout(schema[:-1] + extra + ">", text, slots, fast)
 
 
 def jar_path() -> Path:

@@ -25,13 +25,16 @@ import org.apache.spark.sql.types.StructType;
  * The decoder names the reason with today's Spark SQL, for the refused records only.
  *
  * Arguments: the value's bytes; the output struct as Spark DDL (the value's fields nested by path as
- * STRING, then _corrupt_record, _err and one _k<n> per text, numeric or json field, in the roles'
- * order); the roles "path=t;path=n;path=j;..." (t: a text column, n: a numeric column, j: a json or
- * jsonb column, s: any other). Output: the fields, or _corrupt_record when from_json would give a
+ * STRING, then _corrupt_record, _err, one _k<n> per text, numeric or json field, then one _f<n> per
+ * field whose role ends in !, each in the roles' order); the roles "path=t;path=n;..."
+ * (t: a text column, n: a numeric column, j: a json or jsonb column, z: timestamptz, h/i/l: smallint,
+ * integer, bigint, s: any other; a role ending in ! asks for the field's fast slot). Output: the fields, or _corrupt_record when from_json would give a
  * corrupt record, or _err = dup | surrogate | after. _k<n> is, for a text field, OBJECT, ARRAY or
  * NUMBER (a number with a fraction or an exponent, which Spark would rewrite), else null; for a numeric
  * field the kind a variant gives it (STRING, BIGINT, DECIMAL(p,s), DOUBLE, BOOLEAN, OBJECT...); for a
- * json field STRING, VOID or JSON (then the field is the value's JSON text as written).
+ * json field STRING, VOID or JSON (then the field is the value's JSON text as written). _f<n> is the
+ * field's typed value when FastValues reads it (true for a text without a NUL and for a numeric's text
+ * that is its exact value; micros since the epoch for a timestamptz; the integer), else null.
  * Compiled into the package as reprocess/jvm/reprocess-json.jar by `make install` and by the wheel's
  * build backend (build_backend/json_jar.py); never committed as a jar.
  */
@@ -47,6 +50,7 @@ public final class StrictJson implements UDF3<byte[], String, String, Row> {
     final int corrupt, err, k0;
     final Map<String, Character> roles = new HashMap<>();
     final Map<String, Integer> kindSlot = new HashMap<>();
+    final Map<String, Integer> fastSlot = new HashMap<>();
 
     Layout(String ddl, String roleText) {
       top = (StructType) DataType.fromDDL(ddl);
@@ -61,7 +65,10 @@ public final class StrictJson implements UDF3<byte[], String, String, Row> {
         String path = item.substring(0, eq);
         char role = item.charAt(eq + 1);
         roles.put(path, role);
-        if (role != 's') kindSlot.put(path, k0 + k++);
+        if (KIND_ROLES.indexOf(role) >= 0) kindSlot.put(path, k0 + k++);
+      }
+      for (String item : roleText.split(";")) {
+        if (item.endsWith("!")) fastSlot.put(item.substring(0, item.lastIndexOf('=')), k0 + k++);
       }
       root = new Node(top, nFields, "");
     }
@@ -88,6 +95,9 @@ public final class StrictJson implements UDF3<byte[], String, String, Row> {
       }
     }
   }
+
+  /** The roles with a kind slot (_k<n>). */
+  private static final String KIND_ROLES = "tnj";
 
   /** The reason of a field the spec reads as an object (a path's parent) holding another value. */
   private static final String NOT_AN_OBJECT = "not an object where the spec reads fields";
@@ -177,7 +187,11 @@ public final class StrictJson implements UDF3<byte[], String, String, Row> {
         }
         continue;
       }
-      fields[i] = leaf(p, v, node.paths[i], out, checkStrings);
+      String path = node.paths[i];
+      Object text = leaf(p, v, path, out, checkStrings);
+      fields[i] = text;
+      Integer fast = layout.fastSlot.get(path);
+      if (fast != null && text != null) out[fast] = fastValue(layout.roles.get(path), v, (String) text, path, out);
     }
     if (t != JsonToken.END_OBJECT) throw new IllegalStateException("unexpected " + t);
   }
@@ -235,6 +249,24 @@ public final class StrictJson implements UDF3<byte[], String, String, Row> {
       }
       default:
         throw new IllegalStateException("unexpected " + v);
+    }
+  }
+
+  /** A field's typed value read here (FastValues), or null: the decoder's SQL then casts its text. */
+  private Object fastValue(char role, JsonToken v, String text, String path, Object[] out) {
+    switch (role) {
+      case 't': return FastValues.noNul(text) ? Boolean.TRUE : null;
+      case 'z': return v == JsonToken.VALUE_STRING ? FastValues.timestampMicros(text) : null;
+      case 'h': return FastValues.integer(text, Short.MIN_VALUE, Short.MAX_VALUE);
+      case 'i': return FastValues.integer(text, Integer.MIN_VALUE, Integer.MAX_VALUE);
+      case 'l': return FastValues.integer(text, Long.MIN_VALUE, Long.MAX_VALUE);
+      case 'n': {
+        Object kind = out[layout.kindSlot.get(path)];
+        boolean exact = "BIGINT".equals(kind) || kind instanceof String k && k.startsWith("DECIMAL")
+            || "STRING".equals(kind) && FastValues.numericText(text);
+        return exact ? Boolean.TRUE : null;
+      }
+      default: return null;
     }
   }
 

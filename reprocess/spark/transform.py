@@ -20,6 +20,7 @@ from reprocess.formats.contract import (
     WriterSchemas,
     key_name,
     oversized_key_error_sql,
+    storable_name,
     typed_name,
     unstorable_text_error_sql,
 )
@@ -41,7 +42,8 @@ def decode(records: DataFrame, spec: PipelineSpec, schemas: WriterSchemas | None
 
     records.sparkSession.conf.set("spark.sql.session.timeZone", "UTC")
     decoded = decoder(spec).decode(records, spec, schemas or {})
-    return decoded.withColumn("_error", F.expr(_error_with_unstorable_text(spec)))
+    flagged = getattr(decoder(spec), "STORABLE_FLAGS", False)
+    return decoded.withColumn("_error", F.expr(_error_with_unstorable_text(spec, flagged)))
 
 
 def checked_stage(records: DataFrame, spec: PipelineSpec, schemas: WriterSchemas | None = None) -> DataFrame:
@@ -148,12 +150,13 @@ def _stage_column(spec: PipelineSpec, column: str) -> Column:
     return F.col(f"_newest.{column}").alias(column)
 
 
-def _error_with_unstorable_text(spec: PipelineSpec) -> str:
+def _error_with_unstorable_text(spec: PipelineSpec, flagged: bool) -> str:
     """The decoder's ``_error``, else the first text column whose value PostgreSQL cannot store
     (a NUL character, bytes that are not UTF-8), else a key too long for the target's index
     (:func:`~reprocess.formats.contract.oversized_key_error_sql`): whatever the format, such a
     record is a dead letter naming the column or the limit, never a COPY or a merge that fails the
-    run (the decoder contract)."""
+    run (the decoder contract). ``flagged``: the decoder adds each text column's
+    :func:`~reprocess.formats.contract.storable_name` flag."""
     key_index = {c.name: i for i, c in enumerate(spec.key_columns)}
     checks = []
     keys = []
@@ -164,7 +167,7 @@ def _error_with_unstorable_text(spec: PipelineSpec) -> str:
         if c.name in key_index:
             keys.append((c.name, value))
         if c.type is ColumnType.TEXT:
-            checks.append(unstorable_text_error_sql(c.name, value))
+            checks.append(unstorable_text_error_sql(c.name, value, storable_name(i) if flagged else None))
     oversized = oversized_key_error_sql(keys)
     checks += [oversized] if oversized else []
     return f"coalesce(_error, {', '.join(checks)})" if checks else "_error"
