@@ -26,10 +26,7 @@ Nothing raw reaches a text column of the stage unescaped:
   no NUL, no control character, valid UTF-8), or through :func:`hex_sql` when it may be binary;
 - a text column's value that PostgreSQL cannot store (a NUL character, bytes that are not UTF-8)
   is not the decoder's to catch: the stage turns it into a dead letter naming the column
-  (:func:`unstorable_text_error_sql`, applied by :func:`reprocess.spark.transform.to_stage`). A
-  decoder module that sets ``STORABLE_FLAGS`` true adds, for the spec's ``i``-th text column,
-  :func:`storable_name` ``(i)``: true where it knows the value storable (the stage then skips the
-  check), NULL where it does not.
+  (:func:`unstorable_text_error_sql`, applied by :func:`reprocess.spark.transform.to_stage`).
 """
 
 from __future__ import annotations
@@ -69,11 +66,6 @@ def typed_name(i: int) -> str:
     return f"_t_{i}"
 
 
-def storable_name(i: int) -> str:
-    """The column of a text column's flag: its value is known storable (true) or not known (NULL)."""
-    return f"_s_{i}"
-
-
 def key_name(i: int) -> str:
     """The column holding a tombstone's value of the spec's ``i``-th key column."""
     return f"_k_{i}"
@@ -106,16 +98,14 @@ def storable_sql(text: str) -> str:
     return f"({text} IS NULL OR (is_valid_utf8({text}) AND NOT contains({text}, char(0))))"
 
 
-def unstorable_text_error_sql(column: str, text: str, known: str | None = None) -> str:
+def unstorable_text_error_sql(column: str, text: str) -> str:
     """Spark SQL: the dead letter's error for a text column whose value PostgreSQL cannot store, or
-    NULL; it names the column and shows the value's first bytes in hex. ``known``: Spark SQL true
-    where the decoder knows the value storable (:func:`storable_name`), which skips the check."""
+    NULL; it names the column and shows the value's first bytes in hex."""
     what = sql_string(
         f"text error: column {column} holds a NUL character or bytes that are not UTF-8, which PostgreSQL text "
         "cannot store: "
     )
-    skip = f"WHEN {known} THEN NULL " if known else ""
-    return f"CASE {skip}WHEN NOT {storable_sql(text)} THEN concat({what}, {hex_sql(f'CAST({text} AS BINARY)')}) END"
+    return f"CASE WHEN NOT {storable_sql(text)} THEN concat({what}, {hex_sql(f'CAST({text} AS BINARY)')}) END"
 
 
 # PostgreSQL's largest btree index row (BTMaxItemSize on 8 kB pages, btree version 4). A key is

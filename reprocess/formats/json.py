@@ -11,7 +11,7 @@ key and column rules here are shared with the other formats (``avro``, ``debeziu
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 from reprocess.core.spec import ColumnSpec, ColumnType, PipelineSpec, TombstoneMode
 from reprocess.formats import derive, json_strict, json_udf, record_parts
@@ -22,7 +22,6 @@ from reprocess.formats.contract import (
     hex_sql,
     key_name,
     sql_string,
-    storable_name,
     storable_sql,
     typed_name,
 )
@@ -31,10 +30,6 @@ from reprocess.formats.typed import NUMERIC_CHARS, NUMERIC_TEXT, numeric_fit, ty
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
-
-
-STORABLE_FLAGS: Final = True
-"""The decoder flags a text value field storable when the UDF found no NUL in it (contract.storable_name)."""
 
 
 def raw_name(i: int) -> str:
@@ -141,17 +136,6 @@ def _extract_fields(spec: PipelineSpec, lay: json_udf.Layout) -> list[str]:
         out.append(f"{ref} AS {raw_name(i)}")
         typed = raw_name(i) if c.type is ColumnType.TEXT else lay.typed(c.path, c, typed_sql(ref, c))
         out.append(f"{typed} AS {typed_name(i)}")
-    return out
-
-
-def _storable_flags(spec: PipelineSpec, lay: json_udf.Layout) -> list[str]:
-    """Each text column's :func:`~reprocess.formats.contract.storable_name` flag: the UDF's (true for a
-    value field it found no NUL in: its text is UTF-8, the record's bytes were checked) or NULL."""
-    out = []
-    for i, c in enumerate(spec.columns):
-        if c.type is ColumnType.TEXT:
-            fast = lay.fast(c.path, c) if c.from_value and c.expr is None else None
-            out.append(f"{fast or 'CAST(NULL AS BOOLEAN)'} AS {storable_name(i)}")
     return out
 
 
@@ -351,9 +335,6 @@ def decode(records: DataFrame, spec: PipelineSpec, schemas: WriterSchemas | None
     if deletes:
         parsed = parsed.selectExpr("*", *tombstone_key_fields(spec))
     parsed = derive.with_derived(parsed, spec, value_ref, raw_name)
-    flags = _storable_flags(spec, lay)
-    if flags:
-        parsed = parsed.selectExpr("*", *flags)
     decoded = parsed.withColumn(DELETES, F.col("value").isNull()).withColumn(
         "_error", F.expr(_error_expression(spec, lay))
     )

@@ -44,9 +44,9 @@ _ROLES: Final = {
 }
 _KIND_ROLES: Final = "tnj"
 # The roles whose field the UDF also types (its fast slot, ``_f<n>``: FastValues.java), and the slot's type.
-_FAST_TYPES: Final = {"t": "boolean", "n": "boolean", "z": "bigint", "h": "bigint", "i": "bigint", "l": "bigint"}
+_FAST_TYPES: Final = {"n": "boolean", "z": "bigint", "h": "bigint", "i": "bigint", "l": "bigint"}
 
-# A fast slot's value as the column's Spark value (a numeric's and a text's slot is a flag, used by the decoder).
+# A fast slot's value as the column's Spark value (a numeric's slot is a flag, which the decoder reads).
 _FAST_VALUES: Final = {
     ColumnType.TIMESTAMPTZ: "timestamp_micros({})",
     ColumnType.SMALLINT: "CAST({} AS SMALLINT)",
@@ -96,9 +96,9 @@ def layout(spec: PipelineSpec, schema: str) -> Layout:
     ...     "columns": {"id": "text", "n": {"type": "numeric", "path": "m.n"}, "b": "bigint"}})
     >>> lay = layout(spec, "struct<`id`:string,`m`:struct<`n`:string>,`b`:string,`_corrupt_record`:string>")
     >>> lay.ddl
-    'struct<`id`:string,`m`:struct<`n`:string>,`b`:string,`_corrupt_record`:string,`_err`:string,`_k0`:string,`_k1`:string,`_f0`:boolean,`_f1`:boolean,`_f2`:bigint>'
+    'struct<`id`:string,`m`:struct<`n`:string>,`b`:string,`_corrupt_record`:string,`_err`:string,`_k0`:string,`_k1`:string,`_f0`:boolean,`_f1`:bigint>'
     >>> lay.roles, lay.kind("m.n"), lay.fast("b", spec.columns[2])
-    ('id=t!;m.n=n!;b=l!', '_j.`_k1`', '_j.`_f2`')
+    ('id=t;m.n=n!;b=l!', '_j.`_k1`', '_j.`_f1`')
     """
     roles: dict[str, str] = {}
     for c in spec.columns:

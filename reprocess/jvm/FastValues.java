@@ -99,12 +99,6 @@ final class FastValues {
     return i == n;
   }
 
-  /** True when the text holds no NUL character (the one thing a decoded JSON string may hold that
-   *  PostgreSQL's text cannot store: its bytes are UTF-8, the record's bytes having been checked). */
-  static boolean noNul(String s) {
-    return s.indexOf('\0') < 0;
-  }
-
   private static int monthDays(int year, int month) {
     if (month == 2) return year % 4 == 0 && (year % 100 != 0 || year % 400 == 0) ? 29 : 28;
     return month == 4 || month == 6 || month == 9 || month == 11 ? 30 : 31;

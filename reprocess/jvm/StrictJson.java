@@ -33,8 +33,8 @@ import org.apache.spark.sql.types.StructType;
  * NUMBER (a number with a fraction or an exponent, which Spark would rewrite), else null; for a numeric
  * field the kind a variant gives it (STRING, BIGINT, DECIMAL(p,s), DOUBLE, BOOLEAN, OBJECT...); for a
  * json field STRING, VOID or JSON (then the field is the value's JSON text as written). _f<n> is the
- * field's typed value when FastValues reads it (true for a text without a NUL and for a numeric's text
- * that is its exact value; micros since the epoch for a timestamptz; the integer), else null.
+ * field's typed value when FastValues reads it (true for a numeric's text that is its exact value; micros
+ * since the epoch for a timestamptz; the integer), else null.
  * Compiled into the package as reprocess/jvm/reprocess-json.jar by `make install` and by the wheel's
  * build backend (build_backend/json_jar.py); never committed as a jar.
  */
@@ -255,7 +255,6 @@ public final class StrictJson implements UDF3<byte[], String, String, Row> {
   /** A field's typed value read here (FastValues), or null: the decoder's SQL then casts its text. */
   private Object fastValue(char role, JsonToken v, String text, String path, Object[] out) {
     switch (role) {
-      case 't': return FastValues.noNul(text) ? Boolean.TRUE : null;
       case 'z': return v == JsonToken.VALUE_STRING ? FastValues.timestampMicros(text) : null;
       case 'h': return FastValues.integer(text, Short.MIN_VALUE, Short.MAX_VALUE);
       case 'i': return FastValues.integer(text, Integer.MIN_VALUE, Integer.MAX_VALUE);

@@ -20,7 +20,6 @@ from reprocess.formats.contract import (
     WriterSchemas,
     key_name,
     oversized_key_error_sql,
-    storable_name,
     typed_name,
     unstorable_text_error_sql,
 )
@@ -42,8 +41,7 @@ def decode(records: DataFrame, spec: PipelineSpec, schemas: WriterSchemas | None
 
     records.sparkSession.conf.set("spark.sql.session.timeZone", "UTC")
     decoded = decoder(spec).decode(records, spec, schemas or {})
-    flagged = getattr(decoder(spec), "STORABLE_FLAGS", False)
-    return decoded.withColumn("_error", F.expr(_error_with_unstorable_text(spec, flagged)))
+    return decoded.withColumn("_error", F.expr(_error_with_unstorable_text(spec)))
 
 
 def checked_stage(records: DataFrame, spec: PipelineSpec, schemas: WriterSchemas | None = None) -> DataFrame:
@@ -150,13 +148,12 @@ def _stage_column(spec: PipelineSpec, column: str) -> Column:
     return F.col(f"_newest.{column}").alias(column)
 
 
-def _error_with_unstorable_text(spec: PipelineSpec, flagged: bool) -> str:
+def _error_with_unstorable_text(spec: PipelineSpec) -> str:
     """The decoder's ``_error``, else the first text column whose value PostgreSQL cannot store
     (a NUL character, bytes that are not UTF-8), else a key too long for the target's index
     (:func:`~reprocess.formats.contract.oversized_key_error_sql`): whatever the format, such a
     record is a dead letter naming the column or the limit, never a COPY or a merge that fails the
-    run (the decoder contract). ``flagged``: the decoder adds each text column's
-    :func:`~reprocess.formats.contract.storable_name` flag."""
+    run (the decoder contract)."""
     key_index = {c.name: i for i, c in enumerate(spec.key_columns)}
     checks = []
     keys = []
@@ -167,7 +164,7 @@ def _error_with_unstorable_text(spec: PipelineSpec, flagged: bool) -> str:
         if c.name in key_index:
             keys.append((c.name, value))
         if c.type is ColumnType.TEXT:
-            checks.append(unstorable_text_error_sql(c.name, value, storable_name(i) if flagged else None))
+            checks.append(unstorable_text_error_sql(c.name, value))
     oversized = oversized_key_error_sql(keys)
     checks += [oversized] if oversized else []
     return f"coalesce(_error, {', '.join(checks)})" if checks else "_error"

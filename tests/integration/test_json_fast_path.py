@@ -72,8 +72,7 @@ CASES: list[tuple[str, str, bool]] = [
         '"1e1000"', '"1.2.3"', '""', '" 1.5"', '"1.5 "', '"abc"', '"NaN"', '"-"', '"."', '"e5"', '"1e"', '"+"',
         '"1.5\\n"', json.dumps("9" * 1001), "1e5", "12345678901234567890123456789012345678901", "true", "null",
     )),
-    *(("x", v, FAST) for v in ('"plain"', '""', '"\\u00e9t\\u00e9"', "true", "12")),
-    *(("x", v, SLOW) for v in ('"nul\\u0000here"', '"\\u0000"', "null")),
+    *(("x", v, SLOW) for v in ('"plain"', '"nul\\u0000here"', '"\\u0000"', "null", "12")),
 ]  # fmt: skip
 
 
