@@ -28,8 +28,8 @@ final class FastValues {
         || s.charAt(13) != ':' || s.charAt(16) != ':') return null;
     int year = digits(s, 0, 4), month = digits(s, 5, 2), day = digits(s, 8, 2);
     int hour = digits(s, 11, 2), minute = digits(s, 14, 2), second = digits(s, 17, 2);
-    if (hour < 0 || minute < 0 || second < 0 || year < 1 || month < 1 || month > 12 || day < 1 || day > 28 && day > monthDays(year, month)
-        || hour > 23 || minute > 59 || second > 59) return null;
+    if (year < 1 || month < 1 || month > 12 || day < 1 || day > 28 && day > monthDays(year, month)
+        || hour < 0 || hour > 23 || minute < 0 || minute > 59 || second < 0 || second > 59) return null;
     int i = 19;
     long fraction = 0;
     if (s.charAt(i) == '.') {

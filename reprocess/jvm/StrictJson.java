@@ -26,15 +26,16 @@ import org.apache.spark.sql.types.StructType;
  *
  * Arguments: the value's bytes; the output struct as Spark DDL (the value's fields nested by path as
  * STRING, then _corrupt_record, _err, one _k<n> per text, numeric or json field, then one _f<n> per
- * field whose role ends in !, each in the roles' order); the roles "path=t;path=n;..."
- * (t: a text column, n: a numeric column, j: a json or jsonb column, z: timestamptz, h/i/l: smallint,
- * integer, bigint, s: any other; a role ending in ! asks for the field's fast slot). Output: the fields, or _corrupt_record when from_json would give a
- * corrupt record, or _err = dup | surrogate | after. _k<n> is, for a text field, OBJECT, ARRAY or
- * NUMBER (a number with a fraction or an exponent, which Spark would rewrite), else null; for a numeric
- * field the kind a variant gives it (STRING, BIGINT, DECIMAL(p,s), DOUBLE, BOOLEAN, OBJECT...); for a
- * json field STRING, VOID or JSON (then the field is the value's JSON text as written). _f<n> is the
- * field's typed value when FastValues reads it (true for a numeric's text that is its exact value; micros
- * since the epoch for a timestamptz; the integer), else null.
+ * field whose role ends in !, each in the roles' order); the roles "path=t;path=n!;..." (t: a text
+ * column, n: a numeric column, j: a json or jsonb column, z: timestamptz, h/i/l: smallint, integer,
+ * bigint, s: any other; a role ending in ! asks for the field's fast slot). Output: the fields, or
+ * _corrupt_record when from_json would give a corrupt record, or _err = dup | surrogate | after. _k<n>
+ * is, for a text field, OBJECT, ARRAY or NUMBER (a number with a fraction or an exponent, which Spark
+ * would rewrite), else null; for a numeric field the kind a variant gives it (STRING, BIGINT,
+ * DECIMAL(p,s), DOUBLE, BOOLEAN, OBJECT...); for a json field STRING, VOID or JSON (then the field is
+ * the value's JSON text as written). _f<n> is the field's typed value when FastValues reads it (true
+ * for a numeric's text that is its exact value; micros since the epoch for a timestamptz; the
+ * integer), else null.
  * Compiled into the package as reprocess/jvm/reprocess-json.jar by `make install` and by the wheel's
  * build backend (build_backend/json_jar.py); never committed as a jar.
  */

@@ -91,7 +91,13 @@ def _decoded(spark: Any) -> tuple[dict[int, tuple[Any, ...]], dict[int, Any]]:
     fast = " ".join(f"WHEN {sql_string(name)} THEN CAST({slot} AS STRING)" for name, slot in slots.items() if slot)
     field = "CASE " + " ".join(f"WHEN offset = {k} THEN {sql_string(f)}" for k, (f, _, _) in enumerate(CASES)) + " END"
     values = [f"CAST({typed_name(i)} AS STRING)" for i in range(len(SPEC.columns))]
-    out = decode(records, SPEC).selectExpr("offset", *values, "_error", f"CASE {field} {fast} END AS fast").collect()
+    out = (
+        decode(records, SPEC)
+        .selectExpr(
+            "offset", *values, "_error", f"{f'CASE {field} {fast} END' if fast else 'CAST(NULL AS STRING)'} AS fast"
+        )
+        .collect()
+    )
     return {r["offset"]: tuple(r)[1:-1] for r in out}, {r["offset"]: r["fast"] for r in out}
 
 
