@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
                 # A warm server's first big job after its start also pays JIT compilation and its
                 # Python workers' start: measured apart. Its JIT goes on compiling for a few runs
                 # more (bench.jit): untimed replays into the cold run's target until it has
-                # settled, so the figure below is the steady state.
+                # settled (at most four), so the figure below is the steady state.
                 launcher.restart()
                 cold_label = f"{launcher.name.replace('-', '_')}_n_cold"
                 cold[launcher.name] = run(product, main_ds, launcher, label=cold_label)

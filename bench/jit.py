@@ -4,8 +4,9 @@ After a start, the Spark Connect server's HotSpot compilers go on compiling the 
 several 1 M runs. Measured after a restart and the warm-up (docs/performance.md, "the warm run was
 the second"): the server's CPU per 1 M stage 32, 17.5, 17.5, 16, 13, 12.4 s, of which its C1 and
 C2 compiler threads 8.2, 4.5, 4.0, 3.4, 2.1, 1.3 s (at load 10-15). A server that has served runs for a while pays
-the last of these; the bench times its warm run once the compilers' share of a run is that small
-(:func:`settle`), and prints how many untimed runs that took.
+the last of these; the bench times its warm run once the compilers' share of a run is that small,
+or after four untimed runs (:func:`settle`; the share falls slowly, the driver's per-query planning
+code reaching the compile thresholds last), and prints how many ran.
 """
 
 from __future__ import annotations
