@@ -52,9 +52,8 @@ def pinned_pyspark() -> str:
 
 
 def _stamp() -> str:
-    return hashlib.sha256(b"".join(p.read_bytes() + b"\0" for p in _sources()) + pinned_pyspark().encode()).hexdigest()[
-        :16
-    ]
+    sources = b"".join(p.read_bytes() + b"\0" for p in _sources())
+    return hashlib.sha256(sources + pinned_pyspark().encode()).hexdigest()[:16]
 
 
 def fresh() -> bool:
@@ -77,8 +76,8 @@ def _javac() -> str:
     javac = str(Path(home, "bin", "javac")) if home and Path(home, "bin", "javac").is_file() else shutil.which("javac")
     if javac is None:
         raise JarBuildError(
-            f"javac not found: the reprocess package carries the JSON decoder's UDF compiled from {SOURCE.name}; "
-            f"{_JDK_FIX}, then build again"
+            "javac not found: the reprocess package carries the JSON decoder's UDF compiled from "
+            f"{SOURCE.parent.name}/*.java; {_JDK_FIX}, then build again"
         )
     return javac
 
@@ -106,7 +105,9 @@ def build() -> bool:
         cmd = [javac, "--release", "17", "-nowarn", "-d", str(classes), "-cp", f"{spark_jars}/*", *map(str, _sources())]
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode != 0:
-            raise JarBuildError(f"javac could not compile {SOURCE} (exit {done.returncode}): {done.stderr[-2000:]}")
+            raise JarBuildError(
+                f"javac could not compile {SOURCE.parent}/*.java (exit {done.returncode}): {done.stderr[-2000:]}"
+            )
         partial = JAR.with_name(JAR.name + ".partial")
         entries = {c.relative_to(classes).as_posix(): c.read_bytes() for c in sorted(classes.rglob("*.class"))}
         with zipfile.ZipFile(partial, "w") as out:
