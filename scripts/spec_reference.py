@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
 
-from reprocess.core.spec_parse import spec_schema
+from reprocess.core.spec_schema import spec_schema
 
 REPO: Final = Path(__file__).resolve().parent.parent
 OUTPUT: Final = REPO / "docs" / "spec.md"

@@ -34,6 +34,10 @@ class SpecError(ReprocessError):
     """A pipeline spec or a run request is invalid; retrying cannot help."""
 
 
+class SpecSchemaError(SpecError):
+    """A spec breaks the spec file's JSON Schema (an unknown key, a wrong type); the message lists every place."""
+
+
 class SchemaChangeError(SpecError):
     """The spec changed in a way the live target table cannot take in place (type, key, dropped column)."""
 

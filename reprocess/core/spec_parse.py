@@ -1,9 +1,10 @@
 """Reading a pipeline spec: a spec file's YAML, or a mapping, into a :class:`PipelineSpec`.
 
-Every problem raises :class:`SpecError` naming the file and the field, which Airflow shows as a
-DAG import error. The keys a file may have and their defaults come from the model
-(:data:`reprocess.core.spec.SPEC_FIELDS`, :data:`reprocess.core.spec.SPEC_DEFAULTS`); the JSON
-Schema shipped for editors (:func:`spec_schema`) declares the same.
+Every problem raises :class:`SpecError` naming the file and the field. A spec is first checked
+against the JSON Schema (:mod:`reprocess.core.spec_schema`: every key at every level, every type),
+then against the rules a schema cannot say; ``reprocess validate`` and the DAG factory both come
+here, so they cannot disagree. The keys a file may have and their defaults come from the model
+(:data:`reprocess.core.spec.SPEC_FIELDS`, :data:`reprocess.core.spec.SPEC_DEFAULTS`).
 """
 
 from __future__ import annotations
@@ -14,11 +15,9 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any, Final
 
-import yaml
-
 from reprocess.core.column_types import DecimalHandling, parse_type
 from reprocess.core.derive import parse_transform, value_fields
-from reprocess.core.errors import SpecError
+from reprocess.core.errors import SpecError, SpecSchemaError
 from reprocess.core.formats import Encoding, Format, path_problem
 from reprocess.core.ordering import Ordering
 from reprocess.core.spec import (
@@ -29,33 +28,40 @@ from reprocess.core.spec import (
     PipelineSpec,
     TombstoneMode,
 )
+from reprocess.core.spec_schema import schema_problems
+from reprocess.core.spec_yaml import load_spec_yaml
 
-SCHEMA_FILE: Final = "spec.schema.json"
 # The bookkeeping schemas (runs and ledger, stages, deletion markers): never a pipeline's target.
 RESERVED_SCHEMAS: Final = frozenset({"reprocess", "reprocess_stage", "reprocess_deleted"})
+# Airflow 3's schedule presets (airflow.timetables: cron presets, @once and @continuous).
+CRON_PRESETS: Final = frozenset(
+    {"@once", "@continuous", "@hourly", "@daily", "@weekly", "@monthly", "@quarterly", "@yearly"}
+)
 _IDENT: Final = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 
 def read_spec(path: Path) -> PipelineSpec:
     """The spec in a YAML file."""
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise SpecError(f"{path}: not valid YAML: {exc}") from exc
-    return parse_spec(raw, source=str(path))
+    return parse_spec(load_spec_yaml(path), source=str(path))
 
 
 def parse_spec(raw: object, source: str = "<spec>") -> PipelineSpec:
-    """The spec a YAML mapping declares; ``source`` names it in the errors (the file's path)."""
-    return _SpecParser(source).parse(raw)
+    """The spec a YAML mapping declares; ``source`` names it in the errors (the file's path).
 
-
-def spec_schema() -> dict[str, Any]:
-    """The JSON Schema of a spec file (``reprocess/core/spec.schema.json`` in the installed package)."""
-    import json
-    from importlib.resources import files
-
-    return dict(json.loads((files("reprocess.core") / SCHEMA_FILE).read_text()))
+    A spec must pass both the schema and the parser's rules: a misspelt ``requried`` inside a
+    column, which the parser alone never looked at, is refused with the schema's words and fix.
+    Where the parser refuses too, its own message (one field, its fix) comes first."""
+    problems = schema_problems(raw)
+    if not problems:
+        return _SpecParser(source).parse(raw)
+    listed = "; ".join(map(str, problems))
+    try:
+        _SpecParser(source).parse(raw)
+    except SpecError as exc:  # its own words first (one field, its fix), then every place the schema names
+        raise SpecSchemaError(f"{exc}; and against the spec schema: {listed}", pipeline=exc.pipeline) from None
+    except Exception:  # a shape the parser does not expect: the schema says what is wrong
+        pass
+    raise SpecSchemaError(f"{source}: against the spec schema: {listed}")
 
 
 class _SpecParser:
@@ -72,6 +78,18 @@ class _SpecParser:
         if not isinstance(value, str) or not _IDENT.match(value):
             raise self.fail(field_name, f"{value!r} is not a lowercase SQL identifier ([a-z_][a-z0-9_]*)")
         return value
+
+    def cron(self, value: object, field_name: str, what: str) -> str:
+        """A schedule Airflow takes: a preset or a five-field cron. Checked here, not left to the DAG:
+        Airflow's refusal at DAG construction would be an import error hiding every pipeline of the folder."""
+        from croniter import croniter  # type: ignore[import-untyped]
+
+        if isinstance(value, str) and (value in CRON_PRESETS or (len(value.split()) == 5 and croniter.is_valid(value))):
+            return value
+        presets = ", ".join(sorted(CRON_PRESETS))
+        raise self.fail(
+            field_name, f"must be {what}, got {value!r}; write five cron fields (e.g. '0 3 * * *') or one of {presets}"
+        )
 
     def positive_int(self, raw: Mapping[str, Any], name: str) -> int:
         value = raw.get(name, SPEC_DEFAULTS[name])
@@ -118,10 +136,8 @@ class _SpecParser:
         if not isinstance(group, str) or not group:
             raise self.fail("consumer_group", f"must be a non-empty string, got {group!r}")
         schedule = raw.get("schedule")
-        if schedule is not None and not isinstance(schedule, str):
-            raise self.fail(
-                "schedule", f"must be a cron string, a preset like '@hourly' or {ON_NEW_RECORDS!r}, got {schedule!r}"
-            )
+        if schedule is not None and schedule != ON_NEW_RECORDS:
+            self.cron(schedule, "schedule", f"a cron string, a preset like '@hourly' or {ON_NEW_RECORDS!r}")
         if "min_interval_seconds" in raw and schedule != ON_NEW_RECORDS:
             raise self.fail("min_interval_seconds", f"applies to `schedule: {ON_NEW_RECORDS}` only; remove it")
         default = TombstoneMode.DELETE if fmt is Format.DEBEZIUM else SPEC_DEFAULTS["tombstones"]
@@ -149,7 +165,9 @@ class _SpecParser:
             max_dead_letter_ratio=float(ratio),
             schedule=schedule,
             min_interval_seconds=self.positive_int(raw, "min_interval_seconds"),
-            reconcile_cron=str(reconcile.get("cron", SPEC_DEFAULTS["reconcile.cron"])),
+            reconcile_cron=self.cron(
+                reconcile.get("cron", SPEC_DEFAULTS["reconcile.cron"]), "reconcile.cron", "a cron string or a preset"
+            ),
             auto_heal=bool(reconcile.get("auto_heal", SPEC_DEFAULTS["reconcile.auto_heal"])),
             owner=str(raw.get("owner", SPEC_DEFAULTS["owner"])),
             description=str(raw.get("description") or SPEC_DEFAULTS["description"]).strip(),

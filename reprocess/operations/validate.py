@@ -18,14 +18,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-import yaml
 from sqlalchemy import Engine
 
-from reprocess.core.errors import SpecError
+from reprocess.core.errors import SpecError, SpecSchemaError
 from reprocess.core.ordering import UNORDERED_POSITIONS
 from reprocess.core.sample import SampleRecord, SampleResult
 from reprocess.core.spec import PipelineSpec
-from reprocess.core.spec_parse import parse_spec, spec_schema
+from reprocess.core.spec_parse import parse_spec
+from reprocess.core.spec_schema import schema_problems
+from reprocess.core.spec_yaml import load_spec_yaml
 from reprocess.operations.dead_columns import dead_columns
 from reprocess.operations.findings import Finding, Severity
 from reprocess.postgres.evolve import table_diff
@@ -54,42 +55,28 @@ class Report:
 
 
 def validate_offline(paths: Iterable[Path]) -> Report:
-    """Schema and rules of every spec file under ``paths`` (files or folders of ``*.yaml``)."""
-    from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
-
-    validator = Draft202012Validator(spec_schema())
+    """Schema and rules of every spec file under ``paths`` (files or folders of ``*.yaml``): the
+    same reading as the DAG factory's (:func:`~reprocess.core.spec_parse.parse_spec`), with every
+    schema problem listed rather than the first."""
     report = Report()
     for path in _spec_files(paths, report):
         try:
-            raw = yaml.safe_load(path.read_text())
-        except yaml.YAMLError as exc:
+            raw = load_spec_yaml(path)
+        except SpecError as exc:
+            fix = "fix the YAML at the position shown"
+            report.findings.append(Finding(str(path), "yaml", Severity.ERROR, _problem_of(exc, path), fix))
+            continue
+        for problem in schema_problems(raw):
             report.findings.append(
-                Finding(
-                    str(path),
-                    "yaml",
-                    Severity.ERROR,
-                    f"not valid YAML: {exc}",
-                    "fix the YAML syntax at the position shown",
-                )
+                Finding(str(path), "schema", Severity.ERROR, f"{problem.field}: {problem.problem}", problem.fix)
             )
-            continue
-        schema_errors = sorted(validator.iter_errors(raw), key=lambda e: list(map(str, e.absolute_path)))
-        for error in schema_errors:
-            report.findings.append(_schema_finding(str(path), error))
-        if schema_errors:
-            continue
         try:
             report.specs.append(parse_spec(raw, source=str(path)))
-        except SpecError as exc:
-            report.findings.append(
-                Finding(
-                    str(path),
-                    "spec",
-                    Severity.ERROR,
-                    str(exc).removeprefix(f"{path}: "),
-                    "change the field as the problem says",
-                )
-            )
+        except SpecSchemaError:
+            pass  # listed above, one finding per place (the DAG factory's broken-spec DAG shows them all)
+        except SpecError as exc:  # the words the DAG factory's broken-spec DAG shows, too
+            fix = "change the field as the problem says"
+            report.findings.append(Finding(str(path), "spec", Severity.ERROR, _problem_of(exc, path), fix))
     seen: dict[str, str] = {}
     for spec in report.specs:
         if spec.name in seen:
@@ -152,40 +139,8 @@ def _spec_files(paths: Iterable[Path], report: Report) -> list[Path]:
     return files
 
 
-def _schema_finding(source: str, error: Any) -> Finding:
-    """A JSON Schema error as the field it names, what is wrong and what to write instead.
-
-    A ``oneOf`` failure (a column as a type name or a mapping) is reported as its most relevant
-    branch's error ("'money' is not one of ..."), not as "not valid under any of the schemas".
-    """
-    from difflib import get_close_matches
-
-    from jsonschema.exceptions import best_match  # type: ignore[import-untyped]
-
-    form = ("type", "enum", "pattern", "oneOf", "anyOf")
-    while error.validator in ("oneOf", "anyOf") and error.context:
-        # A branch refusing the instance's whole form (a mapping is not a type name, a name matches no
-        # pattern) says the least; of those, the list of names says the most.
-        deeper = [e for e in error.context if e.relative_path or e.validator not in form]
-        named = [e for e in error.context if e.validator == "enum"]
-        nested = [e for e in error.context if e.validator in ("oneOf", "anyOf")]
-        found = deeper or named or nested or error.context
-        error = found[0] if len(found) == 1 else best_match(found)  # best_match descends on its own
-    where = ".".join(map(str, error.absolute_path)) or "(top level)"
-    schema = error.schema if isinstance(error.schema, Mapping) else {}
-    if error.validator == "additionalProperties":
-        allowed = sorted(schema.get("properties", {}))
-        unknown = [k for k in error.instance if k not in allowed] if isinstance(error.instance, Mapping) else []
-        close = {k: get_close_matches(str(k), allowed, n=1) for k in unknown}
-        fix = "; ".join(f"{k!r}: did you mean {m[0]!r}?" if m else f"remove {k!r}" for k, m in close.items())
-        fix += f" (allowed here: {', '.join(allowed)})"
-    elif error.validator == "required":
-        fix = "add the field"
-    elif error.validator == "enum":
-        fix = f"use one of {', '.join(map(repr, schema.get('enum', ())))}"
-    else:
-        fix = schema.get("description") or f"see reprocess/core/spec.schema.json at {where}"
-    return Finding(source, "schema", Severity.ERROR, f"{where}: {error.message}", fix)
+def _problem_of(error: SpecError, path: Path) -> str:
+    return str(error).removeprefix(f"{path}: ")
 
 
 def validate_online(

@@ -16,7 +16,7 @@ from jsonschema import Draft202012Validator
 
 from reprocess.core.ordering import OrderingMode
 from reprocess.core.spec import SPEC_DEFAULTS, SPEC_FIELDS, ColumnType, PipelineSpec, file_keys
-from reprocess.core.spec_parse import spec_schema
+from reprocess.core.spec_schema import spec_schema
 
 REPO = Path(__file__).resolve().parents[2]
 
