@@ -56,7 +56,7 @@ def decode(records: DataFrame, spec: PipelineSpec, schemas: WriterSchemas) -> Da
     parsed = derive.with_derived(parsed, spec, value_ref, json.raw_name)
     cases = [
         *json.tombstone_cases(spec),
-        "WHEN value IS NULL OR length(value) = 0 THEN 'empty value'",
+        *json.empty_value_cases(),
         f"WHEN length(value) > {spec.max_record_bytes} THEN concat('oversized value: ', length(value), "
         f"' bytes > max_record_bytes {spec.max_record_bytes}')",
         *avro_schema.framing_cases("value", PREFIX, by_id, subjects),

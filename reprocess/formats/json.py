@@ -288,11 +288,22 @@ def refused_cases() -> list[str]:
     ]
 
 
+def empty_value_cases() -> list[str]:
+    """The CASE branches of a record with no value: a tombstone the spec keeps as a dead letter
+    (``tombstones: dead_letter``; with ``delete`` :func:`tombstone_cases` took it first), said as
+    such (it is the spec's rule, not a broken producer: the dead-letter ratio does not count it),
+    and an empty value."""
+    return [
+        "WHEN value IS NULL THEN 'tombstone (null value) kept as a dead letter by tombstones dead_letter'",
+        "WHEN length(value) = 0 THEN 'empty value'",
+    ]
+
+
 def _error_expression(spec: PipelineSpec, lay: json_udf.Layout) -> str:
     """A CASE that names the first problem of a record, or NULL for a good one (or a tombstone)."""
     cases = tombstone_cases(spec)
     cases += [
-        "WHEN value IS NULL OR length(value) = 0 THEN 'empty value'",
+        *empty_value_cases(),
         f"WHEN length(value) > {spec.max_record_bytes} THEN concat('oversized value: ', length(value), "
         f"' bytes > max_record_bytes {spec.max_record_bytes}')",
         *refused_cases(),

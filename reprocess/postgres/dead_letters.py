@@ -47,13 +47,17 @@ def dead_letters_sql(stage: sql.Composable) -> sql.Composed:
     ).format(stage=stage, dead=sql.Literal(DEAD))
 
 
-def known_dead_letters_sql(stage: sql.Composable) -> sql.Composed:
-    """Stage dead rows that are already open dead letters (a replay or a redrive read them again
-    and they still fail): not new, so the dead-letter ratio does not count them. Binds ``pipeline``."""
+def known_dead_letters_sql(stage: sql.Composable, *, tombstones_dead: bool) -> sql.Composed:
+    """Two counts of the stage's dead rows: those already open dead letters (a replay or a redrive
+    read them again and they still fail: not new), and the new ones the spec itself makes, a
+    tombstone kept by ``tombstones: dead_letter`` (``tombstones_dead``; a null value, so a NULL
+    ``_raw_value``): the dead-letter ratio counts neither. Binds ``pipeline``."""
+    by_rule = sql.SQL("d.pipeline IS NULL AND s._raw_value IS NULL") if tombstones_dead else sql.SQL("false")
     return sql.SQL(
-        "SELECT count(*) FROM {stage} s JOIN reprocess.dead_letters d ON d.pipeline = %(pipeline)s "
-        "AND {same_record} AND d.resolved_run_id IS NULL WHERE s._kind = {dead}"
-    ).format(stage=stage, same_record=dead_letter_of("d", "s"), dead=sql.Literal(DEAD))
+        "SELECT count(d.pipeline), count(*) FILTER (WHERE {by_rule}) FROM {stage} s "
+        "LEFT JOIN reprocess.dead_letters d ON d.pipeline = %(pipeline)s AND {same_record} "
+        "AND d.resolved_run_id IS NULL WHERE s._kind = {dead}"
+    ).format(stage=stage, same_record=dead_letter_of("d", "s"), dead=sql.Literal(DEAD), by_rule=by_rule)
 
 
 def resolve_dead_letters_sql(stage: sql.Composable) -> sql.Composed:

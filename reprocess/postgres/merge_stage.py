@@ -107,24 +107,31 @@ def _check_dead_letter_ratio(
 ) -> None:
     """Refuse a stage whose NEW dead letters exceed ``max_dead_letter_ratio`` of the records that can land.
 
-    Records that are already open dead letters and fail again (a replay, or a redrive of one
-    error kind that re-reads another kind between them) are neither new nor able to land, so
-    they count on neither side. A batch is judged with its whole run: the run's committed
-    batches, and the offsets its later batches have still to read (at most one record each), so
-    a burst inside one batch is judged as the unbatched run would be, and a refused incremental's
-    next run, which starts at the same offsets, dilutes the burst with every record that arrived since.
+    The ratio guards against a broken producer, so it judges the records a producer broke:
+    - records that are already open dead letters and fail again (a replay, or a redrive of one
+      error kind that re-reads another kind between them) are neither new nor able to land, so
+      they count on neither side;
+    - tombstones the spec keeps as dead letters (``tombstones: dead_letter``) are the spec's own
+      rule, not a fault: they count on neither side either, so an incremental of 3 records with 1
+      tombstone commits (the tombstone is still a dead letter, counted in the run's summary).
+    A batch is judged with its whole run: the run's committed batches, and the offsets its later
+    batches have still to read (at most one record each), so a burst inside one batch is judged
+    as the unbatched run would be, and a refused incremental's next run, which starts at the same
+    offsets, dilutes the burst with every record that arrived since.
     """
     with pg_cursor(conn) as cur:
-        cur.execute(known_dead_letters_sql(stage), {"pipeline": owner})
-        known = int(one_row(cur)[0])
+        tombstones_dead = spec.tombstones is TombstoneMode.DEAD_LETTER
+        cur.execute(known_dead_letters_sql(stage, tombstones_dead=tombstones_dead), {"pipeline": owner})
+        known, by_rule = (int(x) for x in one_row(cur))
     run = conn.execute(queries.RUN_BATCH_SIBLINGS, {"run_id": run_id}).one()
-    new_dead = dead - known + int(run.new_dead)
-    landable = records - known + int(run.landable) + int(run.unread)
+    new_dead = dead - known - by_rule + int(run.new_dead)
+    landable = records - known - by_rule + int(run.landable) + int(run.unread)
     if landable and new_dead / landable > spec.max_dead_letter_ratio:
         raise StageRefusedError(
             f"{spec.name}: run {run_id} has {new_dead} new dead letters in {landable} records that can land "
             f"({new_dead / landable:.1%} > max_dead_letter_ratio {spec.max_dead_letter_ratio:.1%}; its records read "
-            f"again that were dead letters already and still fail do not count: {known}); nothing was committed. "
+            f"again that were dead letters already and still fail do not count: {known}; nor tombstones kept as "
+            f"dead letters by the spec: {by_rule}); nothing was committed. "
             "Inspect the stage, fix the producer or the spec, or raise the threshold.",
             pipeline=spec.name,
             run_id=run_id,

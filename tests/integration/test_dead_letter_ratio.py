@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from sqlalchemy import text
 
+from reprocess.core.errors import StageRefusedError
 from reprocess.core.names import child_run_id
 from reprocess.core.ranges import OffsetRange
 from reprocess.core.spec import PipelineSpec
@@ -97,3 +99,24 @@ def test_a_burst_of_bad_records_inside_one_batch_is_judged_against_the_whole_run
     assert (result.records_read, result.dead_letters) == (3000, 100)
     assert _rows(engine, spec) == {f"k{o}": o for o in range(3000) if o not in burst}
     assert _open_dead(engine, spec) == dict.fromkeys(burst, "malformed JSON or not a JSON object")
+
+
+def test_a_small_incremental_with_a_tombstone_the_spec_keeps_as_a_dead_letter_commits(engine, db_url, unique_name):
+    """Under column ordering a tombstone can only be a dead letter (``tombstones: dead_letter``): that is the
+    spec's rule, not a broken producer, so 1 tombstone in 3 records (33 % > 5 %) does not refuse the run; the
+    tombstone is still a dead letter. One malformed record in the next 3 still does: the ratio guards the producer."""
+    spec = parse_spec(
+        {"name": unique_name, "topics": [unique_name], "key": ["id"], "target_table": f"{unique_name}.items",
+         "columns": {"id": "text", "amount": {"type": "bigint", "required": True}},
+         "ordering": {"mode": "column", "column": "amount"}, "max_dead_letter_ratio": 0.05},
+        source=f"{unique_name}.yaml",
+    )  # fmt: skip
+    tombstone = "tombstone (null value) kept as a dead letter by tombstones dead_letter"
+    first = [_good(0), Record(0, 1, None, error=tombstone, tombstone=True), _good(2)]
+    result = stage_and_commit(engine, db_url, spec, f"{unique_name}-1", first, kind="incremental")
+
+    assert (result.records_read, result.dead_letters) == (3, 1)
+    assert _rows(engine, spec) == {"k0": 0, "k2": 2}
+    assert _open_dead(engine, spec) == {1: tombstone}
+    with pytest.raises(StageRefusedError, match="1 new dead letters in 3 records"):
+        stage_and_commit(engine, db_url, spec, f"{unique_name}-2", [_good(3), Record(0, 4, None), _good(5)])

@@ -44,7 +44,8 @@ _ARROW: dict[ColumnType, pa.DataType] = {
 @dataclass(frozen=True, slots=True)
 class Record:
     """One Kafka record as the Spark job stages it: parsed ``values`` (None = a dead letter);
-    a tombstone (``tombstones: delete``) has only its key columns in ``values``."""
+    a tombstone (``tombstones: delete``) has only its key columns in ``values``; one the spec keeps
+    as a dead letter (``tombstones: dead_letter``) has None, and no raw value."""
 
     partition: int
     offset: int
@@ -93,7 +94,7 @@ def _stage_row(spec: PipelineSpec, r: Record) -> dict[str, Any]:
             "_records": 1,
             "_error": None if good else r.error,
             "_raw_key": None if good else b"k".hex().upper(),
-            "_raw_value": None if good else f"bad-{r.partition}-{r.offset}".encode().hex().upper(),
+            "_raw_value": None if good or r.tombstone else f"bad-{r.partition}-{r.offset}".encode().hex().upper(),
         }
     )
     return row
