@@ -17,7 +17,16 @@ from reprocess.airflow.hooks import (
     spark_connect_url,
 )
 from reprocess.airflow.spark_task import SparkJobOperator
-from reprocess.core.errors import ConnectionConfigError, DataLossError, FencedRunError, ReconciliationGap, SpecError
+from reprocess.core.errors import (
+    ConnectionConfigError,
+    DataLossError,
+    FencedRunError,
+    ReconciliationGap,
+    RunStateError,
+    SpecError,
+    StageRefusedError,
+    StalePlanError,
+)
 from reprocess.core.spec import PipelineSpec
 
 log = logging.getLogger(__name__)
@@ -29,9 +38,15 @@ SPARK_POOL_SLOTS: Final = 2
 SPARK_POOL_DESCRIPTION: Final = "Spark jobs of the reprocessing pipelines"
 SAMPLE_PER_PARTITION: Final = 100  # records the dry run decodes per partition (reprocess validate's default)
 
-# Validation, connection and fencing errors fail at once: retrying cannot change the answer.
+# Validation, connection, fencing and refusal errors fail at once: retrying cannot change the
+# answer, and a retry's own error ("run is failed, not staged") would only hide the cause.
 RETRY_POLICY: Final = ExceptionRetryPolicy(
     rules=[
+        RetryRule(exception=StageRefusedError, action=RetryAction.FAIL, reason="the commit refused the stage"),
+        RetryRule(exception=StalePlanError, action=RetryAction.FAIL, reason="the plan is stale"),
+        RetryRule(
+            exception=RunStateError, action=RetryAction.FAIL, reason="the run is not in the state the task needs"
+        ),
         RetryRule(exception=SpecError, action=RetryAction.FAIL, reason="invalid request or spec"),
         RetryRule(exception=ConnectionConfigError, action=RetryAction.FAIL, reason="a connection needs setting"),
         RetryRule(exception=DataLossError, action=RetryAction.FAIL, reason="data loss needs a decision"),
@@ -42,7 +57,7 @@ RETRY_POLICY: Final = ExceptionRetryPolicy(
 
 
 def default_args(spec: PipelineSpec) -> dict[str, Any]:
-    """Retries with backoff; validation, connection, fencing and data-loss errors are never retried."""
+    """Retries with backoff; validation, connection, fencing, refusal and data-loss errors are never retried."""
     return {
         "owner": spec.owner,
         "retries": 2,

@@ -84,7 +84,12 @@ MARK_FAILED: Final = text(
 )
 
 # A task attempt's error, state kept: a retry may still stage or commit the run (staging clears it).
-RECORD_ERROR: Final = text("UPDATE reprocess.runs SET error = :error WHERE run_id = :run_id AND state <> 'committed'")
+# A failed run keeps the error it failed with: that is the cause, and a later attempt's error (the
+# run "is failed, not staged") only a consequence of it.
+RECORD_ERROR: Final = text(
+    "UPDATE reprocess.runs SET error = :error WHERE run_id = :run_id "
+    "AND state <> 'committed' AND NOT (state = 'failed' AND error IS NOT NULL)"
+)
 
 # The dead-letter ratio of a batch is judged over its whole run (merge_stage._check_dead_letter_ratio):
 # what the run's committed batches landed and found new, and the offsets its other batches have

@@ -137,3 +137,27 @@ def test_a_run_whose_spark_task_waits_on_a_missing_pool_says_so_in_its_note(kafk
         note = DagRun.find(dag_id=dr.dag_id, run_id=dr.run_id, session=session)[0].note or ""
     assert "pool `spark` does not exist" in note and "spark_read_stage stays in `scheduled`" in note
     assert "`reprocess init`" in note
+
+
+@pytest.mark.integration("spark")
+def test_a_run_refused_for_its_dead_letters_fails_at_once_and_its_note_keeps_the_cause(
+    kafka_config, engine, unique_name
+):
+    """A commit refused for its dead-letter ratio is not retried (retrying cannot change the answer), and no
+    later error replaces the cause: the run note says the ratio, not "is failed, not staged"."""
+    from airflow.models.dagrun import DagRun
+    from airflow.utils.session import create_session
+
+    spec = orders_spec(unique_name, unique_name, max_dead_letter_ratio=0.05)
+    demo_data.create_topic(kafka_config, unique_name, 1)
+    demo_data.produce(kafka_config, unique_name, 1, demo_data.order_events(10, 1), malformed=[b"not json"] * 10)
+
+    dr = run_dag(spec, "backfill")
+
+    commit = dr.get_task_instance("commit_transaction")
+    assert (dr.state, commit.state, commit.try_number) == ("failed", "failed", 1)
+    (run,) = runs(engine, spec)
+    assert run.state == "failed" and "max_dead_letter_ratio" in run.error and "not staged" not in run.error, run.error
+    with create_session() as session:
+        note = DagRun.find(dag_id=dr.dag_id, run_id=dr.run_id, session=session)[0].note or ""
+    assert "max_dead_letter_ratio" in note and "not staged" not in note, note
