@@ -49,6 +49,10 @@ def pipeline_status_text(p: PipelineOverview, cells: Sequence[CalendarCell]) -> 
     ]  # fmt: skip
     lines.append(table(STATUS_COLUMNS, rows))
     lines += [f"  {held}" for x in p.partitions if (held := x.held_text())]
+    if p.latest_run and p.latest_run != p.last_run:
+        at = p.latest_at.isoformat(timespec="seconds") if p.latest_at else "?"
+        cause = f": {p.latest_error}" if p.failed and p.latest_error else ""
+        lines.append(f"  LATEST RUN {p.latest_run} ({at}) {p.latest_state}{cause}")
     lines.append(calendar_text(cells))
     return "\n".join(lines)
 

@@ -29,8 +29,10 @@ SUMMARY: Final = "coverage and lag per partition (like kafka-consumer-groups --d
 DESCRIPTION: Final = (
     "Per pipeline and partition: log start, ledger, log end (latest snapshot), lag, the run that last moved "
     "the ledger and the latest reconciliation verdict. Reads Postgres only. A spec'd pipeline that never "
-    "ran is listed with the DAG that starts it (with --live, its topics' backlog on the broker now). A spec "
-    "file that does not load is reported with its error and fix (exit 1); the other pipelines are still listed."
+    "ran is listed with the DAG that starts it (with --live, its topics' backlog on the broker now). A pipeline "
+    "whose newest run failed shows that run, its state and cause apart from the run that last moved the ledger "
+    "(exit 1). A spec file that does not load is reported with its error and fix (exit 1); the other pipelines "
+    "are still listed."
 )
 
 
@@ -103,10 +105,15 @@ def run(args: argparse.Namespace) -> int:
             for p in pipelines
         ] + [w.as_dict() for w in waiting] + [b.as_dict() for b in broken]  # fmt: skip
         print(json.dumps(sorted(out, key=lambda p: p["name"]), indent=2))
-        return EXIT_FOUND if broken else EXIT_OK
+        return _exit(pipelines, broken)
     texts = [(p.name, pipeline_status_text(p, calendars[p.name])) for p in pipelines]
     texts += [(w.name, never_ran_text(w)) for w in waiting]
     findings = [broken_spec_text(b) for b in broken]
     if texts or findings:
         print("\n\n".join([*(text for _, text in sorted(texts)), *findings]))
-    return EXIT_FOUND if broken else EXIT_OK
+    return _exit(pipelines, broken)
+
+
+def _exit(pipelines: list[coverage.PipelineOverview], broken: list[BrokenSpec]) -> int:
+    """1 when a spec does not load or a pipeline's newest run failed (a check in a script sees it), else 0."""
+    return EXIT_FOUND if broken or any(p.failed for p in pipelines) else EXIT_OK

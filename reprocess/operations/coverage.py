@@ -132,10 +132,14 @@ class PipelineOverview(View):
     name: str
     target_table: str
     topics: tuple[str, ...] = field(metadata=column(read=lambda topics: tuple(topics or ())))
-    last_run: str | None
+    last_run: str | None  # the run that last moved the ledger
     last_committed_at: datetime | None
     dag_id: str | None
     dag_run_id: str | None
+    latest_run: str | None  # the newest run, whatever its state: a failure shows here first
+    latest_state: str | None
+    latest_error: str | None
+    latest_at: datetime | None
     lag: int = field(init=False)  # the partitions' lags
     unstable: int = field(init=False)  # the partitions' offsets held above their LSO by open transactions
     unread_since: datetime | None = field(init=False)  # the partitions' oldest
@@ -145,6 +149,11 @@ class PipelineOverview(View):
     verdict_window: datetime | None = field(metadata=column(key="reconciled_window"))
     risk: str = field(init=False)  # the partitions' worst
     partitions: tuple[PartitionCoverage, ...] = field(metadata=column(show=len))
+
+    @property
+    def failed(self) -> bool:
+        """The newest run failed: ``reprocess status`` exits non-zero until a run succeeds again."""
+        return self.latest_state == "failed"
 
     def __post_init__(self) -> None:
         risks = {p.risk for p in self.partitions}

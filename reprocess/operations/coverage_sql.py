@@ -88,13 +88,15 @@ SELECT parts.pipeline, parts.topic, parts.partition,
 """
 )
 
-# Per pipeline: its spec's topics, its last committed run, dead letters of the last day, its
-# incomplete values and the verdict of its latest reconciled window (the worst partition's: a gap,
-# else not yet stable, else ok).
+# Per pipeline: its spec's topics, its last committed run, its latest run whatever its state (a batch
+# is its parent's), dead letters of the last day, its incomplete values and the verdict of its latest
+# reconciled window (the worst partition's: a gap, else not yet stable, else ok).
 PIPELINE_FACTS: Final = text(
     """
 SELECT p.name, p.target_table, p.spec -> 'topics' AS topics,
        last.run_id AS last_run, last.committed_at AS last_committed_at, last.dag_id, last.dag_run_id,
+       latest.run_id AS latest_run, latest.state AS latest_state, latest.error AS latest_error,
+       latest.created_at AS latest_at,
        (SELECT count(*) FROM reprocess.dead_letters d
          WHERE d.pipeline = p.name AND d.created_at > now() - interval '1 day') AS dead_letters_day,
        (SELECT count(*) FROM reprocess.incomplete_values i WHERE i.pipeline = p.name) AS values_incomplete,
@@ -103,6 +105,9 @@ SELECT p.name, p.target_table, p.spec -> 'topics' AS topics,
   LEFT JOIN LATERAL (
         SELECT run_id, committed_at, dag_id, dag_run_id FROM reprocess.runs r
          WHERE r.pipeline = p.name AND r.state = 'committed' ORDER BY committed_at DESC LIMIT 1) last ON true
+  LEFT JOIN LATERAL (
+        SELECT run_id, state, error, created_at FROM reprocess.runs r
+         WHERE r.pipeline = p.name AND r.parent_run_id IS NULL ORDER BY created_at DESC LIMIT 1) latest ON true
   LEFT JOIN LATERAL (
         SELECT x.window_start, CASE WHEN bool_and(x.verdict = 'ok') THEN 'ok'
                                     WHEN bool_or(x.verdict = 'gap') THEN 'gap' ELSE 'not yet stable' END AS verdict

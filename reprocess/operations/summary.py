@@ -127,7 +127,7 @@ def format_note(summary: dict[str, Any] | None, state: str, error: str | None) -
     return (
         f"**{head}** · {summary['records_read']} records read ({summary.get('records_filtered', 0)} filtered) · "
         f"{summary['rows_upserted']} rows upserted "
-        f"({_kinds(summary)}) · "
+        f"({_kinds(summary)}) · {summary.get('rows_deleted', 0)} rows deleted · "
         f"{summary['dead_letters']} dead letters found ({summary.get('dead_letters_new', 0)} new) · "
         f"lost: {lost} · {summary['wall_seconds']} s"
         + (f" · {summary['stale_message']}" if summary.get("stale_message") else "")

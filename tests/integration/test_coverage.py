@@ -12,10 +12,12 @@ import pytest
 from sqlalchemy import text
 
 from bench.coverage import seed
+from reprocess.core.errors import StageRefusedError
 from reprocess.kafka import demo_data
 from reprocess.kafka.clients import make_admin
 from reprocess.operations import coverage
 from tests.support.helpers import log_ends, orders_spec
+from tests.support.staging import T0, Record, stage_and_commit
 
 pytestmark = pytest.mark.integration("postgres")
 
@@ -138,9 +140,9 @@ def test_status_lists_a_spec_that_never_ran_with_the_dag_that_starts_it_and_its_
     produced = demo_data.produce(kafka_config, unique_name, 2, demo_data.order_events(40, 2, seed=37), malformed=())
     ends = log_ends(produced)
 
-    def status(*args: str) -> str:
+    def status(*args: str, code: int | None = 0) -> str:
         out = subprocess.run(["reprocess", "status", *args], capture_output=True, text=True)
-        assert out.returncode == 0, out.stderr[-2000:]
+        assert code is None or out.returncode == code, out.stderr[-2000:]
         return out.stdout
 
     dag = f"reprocess_{unique_name}_backfill"
@@ -160,7 +162,7 @@ def test_status_lists_a_spec_that_never_ran_with_the_dag_that_starts_it_and_its_
     assert (as_json["never_ran"], as_json["start_dag"], as_json["backlog"]) == (True, dag, sum(ends.values()))
     assert {p["partition"]: p["backlog"] for p in as_json["partitions"]} == ends
 
-    listed = {p["name"]: p for p in json.loads(status("--json"))}
+    listed = {p["name"]: p for p in json.loads(status("--json", code=None))}  # 1 when another test's run failed
     assert listed[spec.name]["never_ran"] and listed[spec.name]["partitions"] is None
     assert all(not p["never_ran"] for name, p in listed.items() if name != spec.name)
 
@@ -185,7 +187,7 @@ def test_status_lists_the_healthy_specs_and_reports_a_broken_one_as_a_finding(en
         assert out.returncode == code, out.stdout[-2000:] + out.stderr[-2000:]
         return out.stdout
 
-    text = status(code=1)
+    text = status(code=1)  # (a failed run of another test's pipeline exits 1 as well)
     assert f"PIPELINE {spec.name} (target {spec.qualified_target}; never ran:" in text, text
     assert f"BROKEN SPEC {typo}: its pipeline is not listed until the file loads" in text, text
     assert "field 'columns.id.type': 'money' is not one of" in text and f"`reprocess validate {typo}`" in text, text
@@ -198,3 +200,40 @@ def test_status_lists_the_healthy_specs_and_reports_a_broken_one_as_a_finding(en
     [alone] = json.loads(status(spec.name, "--json", code=0))
     assert alone["name"] == spec.name and alone["never_ran"]
     assert "BROKEN SPEC" in status(typo.stem, code=1)
+
+
+def test_status_shows_a_failed_newest_run_with_its_cause_apart_from_the_ledger_run_and_exits_1(
+    engine, db_url, unique_name
+):
+    """The newest run failed (its commit refused for its dead letters): ``status`` shows it with its state and
+    cause beside the run that last moved the ledger, and exits 1 (text and JSON); a run that commits after it
+    ends both."""
+    spec = orders_spec(unique_name, unique_name, max_dead_letter_ratio=0.05)
+
+    def order(offset: int) -> Record:
+        values = {"order_id": f"o{offset}", "customer_id": "c", "status": "new", "updated_at": T0}
+        return Record(0, offset, values)
+
+    def status(*args: str, code: int) -> str:
+        out = subprocess.run(["reprocess", "status", spec.name, *args], capture_output=True, text=True)
+        assert out.returncode == code, out.stdout[-2000:] + out.stderr[-2000:]
+        return out.stdout
+
+    stage_and_commit(engine, db_url, spec, f"{unique_name}-1", [order(0), order(1)])
+    refused = f"{unique_name}-2"
+    with pytest.raises(StageRefusedError):
+        stage_and_commit(engine, db_url, spec, refused, [order(2), Record(0, 3, None), Record(0, 4, None)])
+
+    text = status(code=1)
+    latest = next(line for line in text.splitlines() if "LATEST RUN" in line)
+    assert refused in latest and " failed: " in latest and "max_dead_letter_ratio" in latest, text
+    assert f"{unique_name}-1" in text  # the ledger's run, on its partition's row
+    [as_json] = json.loads(status("--json", code=1))
+    assert (as_json["latest_run"], as_json["latest_state"], as_json["last_run"]) == (
+        refused,
+        "failed",
+        f"{unique_name}-1",
+    )
+
+    stage_and_commit(engine, db_url, spec, f"{unique_name}-3", [order(5)])
+    assert "LATEST RUN" not in status(code=0)
