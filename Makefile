@@ -1,9 +1,10 @@
 # The two commands on a fresh clone: `make demo` and `make test`. Each installs what is
-# missing and starts the services it needs.
+# missing and starts the services it needs. `make test-all` is `make test` plus the long tier
+# (tests/long_tier.txt: the install into a fresh Airflow, the standalone cluster, the CDC lives); CI runs it.
 SHELL := /bin/bash
 ENV := source scripts/env.sh &&
 
-.PHONY: install services stop demo test lint up down cluster cluster-stop bench soak clean
+.PHONY: install services stop demo test test-all lint up down cluster cluster-stop bench soak clean
 
 install:
 	@scripts/bootstrap.sh
@@ -19,6 +20,9 @@ demo: services
 
 test: services
 	@$(ENV) scripts/run_tests.sh $(PYTEST_ARGS)
+
+test-all: services
+	@$(ENV) REPROCESS_TEST_TIER=all scripts/run_tests.sh $(PYTEST_ARGS)
 
 # The Airflow UI (airflow standalone) on 127.0.0.1, port REPROCESS_UI_PORT (18080); prints URL, user, password.
 up: services

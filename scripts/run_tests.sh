@@ -10,23 +10,27 @@
 # When a part fails, scripts/test_report.py prints each failed test's id, the end of its error and
 # its services' log lines of the same seconds, and keeps those logs there too.
 # Arguments go to every pytest run. REPROCESS_TEST_WORKERS=0 runs the first part in one process.
+# REPROCESS_TEST_TIER=all (`make test-all`) adds the long tier (tests/long_tier.txt, marked `long`);
+# the default (`make test`) leaves it out.
 set -u
+tier=" and not long"
+[[ ${REPROCESS_TEST_TIER:-fast} == all ]] && tier=""
 reports="${REPROCESS_STATE_DIR:-.state}/test-reports"
 rm -rf "$reports" && mkdir -p "$reports"
 # xunit1: the XML keeps each test's properties (its id, start time and services).
 junit=(-o junit_family=xunit1 --junitxml)
-python -m pytest -m lane --durations=5 "${junit[@]}" "$reports/lane.xml" "$@" >"$reports/lane.out" 2>&1 &
+python -m pytest -m "lane$tier" --durations=5 "${junit[@]}" "$reports/lane.xml" "$@" >"$reports/lane.out" 2>&1 &
 lane_pid=$!
-REPROCESS_TEST_LANE=cluster python -m pytest -m cluster_lane --durations=5 "${junit[@]}" "$reports/cluster.xml" "$@" \
+REPROCESS_TEST_LANE=cluster python -m pytest -m "cluster_lane$tier" --durations=5 "${junit[@]}" "$reports/cluster.xml" "$@" \
   >"$reports/cluster.out" 2>&1 &
 cluster_pid=$!
-REPROCESS_TEST_LANE=install python -m pytest -m install_lane --durations=5 "${junit[@]}" "$reports/install.xml" "$@" \
+REPROCESS_TEST_LANE=install python -m pytest -m "install_lane$tier" --durations=5 "${junit[@]}" "$reports/install.xml" "$@" \
   >"$reports/install.out" 2>&1 &
 install_pid=$!
 # A crashed worker stops the run (no replacement: a replaced worker can leave the run waiting).
 # Files are handed out in collection order, the long ones first (tests/conftest.py LONG_FILES).
 python -m pytest -n "${REPROCESS_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder --max-worker-restart=0 \
-  -m "not serial and not lane and not cluster_lane and not install_lane" --durations=15 "${junit[@]}" "$reports/parallel.xml" "$@" 2>&1 | tee "$reports/parallel.out"
+  -m "not serial and not lane and not cluster_lane and not install_lane$tier" --durations=15 "${junit[@]}" "$reports/parallel.xml" "$@" 2>&1 | tee "$reports/parallel.out"
 parallel=${PIPESTATUS[0]}
 wait "$lane_pid"
 lane=$?
@@ -40,7 +44,7 @@ echo "---- the cluster lane tests (run beside the parallel part) ----"
 cat "$reports/cluster.out"
 echo "---- the install lane test (run beside the parallel part) ----"
 cat "$reports/install.out"
-python -m pytest -m serial --durations=5 "${junit[@]}" "$reports/serial.xml" "$@" 2>&1 | tee "$reports/serial.out"
+python -m pytest -m "serial$tier" --durations=5 "${junit[@]}" "$reports/serial.xml" "$@" 2>&1 | tee "$reports/serial.out"
 serial=${PIPESTATUS[0]}
 python scripts/test_report.py "$reports" parallel=$parallel lane=$lane cluster=$cluster install=$install serial=$serial
 # 5: no test collected (e.g. PYTEST_ARGS named only tests of another part).

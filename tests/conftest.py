@@ -72,10 +72,24 @@ LONG_FILES = (
 )  # fmt: skip
 
 
+# The long tier (`make test-all` runs it; `make test` leaves it out): the test ids, or files, that
+# tests/long_tier.txt lists, one per line (`#` starts a comment): the ones over 60 s in the measured
+# runs (scripts/test_times.py, docs/testing.md), the install, the standalone cluster, the CDC lives.
+LONG_TIER = REPO / "tests" / "long_tier.txt"
+
+
+def _long_tier() -> tuple[str, ...]:
+    lines = (line.split("#", 1)[0].strip() for line in LONG_TIER.read_text().splitlines())
+    return tuple(line for line in lines if line)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark ``lane`` the tests that use Kafka Connect, ``cluster_lane`` the others that run the
-    standalone cluster or use the registry, and put the long files first."""
+    standalone cluster or use the registry, ``long`` those of the long tier, and put the long files first."""
+    long_tier = _long_tier()
     for item in items:
+        if item.nodeid.startswith(long_tier):
+            item.add_marker(pytest.mark.long)
         fixtures = set(getattr(item, "fixturenames", ()))
         if item.get_closest_marker("serial") or item.get_closest_marker("install_lane"):
             continue
