@@ -38,6 +38,16 @@ CRON_PRESETS: Final = frozenset(
     {"@once", "@continuous", "@hourly", "@daily", "@weekly", "@monthly", "@quarterly", "@yearly"}
 )
 _IDENT: Final = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+# Issue 36: a change event leaves unchanged TOASTed values out, and the commit resolves them in
+# PostgreSQL after Spark ran (reprocess.postgres.left_out): a transform would see NULL there.
+_LEFT_OUT_TRANSFORM: Final = (
+    "a debezium pipeline cannot have a transform over columns a change event may leave out ({columns}): "
+    "Debezium leaves an unchanged large (TOASTed) value out of an update, and reprocess resolves it from the "
+    "stored row at the commit, after Spark ran the function, so the function would get NULL there and the row "
+    "would keep what it derived from NULL. Derive with `expr` columns and `where` instead (they follow "
+    "left-out values: README, Debezium), or stream the table with REPLICA IDENTITY FULL through Debezium's "
+    "ExtractNewRecordState as a `format: json` pipeline, whose records carry every value"
+)
 
 
 def read_spec(path: Path) -> PipelineSpec:
@@ -145,7 +155,7 @@ class _SpecParser:
         where, fields = self.derivations(
             columns, raw.get("where"), key if tombstones is TombstoneMode.DELETE else (), fmt
         )
-        return PipelineSpec(
+        spec = PipelineSpec(
             name=name,
             topics=tuple(topics),
             consumer_group=group,
@@ -177,6 +187,9 @@ class _SpecParser:
             transform=parse_transform(raw.get("transform"), raw.get("transform_version"), self.fail),
             value_fields=fields,
         )
+        if spec.transform is not None and spec.unchanged_columns:
+            raise self.fail("transform", _LEFT_OUT_TRANSFORM.format(columns=list(spec.unchanged_columns)))
+        return spec
 
     def derivations(
         self, columns: tuple[ColumnSpec, ...], where: object, tombstone_key: Collection[str], fmt: Format

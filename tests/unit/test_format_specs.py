@@ -152,3 +152,18 @@ def test_validate_reads_the_spec_s_registry_connection_and_names_a_missing_one(m
     expected = {"url": "http://r:1/apis/ccompat/v7", "basic.auth.user.info": "u:p", "timeout": 30}
     assert registry(spec) == expected
     assert registry(parse_spec(_cdc())) is None  # JSON-encoded: no registry
+
+
+def test_a_debezium_transform_over_values_an_event_may_leave_out_is_refused_with_the_reason_and_the_fix():
+    """Issue 36's remainder: a transform runs in Spark, before the commit resolves the values a change
+    event left out, so it would see NULL there and write what it derived from it: refused at load."""
+    transform = {"transform": "tests.support.transform_fns:v1", "transform_version": 1}
+    with pytest.raises(SpecError) as refused:
+        parse_spec(_cdc(**transform), source="p.yaml")
+    message = str(refused.value)
+    assert "p.yaml: field 'transform': " in message and "['v']" in message, message
+    assert "NULL" in message and "REPLICA IDENTITY FULL" in message and "expr" in message, message
+    # A debezium spec none of whose columns can be left out (key and envelope parts) may have one.
+    only_key = _cdc(columns={"id": "bigint", "lsn": {"type": "bigint", "path": "$source.lsn", "required": True}},
+                    ordering="offset", **transform)  # fmt: skip
+    assert parse_spec(only_key).transform is not None
