@@ -16,7 +16,9 @@ Each staged key falls in one kind, attributed to the partition of its newest sta
 - ``unchanged``: the same row before and after (or a tombstone for a key without a row);
 - ``refused``: the newest staged record is older than the row (or the deletion marker) the key has;
   counted in records (every staged record of the key is older then), its samples in keys;
-- ``deleted``: a row before, none after (a tombstone).
+- ``deleted``: a row before, none after (a tombstone; or a backfill's row another spec version
+  derived from a record this spec no longer keeps, attributed to that record's partition:
+  :func:`~reprocess.postgres.merge.underived_sql`).
 
 For CDC, each partition also counts the values its records left out that nothing could resolve
 (``values_incomplete``: what the commit records in ``reprocess.incomplete_values``).
@@ -37,8 +39,8 @@ from reprocess.core.spec import PipelineSpec
 from reprocess.core.stage_rows import DEAD, FILTERED, ROW, TOMBSTONE
 from reprocess.postgres.column_sql import comparable
 from reprocess.postgres.db import pg_cursor
-from reprocess.postgres.merge import newest_per_key
-from reprocess.postgres.merge_stage import merge_stage, stage_counts
+from reprocess.postgres.merge import newest_per_key, underived_sql
+from reprocess.postgres.merge_stage import merge_stage, rederived_ranges, stage_counts
 from reprocess.postgres.target import target_identifier
 
 KINDS: Final = ("inserted", "updated", "rewritten", "unchanged", "refused", "deleted")
@@ -99,6 +101,26 @@ def diff_stage(
             tombstone=sql.Literal(TOMBSTONE),
         )
     )
+    rederived = rederived_ranges(conn, run_id, RunMode.MERGE)
+    if rederived:  # rows another spec version derived from a record this spec no longer keeps: deleted
+        lineage = sql.SQL(", ").join(map(sql.Identifier, LINEAGE_ORDER))
+        cur.execute(
+            sql.SQL(
+                "INSERT INTO {newest} ({key}, _kind, {lineage}, _key_records) SELECT {x_key}, {dead}, {x_lineage}, 0 "
+                "FROM {target} AS _x WHERE {underived} AND NOT EXISTS (SELECT 1 FROM {newest} AS _n WHERE {same})"
+            ).format(
+                newest=_NEWEST,
+                key=key,
+                lineage=lineage,
+                x_key=sql.SQL(", ").join(sql.SQL("_x.{}").format(sql.Identifier(k)) for k in spec.key),
+                dead=sql.Literal(DEAD),
+                x_lineage=sql.SQL(", ").join(sql.SQL("_x.{}").format(sql.Identifier(c)) for c in LINEAGE_ORDER),
+                target=target_identifier(spec),
+                underived=underived_sql(spec, stage, rederived),
+                same=_same(spec, "_x"),
+            ),
+            {"spec_version": spec_version},
+        )
     cur.execute(
         sql.SQL(
             "CREATE TEMP TABLE {before} ON COMMIT DROP AS SELECT _t.* FROM {target} AS _t "

@@ -217,16 +217,22 @@ def stale_in_range(conn: Connection, spec: PipelineSpec, r: OffsetRange) -> str:
     return stale_message(
         stale_rows(conn, spec, version, where.format(*map(sql.Literal, (r.topic, r.partition, r.start, r.end)))),
         version,
+        spec.dag_id("backfill"),
     )
 
 
-def stale_message(stale: dict[int | None, int], version: int) -> str:
-    """What a user reads: which rows an older spec derived and what to do.
+def stale_message(stale: dict[int | None, int], version: int, backfill_dag: str | None = None) -> str:
+    """What a user reads: which rows an older spec derived and what to do. ``backfill_dag``: the
+    window's check names the command that ends it, a backfill of the window, which re-derives the
+    rows and deletes those whose record the current spec no longer keeps (merge.underived_sql).
 
     Examples
     --------
     >>> stale_message({3: 12345, None: 2}, 4)
     '12,345 rows from spec v3, 2 rows from before spec versions; current is v4: run a backfill to re-derive'
+    >>> stale_message({3: 2}, 4, "orders_backfill")  # doctest: +NORMALIZE_WHITESPACE
+    '2 rows from spec v3; current is v4: run a backfill to re-derive: trigger orders_backfill over this window (its
+    heal conf); rows whose record spec v4 no longer keeps (filtered by where, a dead letter) are deleted'
     >>> stale_message({}, 4)
     ''
     """
@@ -236,4 +242,10 @@ def stale_message(stale: dict[int | None, int], version: int) -> str:
         f"{n:,} rows from " + (f"spec v{v}" if v is not None else "before spec versions")
         for v, n in sorted(stale.items(), key=lambda x: (x[0] is None, x[0] or 0))
     ]
-    return f"{', '.join(parts)}; current is v{version}: run a backfill to re-derive"
+    message = f"{', '.join(parts)}; current is v{version}: run a backfill to re-derive"
+    if backfill_dag is None:
+        return message
+    return (
+        f"{message}: trigger {backfill_dag} over this window (its heal conf); rows whose record spec v{version} "
+        "no longer keeps (filtered by where, a dead letter) are deleted"
+    )

@@ -17,9 +17,12 @@ A marker whose lineage is older than the key's newest record is stale, exactly l
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from psycopg2 import sql
 
 from reprocess.core.ordering import LINEAGE_ORDER
+from reprocess.core.ranges import OffsetRange
 from reprocess.core.spec import PipelineSpec, TombstoneMode
 from reprocess.core.stage_rows import LINEAGE, ROW, TOMBSTONE
 from reprocess.postgres.column_sql import comparable
@@ -130,6 +133,43 @@ def newest_per_key(spec: PipelineSpec, stage: sql.Composable) -> sql.Composed:
         tombstone=sql.Literal(TOMBSTONE),
         order=spec.ordering.newest_first_sql(),
     )
+
+
+def underived_sql(spec: PipelineSpec, stage: sql.Composable, ranges: Sequence[OffsetRange]) -> sql.Composed:
+    """The condition on target rows (alias ``_x``) that another spec version derived from a record
+    the stage read (their lineage lies in ``ranges``) and that the stage's spec no longer keeps: the
+    stage holds no row or tombstone of the key that is that record or newer, so the record is now
+    filtered by ``where``, a dead letter (a column made required, a transform's ``_error``) or
+    dropped by a transform. Binds ``spec_version``.
+
+    A re-derivation deletes such rows before the merge, which then writes the key's newest record
+    the spec keeps in the range, if any: no row stays derived by a spec that is not live (the
+    day's check would flag it for ever), and the key holds what the spec derives from the records
+    read. A row of the live version is never touched here (its record was kept when it was written).
+    """
+    ident = sql.Identifier
+    read = sql.SQL(" OR ").join(
+        sql.SQL("(_x._kafka_topic = {} AND _x._kafka_partition = {} AND _x._kafka_offset >= {} "
+                "AND _x._kafka_offset < {})").format(*map(sql.Literal, (r.topic, r.partition, r.start, r.end)))
+        for r in ranges
+    )  # fmt: skip
+    return sql.SQL(
+        "_x._spec_version IS DISTINCT FROM %(spec_version)s AND ({read}) AND NOT EXISTS (SELECT 1 FROM {stage} AS _s "
+        "WHERE _s._kind IN ({row}, {tombstone}) AND {same_key} AND ({same} OR {newer}))"
+    ).format(
+        read=read,
+        stage=stage,
+        row=sql.Literal(ROW),
+        tombstone=sql.Literal(TOMBSTONE),
+        same_key=_same_key(spec, ident("_s"), ident("_x")),
+        same=spec.ordering.same_record_sql(ident("_x"), ident("_s")),
+        newer=spec.ordering.newer_sql(ident("_x"), ident("_s")),
+    )
+
+
+def delete_underived_sql(spec: PipelineSpec, stage: sql.Composable, ranges: Sequence[OffsetRange]) -> sql.Composed:
+    """Delete the rows of :func:`underived_sql` (binds ``spec_version``; the cursor's rowcount says how many)."""
+    return sql.SQL("DELETE FROM {} AS _x WHERE {}").format(target_identifier(spec), underived_sql(spec, stage, ranges))
 
 
 def _same_key(spec: PipelineSpec, a: sql.Identifier, b: sql.Identifier) -> sql.Composed:

@@ -12,7 +12,8 @@ from psycopg2 import sql
 from sqlalchemy import Connection
 
 from reprocess.core.errors import StageRefusedError
-from reprocess.core.runs import RunMode
+from reprocess.core.ranges import OffsetRange
+from reprocess.core.runs import RunKind, RunMode
 from reprocess.core.spec import PipelineSpec, TombstoneMode
 from reprocess.postgres import left_out, queries, store
 from reprocess.postgres.db import one_row, pg_cursor
@@ -22,7 +23,13 @@ from reprocess.postgres.dead_letters import (
     known_dead_letters_sql,
     resolve_dead_letters_sql,
 )
-from reprocess.postgres.merge import apply_tombstones_sql, drop_superseded_markers_sql, merge_sql, split_keys_sql
+from reprocess.postgres.merge import (
+    apply_tombstones_sql,
+    delete_underived_sql,
+    drop_superseded_markers_sql,
+    merge_sql,
+    split_keys_sql,
+)
 from reprocess.postgres.merge_refusals import merge_isolating
 from reprocess.postgres.rebuild_keys import keep_rebuild_keys_sql
 from reprocess.postgres.stage import stage_counts_sql
@@ -38,6 +45,17 @@ def stage_counts(cur: Any, stage: sql.Composable) -> dict[str, int]:
     counts = dict.fromkeys(store.RUN_COUNTS, 0)
     counts.update(records_read=records, rows_staged=staged, dead_letters=dead, records_filtered=filtered)
     return {**counts, "_filtered_rows": filtered_rows, "_moved": moved}
+
+
+def rederived_ranges(conn: Connection, run_id: str, mode: RunMode) -> tuple[OffsetRange, ...]:
+    """The ranges whose rows of another spec version a run re-derives or deletes
+    (:func:`~reprocess.postgres.merge.underived_sql`): a backfill's (a replay, an apply, a heal);
+    none for an incremental, which reads past the ledger (no scan of the target per run), nor for
+    a rebuild's batches (the shadow holds only rows they wrote)."""
+    if mode is RunMode.REBUILD:
+        return ()
+    plan = store.load_plan(conn, run_id)
+    return plan.ranges if plan.kind is RunKind.BACKFILL else ()
 
 
 def merge_stage(
@@ -71,15 +89,20 @@ def merge_stage(
     #    found first, and those nobody holds are recorded after.
     #    A record PostgreSQL refuses there becomes a dead letter (postgres.merge_refusals).
     params = {"run_id": run_id, "spec_version": spec_version}
+    reread = rederived_ranges(conn, run_id, mode)
 
     def merge() -> tuple[int, ...]:
         if spec.unchanged_columns:
             left_out.resolve(cur, target, stage, owner, live=spec if rebuild else None)
+        deleted = incomplete = 0
+        if reread:  # after step 1, which may take a left-out value from such a row
+            cur.execute(delete_underived_sql(target, stage, reread), params)
+            deleted = cur.rowcount
         cur.execute(merge_sql(target, stage), params)
-        merged, deleted, incomplete = tuple(int(x) for x in one_row(cur)), 0, 0
+        merged = tuple(int(x) for x in one_row(cur))
         if spec.tombstones is TombstoneMode.DELETE:
             cur.execute(apply_tombstones_sql(target, stage), params)
-            deleted = int(one_row(cur)[0])
+            deleted += int(one_row(cur)[0])
             cur.execute(drop_superseded_markers_sql(target, stage))
         if spec.unchanged_columns:
             left_out.keep_moved_values(cur, target, stage, owner, run_id)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
+from reprocess.core.formats import Format
 from reprocess.core.spec import PipelineSpec
 from reprocess.core.stage_rows import MOVED, MOVED_AT, NEW_KEY, OLD_AT, OLD_KEY, ROW, ROW_KEY, TOMBSTONE, UNCHANGED
 from reprocess.formats.contract import CREATES, key_json
@@ -37,6 +38,15 @@ if TYPE_CHECKING:
 DECODED: Final = (UNCHANGED, CREATES, OLD_KEY, NEW_KEY, MOVED_AT)
 # The columns a record stays alone under in the stage's aggregation (a dead letter, a moved key).
 ALONE: Final = ("_record_topic", "_record_partition", "_record_offset")
+# A Debezium change the spec's ``where`` does not keep: staged as a tombstone (it takes the key's row
+# out), yet its values are what the key's later changes left out (to_stage).
+OUT_OF_WHERE: Final = "_out_of_where"
+
+
+def removes_filtered(spec: PipelineSpec) -> bool:
+    """Whether a change the ``where`` does not keep deletes its key's row: a debezium pipeline's
+    table mirrors the source rows that match the filter, so a row updated out of it leaves."""
+    return spec.format is Format.DEBEZIUM and spec.where is not None
 
 
 def resolve_in_range(rows: DataFrame, spec: PipelineSpec) -> DataFrame:
@@ -51,13 +61,15 @@ def resolve_in_range(rows: DataFrame, spec: PipelineSpec) -> DataFrame:
     position = F.struct(*spec.ordering.fields)
     by_record = Window.partitionBy(*spec.key, "_key_partition", *ALONE).orderBy(*spec.ordering.fields)
     so_far = by_record.rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    creates = (kind == ROW) & F.col(CREATES)
+    # A change out of the `where` sent values too (its tombstone carries them only for this window).
+    change = (kind == ROW) | F.col(OUT_OF_WHERE) if removes_filtered(spec) else kind == ROW
+    creates = change & F.col(CREATES)
     start = F.last(
         F.when(creates, F.struct(position.alias("p"), F.col(OLD_KEY).alias("k"), F.col(MOVED_AT).alias("at"))), True
     )
     newest: dict[str, Column] = {"_start": start.over(so_far)}
     for j, name in enumerate(spec.unchanged_columns):
-        sent = (kind == ROW) & ~F.coalesce(F.array_contains(F.col(UNCHANGED), name), F.lit(False))
+        sent = change & ~F.coalesce(F.array_contains(F.col(UNCHANGED), name), F.lit(False))
         newest[f"_sent_{j}"] = F.last(F.when(sent, F.struct(position.alias("p"), F.col(name).alias("v"))), True).over(
             so_far
         )
@@ -87,6 +99,9 @@ def resolve_in_range(rows: DataFrame, spec: PipelineSpec) -> DataFrame:
                zip(ALONE, ("_kafka_topic", "_kafka_partition", "_kafka_offset"), strict=True)},
         }
     )  # fmt: skip
+    if removes_filtered(spec):  # a tombstone carries its key and position only, as a delete's does
+        carried = [c.name for c in spec.columns if c.name not in spec.key and c.name != spec.ordering.column]
+        resolved = resolved.withColumns({n: F.when(kind != TOMBSTONE, F.col(n)) for n in carried}).drop(OUT_OF_WHERE)
     return resolved.drop("_start", CREATES, *(f"_sent_{j}" for j in range(len(known))))
 
 

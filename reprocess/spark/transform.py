@@ -83,17 +83,21 @@ def to_stage(records: DataFrame, spec: PipelineSpec, schemas: WriterSchemas | No
     parsed = decode(records, spec, schemas)
     deletes = spec.tombstones is TombstoneMode.DELETE
     ok = F.col("_error").isNull()
-    tombstone = F.col(DELETES) if deletes else F.lit(False)
+    # Debezium: a change the `where` does not keep takes the key's row out as its delete would (the
+    # source row no longer matches the filter), never leaves the row's last kept values in place.
+    out_of_where = ok & ~F.col(DELETES) & ~F.col(KEEP) if left_out.removes_filtered(spec) else F.lit(False)
+    tombstone = (F.col(DELETES) | out_of_where) if deletes else F.lit(False)
     row = ok & ~tombstone & F.col(KEEP)
     key_index = {c.name: i for i, c in enumerate(spec.key_columns)}
 
     def good_value(i: int, c: ColumnSpec) -> Column:
-        """A row's typed value; a tombstone carries its key columns only."""
+        """A row's typed value; a tombstone carries its key columns only (a change out of the
+        ``where`` its values too, for the left-out values of the key's later changes)."""
         if c.name in key_index and deletes:
             return F.when(ok & tombstone, F.col(key_name(key_index[c.name]))).when(row, F.col(typed_name(i)))
         if deletes and c.name == spec.ordering.column:  # a delete ordered by its source position (Debezium)
             return F.when(ok & tombstone, F.col(ORDER_OF_DELETE)).when(row, F.col(typed_name(i)))
-        return F.when(row, F.col(typed_name(i)))
+        return F.when(row | out_of_where, F.col(typed_name(i)))
 
     def when_dead(col: Column) -> Column:
         return F.when(~ok, col)
@@ -123,9 +127,12 @@ def to_stage(records: DataFrame, spec: PipelineSpec, schemas: WriterSchemas | No
         when_dead(F.col("offset")).alias("_record_offset"),
         *(user_transform.RAW if spec.transform else ()),
         *(F.when(ok, F.col(c)).alias(c) for c in (left_out.DECODED if spec.unchanged_columns else ())),
+        *([out_of_where.alias(left_out.OUT_OF_WHERE)] if left_out.removes_filtered(spec) else []),
     )
     if spec.unchanged_columns:  # Debezium's left-out values, from the key's own records in the range
         rows = left_out.resolve_in_range(rows, spec)
+    elif left_out.removes_filtered(spec):
+        rows = rows.drop(left_out.OUT_OF_WHERE)
     if spec.transform is not None:
         rows = user_transform.apply(rows, spec)
     carried = [c for c in stage_columns(spec) if c not in spec.key and c not in ("_kind", "_records")]
