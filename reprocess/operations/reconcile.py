@@ -16,15 +16,15 @@ For each partition, the window's Kafka range is ``[offset_for(start), offset_for
     ledger: its records at or above the ledger's next offset are the incremental's lag, not a gap
     (a check racing the incremental, as the scheduler runs them, found false gaps there); only the
     part below the ledger is checked, and the window is checked again once the ledger passes it.
-(d) the values: a row that carries the record's lineage must hold what that record derives under
-    the current spec, column by column (:mod:`reprocess.postgres.value_checks`); a row that does
-    not *differs* (a person's UPDATE, a decoding or transform bug), named with key, column, stored
-    and derived value, and healed by a backfill of those records' offsets, which re-derives them.
+(d) the values of the rows whose newest record lies in the window (a row last written before it
+    is not read), a Debezium left-out column only where the window holds its full value: such a row
+    must hold what its record derives under the current spec (:mod:`reprocess.postgres.value_checks`);
+    one that does not *differs* (a person's UPDATE, a decoding bug), named with key, column, stored
+    and derived value, and healed by a backfill of those records (:func:`heal_conf`).
 
-The heavy part runs on the Spark engine with the backfill's own parse rules and dedupe
-(:func:`reprocess.spark.job.stage_window` stages the newest record per key under the check id); this
-module only plans the window (:func:`plan_window`) and compares in Postgres by an anti-join with
-typed keys (:func:`record_verdicts`), so the Airflow worker never reads records or loads Spark.
+Spark stages the newest record per key with the backfill's own rules (:func:`reprocess.spark.job.
+stage_window`); this module plans the window (:func:`plan_window`) and compares in Postgres
+(:func:`record_verdicts`), so the Airflow worker never reads records or loads Spark.
 
 One ``reconciliations`` row per partition holds the verdict; a gap raises
 :class:`ReconciliationGap` naming the exact range and the backfill that closes it.
@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -54,7 +54,7 @@ from reprocess.postgres.evolve import stale_in_range
 from reprocess.postgres.key_checks import key_checks_sql
 from reprocess.postgres.ledger import ledger_positions
 from reprocess.postgres.stage import drop_stage, stage_identifier
-from reprocess.postgres.value_checks import value_checks_sql
+from reprocess.postgres.value_checks import ValueCheck, value_checks
 
 log = logging.getLogger(__name__)
 
@@ -107,23 +107,6 @@ class KeyCheck:
     stale_examples: tuple[str, ...] = ()
     dead: int = 0  # invalid records of the window
     dead_unrecorded: int = 0  # ... that reprocess.dead_letters does not hold
-
-
-@dataclass(frozen=True, slots=True)
-class ValueCheck:
-    """One partition's rows that carry their newest record's lineage but not what it derives."""
-
-    rows: int = 0
-    columns: tuple[tuple[str, int], ...] = ()  # (column, rows differing in it)
-    span: tuple[int, int] | None = None  # [first, last + 1) offsets of their records: the heal re-reads them
-    examples: tuple[tuple[str, str, Any, Any], ...] = ()  # (key, column, stored, derived)
-
-    def detail(self) -> str:
-        columns = ", ".join(f"{c} ×{n}" for c, n in self.columns)
-        examples = "; ".join(
-            f"{k} {c}: stored {json.dumps(a)} vs derived {json.dumps(b)}" for k, c, a, b in self.examples
-        )
-        return f"{self.rows} rows differ from what their newest record derives ({columns}); e.g. {examples}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -296,7 +279,7 @@ def record_verdicts(
         dead = {TopicPartition(topic, partition): (n, unrecorded) for topic, partition, n, unrecorded in cur.fetchall()}
         cur.execute(key_checks_sql(spec, stage))
         found = {TopicPartition(row[0], row[1]): row[2:] for row in cur.fetchall()}
-        values = _value_checks(cur, spec, stage) if compare_values else {}
+        values = value_checks(cur, spec, stage) if compare_values else {}
         checks: dict[TopicPartition, KeyCheck] = {}
         for tp in {*dead, *found}:
             keys, missing, stale, missing_ex, stale_ex = found.get(tp, (0, 0, 0, None, None))
@@ -314,7 +297,7 @@ def record_verdicts(
                 )
             )  # fmt: skip
         bad = [v for v in verdicts if v.gap]
-        conf = heal_conf(bad, window_start, window_end) if bad else None
+        conf = heal_conf(bad, window_start, window_end, spec.unchanged_columns) if bad else None
         for v in verdicts:
             row = {"pipeline": spec.name, "ws": window_start, "we": window_end, "topic": v.range.topic,
                    "partition": v.range.partition, "ks": v.range.start, "ke": v.range.end,
@@ -344,40 +327,29 @@ def record_verdicts(
     return verdicts
 
 
-def _value_checks(cur: Any, spec: PipelineSpec, stage: sql.Composable) -> dict[TopicPartition, ValueCheck]:
-    values = [c.name for c in spec.columns if c.name not in spec.key]
-    if not values:
-        return {}
-    cur.execute(value_checks_sql(spec, stage))
-    out = {}
-    for topic, partition, rows, *rest in cur.fetchall():
-        counts, (first, last, examples) = rest[: len(values)], rest[len(values) :]
-        out[TopicPartition(topic, partition)] = ValueCheck(
-            int(rows),
-            tuple((c, int(n)) for c, n in zip(values, counts, strict=True) if n),
-            (int(first), int(last) + 1),
-            tuple(tuple(e) for e in examples or ()),
-        )
-    return out
-
-
-def heal_conf(bad: list[PartitionVerdict], window_start: datetime, window_end: datetime) -> dict[str, Any]:
+def heal_conf(
+    bad: list[PartitionVerdict], window_start: datetime, window_end: datetime, left_out: Collection[str] = ()
+) -> dict[str, Any]:
     """The backfill trigger conf that replays the gaps: the uncovered span, or the window's whole
     range when rows are missing or stale (their records may lie anywhere in it), or the offsets of
     the records whose rows differ from what they derive (their replay re-derives exactly those rows,
     the merge rewriting a same-record row only where it derives differently); and the window it
-    heals, which the backfill has checked again once it commits."""
-    ranges = (_healing(v) for v in bad)
+    heals, which the backfill has checked again once it commits. A differing column an event may
+    leave out (``left_out``) heals from the window's start, where the check found its full value: the
+    differing records alone would take it from the stored (wrong) row again."""
+    ranges = (_healing(v, left_out) for v in bad)
     return {**backfill_conf(ranges), HEALS_WINDOW: window_text(window_start, window_end)}
 
 
-def _healing(v: PartitionVerdict) -> OffsetRange:
+def _healing(v: PartitionVerdict, left_out: Collection[str]) -> OffsetRange:
     if v.needs_whole_window:
         return v.range
     r = healing_range(v.range, v.uncovered) if v.uncovered else None
     if v.values.span is None:
         return r or v.range
     start, end = v.values.span
+    if any(column in left_out for column, _ in v.values.columns):
+        start = v.range.start
     if r is not None:
         start, end = min(start, r.start), max(end, r.end)
     return OffsetRange(v.range.topic, v.range.partition, start, end)

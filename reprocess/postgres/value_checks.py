@@ -10,17 +10,55 @@ lineage check already found right), so its cost is one more hash join over the w
 
 from __future__ import annotations
 
-from typing import Final
+import json
+from dataclasses import dataclass
+from typing import Any, Final
 
 from psycopg2 import sql
 
 from reprocess.core.ordering import LINEAGE_ORDER
+from reprocess.core.ranges import TopicPartition
 from reprocess.core.spec import PipelineSpec
 from reprocess.core.stage_rows import ROW, UNCHANGED
 from reprocess.postgres.column_sql import comparable
 from reprocess.postgres.target import target_identifier
 
 EXAMPLES: Final = 5  # (key, column, stored, derived) examples per partition
+
+
+@dataclass(frozen=True, slots=True)
+class ValueCheck:
+    """One partition's rows that carry their newest record's lineage but not what it derives."""
+
+    rows: int = 0
+    columns: tuple[tuple[str, int], ...] = ()  # (column, rows differing in it)
+    span: tuple[int, int] | None = None  # [first, last + 1) offsets of their records: the heal re-reads them
+    examples: tuple[tuple[str, str, Any, Any], ...] = ()  # (key, column, stored, derived)
+
+    def detail(self) -> str:
+        columns = ", ".join(f"{c} ×{n}" for c, n in self.columns)
+        examples = "; ".join(
+            f"{k} {c}: stored {json.dumps(a)} vs derived {json.dumps(b)}" for k, c, a, b in self.examples
+        )
+        return f"{self.rows} rows differ from what their newest record derives ({columns}); e.g. {examples}"
+
+
+def value_checks(cur: Any, spec: PipelineSpec, stage: sql.Composable) -> dict[TopicPartition, ValueCheck]:
+    """:func:`value_checks_sql` run, per partition (reconciliation's (d))."""
+    values = [c.name for c in spec.columns if c.name not in spec.key]
+    if not values:
+        return {}
+    cur.execute(value_checks_sql(spec, stage))
+    out = {}
+    for topic, partition, rows, *rest in cur.fetchall():
+        counts, (first, last, examples) = rest[: len(values)], rest[len(values) :]
+        out[TopicPartition(topic, partition)] = ValueCheck(
+            int(rows),
+            tuple((c, int(n)) for c, n in zip(values, counts, strict=True) if n),
+            (int(first), int(last) + 1),
+            tuple(tuple(e) for e in examples or ()),
+        )
+    return out
 
 
 def value_checks_sql(spec: PipelineSpec, stage: sql.Composable) -> sql.Composed:

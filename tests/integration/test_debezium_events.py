@@ -18,11 +18,13 @@ import pytest
 import yaml
 from sqlalchemy import text
 
+from reprocess.core.errors import ReconciliationGap
+from reprocess.core.runs import RunRequest
 from reprocess.core.spec import PipelineSpec
 from reprocess.core.spec_parse import read_spec
 from reprocess.kafka import demo_data
 from reprocess.kafka.clients import make_producer
-from tests.support.helpers import backfill, reconcile_over_connect
+from tests.support.helpers import backfill, plan_stage_commit, reconcile_over_connect
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("spark")]
 BASE = datetime(2026, 11, 1, tzinfo=UTC)
@@ -71,3 +73,28 @@ def test_a_change_updated_out_of_the_where_deletes_its_row_and_sends_its_values_
     backfill(engine, kafka_config, spec, f"{unique_name}-1")
     assert _rows(engine, spec) == {2: ("ok", "a2")}
     assert all(v.ok for v in reconcile_over_connect(engine, spec, *WINDOW, f"{unique_name}-c1"))
+
+
+def test_a_value_gap_in_a_left_out_column_heals_from_the_record_that_sent_it_and_its_recheck_passes(
+    kafka_config, engine, unique_name
+):
+    spec = _spec(unique_name)
+    _produce(kafka_config, unique_name, [
+        ("c", 1, "new", "full notes"),
+        ("c", 2, "new", "two"),
+        ("u", 1, "paid", LEFT_OUT),  # notes unchanged: still "full notes"
+    ])  # fmt: skip
+    backfill(engine, kafka_config, spec, f"{unique_name}-1")
+    assert _rows(engine, spec) == {1: ("paid", "full notes"), 2: ("new", "two")}
+    with engine.begin() as conn:
+        conn.execute(text(f"UPDATE {spec.qualified_target} SET notes = 'wrong' WHERE id = 1"))
+
+    with pytest.raises(ReconciliationGap) as gap:
+        reconcile_over_connect(engine, spec, *WINDOW, f"{unique_name}-c1")
+    assert "notes" in str(gap.value), str(gap.value)
+    conf = gap.value.heal_conf
+    print(conf)
+    ranges = {k: conf[k] for k in ("start_mode", "start_value", "end_mode", "end_value")}
+    plan_stage_commit(engine, kafka_config, spec, RunRequest.from_params(ranges), f"{unique_name}-heal")
+    assert _rows(engine, spec) == {1: ("paid", "full notes"), 2: ("new", "two")}
+    assert all(v.ok for v in reconcile_over_connect(engine, spec, *WINDOW, f"{unique_name}-c2"))
