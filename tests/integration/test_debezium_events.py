@@ -74,6 +74,19 @@ def test_a_change_updated_out_of_the_where_deletes_its_row_and_sends_its_values_
     assert _rows(engine, spec) == {2: ("ok", "a2")}
     assert all(v.ok for v in reconcile_over_connect(engine, spec, *WINDOW, f"{unique_name}-c1"))
 
+    # Cut between 2's change out of the filter and its comeback: the later run finds no stored row
+    # for the notes its change left out, so the value is recorded incomplete (visible), never stale.
+    cut = _spec(f"{unique_name}_cut", topics=[unique_name], where="status <> 'test'")
+    for run, (start, end) in enumerate([(0, 4), (4, 6)]):
+        offsets = {"start_mode": "offsets", "start_value": json.dumps({unique_name: {"0": start}}),
+                   "end_mode": "offsets", "end_value": json.dumps({unique_name: {"0": end}})}  # fmt: skip
+        plan_stage_commit(engine, kafka_config, cut, RunRequest.from_params(offsets), f"{unique_name}-cut{run}")
+    assert _rows(engine, cut) == {2: ("ok", None)}
+    with engine.connect() as conn:
+        listed = conn.execute(text('SELECT key, "column" FROM reprocess.incomplete_values WHERE pipeline = :p'),
+                              {"p": cut.name}).all()  # fmt: skip
+    assert [tuple(r) for r in listed] == [({"id": 2}, "notes")]
+
 
 def test_a_value_gap_in_a_left_out_column_heals_from_the_record_that_sent_it_and_its_recheck_passes(
     kafka_config, engine, unique_name
