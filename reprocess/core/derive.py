@@ -29,6 +29,20 @@ RECORD_FIELDS: Final = {
 }
 _FUNCTION: Final = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
 
+# Spark functions whose value is not a function of the record: the clock, randomness, the task or
+# the session (sqlglot's node classes, and the names it leaves as anonymous calls). A row derived
+# from one differs on every run: each replay rewrites it, a plan always shows changes and the value
+# check reports a gap its heal cannot close. A window (``OVER``) depends on the batch's records.
+_NOT_OF_THE_RECORD: Final = frozenset({
+    "CurrentTimestamp", "CurrentTimestampLTZ", "CurrentDate", "CurrentTime", "CurrentDatetime", "Localtimestamp",
+    "Localtime", "CurrentTimezone", "Rand", "Randn", "Randstr", "Uniform", "Uuid", "Shuffle", "CurrentUser",
+    "SessionUser", "CurrentCatalog", "CurrentDatabase", "CurrentSchema", "Window",
+})  # fmt: skip
+_ANONYMOUS_NOT_OF_THE_RECORD: Final = frozenset({
+    "now", "sysdate", "getdate", "monotonically_increasing_id", "spark_partition_id", "input_file_name",
+    "input_file_block_start", "input_file_block_length", "user", "reflect", "java_method", "try_reflect",
+})  # fmt: skip
+
 
 @dataclass(frozen=True, slots=True)
 class Transform:
@@ -96,7 +110,28 @@ def _parse(text: object, fail: Callable[[str], SpecError]) -> Any:
     tree = trees[0]
     if any(isinstance(node, exp.Query | exp.Star) for node in tree.walk()):
         raise fail(f"must not hold a subquery or '*', got {text!r}")
+    _refuse_not_of_the_record(tree, text, fail)
     return tree
+
+
+def _refuse_not_of_the_record(tree: Any, text: str, fail: Callable[[str], SpecError]) -> None:
+    """Refuse a call whose value is not a function of the record alone (:data:`_NOT_OF_THE_RECORD`)."""
+    from sqlglot import exp
+
+    for node in tree.walk():
+        kind = type(node).__name__
+        if isinstance(node, exp.Anonymous) and node.name.lower() in _ANONYMOUS_NOT_OF_THE_RECORD:
+            name = f"{node.name.lower()}()"
+        elif kind in _NOT_OF_THE_RECORD:
+            name = "a window (OVER)" if kind == "Window" else f"{node.sql_name().lower()}()"
+        else:
+            continue
+        raise fail(
+            f"{text!r} calls {name}, which is not a function of the record: it derives another value on every "
+            "run, so each replay would rewrite the rows, every plan would show changes and the value check would "
+            "report a gap no heal closes. Derive from the record alone: its Kafka timestamp is _kafka_timestamp "
+            "(or a column with path $timestamp); a stable id is a hash of the record's fields (sha2(_kafka_key, 256))"
+        )
 
 
 def _references(tree: Any) -> list[Any]:

@@ -76,3 +76,67 @@ def test_each_transform_enters_the_fingerprint_and_specs_without_them_keep_their
 def test_rewrite_replaces_names_and_keeps_lambda_parameters() -> None:
     out = rewrite("aggregate(items, 0, (acc, x) -> acc + x) + region", lambda parts: f"_c_{'_'.join(parts)}")
     assert out == "AGGREGATE(_c_items, 0, (acc, x) -> acc + x) + _c_region"
+
+
+@pytest.mark.parametrize(
+    ("field", "text", "named"),
+    [
+        ("columns.amount.expr", "current_timestamp()", "current_timestamp"),
+        ("columns.amount.expr", "unix_timestamp()", "current_timestamp"),
+        ("columns.amount.expr", "datediff(current_date(), to_date(day))", "current_date"),
+        ("columns.amount.expr", "now()", "now"),
+        ("columns.amount.expr", "localtimestamp()", "localtimestamp"),
+        ("columns.amount.expr", "amount_cents * rand()", "rand"),
+        ("columns.amount.expr", "randn(7)", "randn"),
+        ("columns.amount.expr", "random()", "rand"),
+        ("columns.amount.expr", "length(uuid())", "uuid"),
+        ("columns.amount.expr", "size(shuffle(items))", "shuffle"),
+        ("columns.amount.expr", "monotonically_increasing_id()", "monotonically_increasing_id"),
+        ("columns.amount.expr", "spark_partition_id()", "spark_partition_id"),
+        ("columns.amount.expr", "length(input_file_name())", "input_file_name"),
+        ("columns.amount.expr", "length(current_user())", "current_user"),
+        ("columns.amount.expr", "sum(amount_cents) OVER (PARTITION BY region)", "OVER"),
+        ("where", "_kafka_timestamp > current_timestamp() - INTERVAL 1 DAY", "current_timestamp"),
+        ("where", "rand() < 0.5", "rand"),
+    ],
+)
+def test_a_derivation_that_is_not_a_function_of_the_record_is_refused_with_the_fix(
+    field: str, text: str, named: str
+) -> None:
+    """Another value per run would rewrite every row on a replay and fail the value check daily."""
+    extra: dict[str, Any] = (
+        {"where": text} if field == "where" else {"columns": {"amount": {"type": "numeric", "expr": text}}}
+    )
+    with pytest.raises(SpecError) as caught:
+        _spec(**extra)
+    message = str(caught.value)
+    assert message.startswith(f"pipelines/p.yaml: field '{field}': ")
+    assert named in message and "not a function of the record" in message and "_kafka_timestamp" in message
+
+
+def test_deterministic_functions_and_names_like_them_pass() -> None:
+    spec = _spec(
+        columns={
+            "amount": {"type": "numeric", "expr": "try_divide(amount_cents, 100.0)"},
+            "seen": {"type": "timestamptz", "expr": "to_timestamp(random)"},  # a value field named "random"
+            "day": {"type": "date", "expr": "date_add(to_date(_kafka_timestamp), 1)"},
+        },
+        where="xxhash64(_kafka_key) % 10 <> 0",
+    )
+    assert spec.value_fields == ("amount_cents", "random")
+
+
+def test_validate_and_the_dag_factory_refuse_a_nondeterministic_spec(tmp_path: Path) -> None:
+    """Both read a file through ``parse_spec``: validate reports it, the factory's folder marks it broken."""
+    from reprocess.core.spec_catalog import read_folder
+    from reprocess.operations.validate import validate_offline
+
+    bad = tmp_path / "p.yaml"
+    bad.write_text(
+        "name: p\ntopics: [t]\nkey: [id]\ncolumns:\n  id: {type: text, required: true}\n"
+        "  loaded_at: {type: timestamptz, expr: 'current_timestamp()'}\n"
+    )
+    findings = [f for f in validate_offline([bad]).errors if "not a function of the record" in f.problem]
+    assert [f.source for f in findings] == [str(bad)]
+    assert "columns.loaded_at.expr" in findings[0].problem
+    assert "not a function of the record" in str(read_folder(tmp_path).broken[bad])
