@@ -67,6 +67,13 @@ def decode(records: DataFrame, spec: PipelineSpec, schemas: WriterSchemas) -> Da
     return derive.with_keep(decoded, spec, value_ref)
 
 
+def readings(spec: PipelineSpec, schemas: WriterSchemas) -> dict[str, str]:
+    """How the run reads the spec's value fields from each writer schema id (a digest per id,
+    :func:`reprocess.formats.avro_schema.readings`)."""
+    paths = [c.path for c in spec.columns if c.from_value] + [f for f in spec.value_fields if not f.startswith("$")]
+    return avro_schema.readings(avro_schema.versions(schemas, avro_schema.value_subjects(spec)), dict.fromkeys(paths))
+
+
 def _value_ref(by_id: dict[int, avro_schema.Version], path: str) -> str:
     """A field an ``expr``/``where`` reads: a record part by its ``$`` path, else the value's
     field across the writer schema versions, as text (as the json format gives it)."""

@@ -12,6 +12,7 @@ kept as the writer has it. Nested records (possibly a union with null) are resol
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 
@@ -82,3 +83,39 @@ def _defines_names(node: Any) -> bool:
     if node.get("type") in ("record", "error", "enum", "fixed"):
         return True
     return any(_defines_names(node[k]) for k in ("type", "items", "values") if k in node)
+
+
+def same_names(schemas: Iterable[str]) -> Mapping[str, frozenset[str]]:
+    """Each field name of the subject's versions and the names any version declares the same
+    (a field and its ``aliases``, linked through every version: ``a`` → ``b`` → ``c``), at any
+    depth; the spec's name finds its field in every version by them, whichever version is latest.
+
+    Examples
+    --------
+    >>> v2 = '{"type": "record", "name": "R", "fields": [{"name": "b", "type": "int", "aliases": ["a"]}]}'
+    >>> v3 = '{"type": "record", "name": "R", "fields": [{"name": "c", "type": "int", "aliases": ["b"]}]}'
+    >>> sorted(same_names([v2, v3])["a"])
+    ['b', 'c']
+    """
+    groups: dict[str, set[str]] = {}
+    for schema in schemas:
+        for name, aliases in _aliases(json.loads(schema)):
+            group = set().union({name, *aliases}, *(groups.get(n, set()) for n in (name, *aliases)))
+            for n in group:
+                groups[n] = group
+    return {n: frozenset(g - {n}) for n, g in groups.items() if len(g) > 1}
+
+
+def _aliases(node: Any) -> Iterable[tuple[str, list[str]]]:
+    """Every field of a schema that declares ``aliases``, nested ones too."""
+    if isinstance(node, list):
+        for branch in node:
+            yield from _aliases(branch)
+    elif isinstance(node, dict):
+        for f in node.get("fields", []) if isinstance(node.get("fields"), list) else []:
+            if f.get("aliases"):
+                yield str(f["name"]), [str(a) for a in f["aliases"]]
+            yield from _aliases(f.get("type"))
+        for inner in ("items", "values", "type"):
+            if isinstance(node.get(inner), dict | list):
+                yield from _aliases(node[inner])

@@ -5,10 +5,14 @@ A framed payload is magic byte 0, the writer schema's registry id (big-endian in
 Avro binary. The driver fetched every version of the record's subject once per run
 (:data:`~reprocess.formats.contract.WriterSchemas`); each version becomes one ``from_avro``
 column evaluated only for the records carrying its id (:func:`with_versions`), read as its
-:class:`Version`'s reader schema (Avro's resolution against the subject's latest version:
-defaults, aliases; :mod:`reprocess.formats.avro_resolution`), and a field is the CASE over the
-versions that have it (:func:`field`): a field a version lacks (without a default) is NULL there,
-so one range holding records of several versions decodes them all.
+:class:`Version`'s reader schema (Avro's resolution against the subject's latest version by
+version number: defaults, aliases; :mod:`reprocess.formats.avro_resolution`), and a field is the
+CASE over the versions that have it (:func:`field`): a field a version lacks (without a default)
+is NULL there, so one range holding records of several versions decodes them all.
+
+The spec's names are the reader that does not move: a spec path is found in each version by its
+name, else by a name the subject's versions declare the same (``aliases``, in any version), so
+registering a rename before the spec changes cannot turn a mapped column NULL in a replay.
 
 ``from_avro`` in PERMISSIVE mode turns a payload it cannot read into a record of NULLs, not a
 NULL; a version's first field that cannot be null (:func:`sentinel_field`) tells the two apart.
@@ -22,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from reprocess.core.column_types import ColumnType
 from reprocess.core.spec import ColumnSpec, PipelineSpec
-from reprocess.formats.avro_resolution import reader_schema
+from reprocess.formats.avro_resolution import reader_schema, same_names
 from reprocess.formats.contract import WriterSchemas, sql_string
 from reprocess.formats.record_parts import field_ref
 from reprocess.formats.typed import decimal_of_bytes, time_of_micros, typed_sql
@@ -37,20 +41,24 @@ def value_subjects(spec: PipelineSpec) -> list[str]:
 
 
 class Version(NamedTuple):
-    """A writer schema version and the schema its records are read as (both JSON)."""
+    """A writer schema version, the schema its records are read as (both JSON), and the names the
+    subject's versions declare the same (:func:`~reprocess.formats.avro_resolution.same_names`)."""
 
     writer: str
     reader: str
+    same: Mapping[str, frozenset[str]] = {}
 
 
 def versions(schemas: WriterSchemas, subjects: Iterable[str]) -> dict[int, Version]:
     """The versions by id of ``subjects`` (ids are registry-wide, so one map serves all), each
-    resolved against its subject's latest version (the subject's last entry)."""
+    resolved against its subject's latest version (the subject's last entry, the highest version
+    number: :func:`reprocess.kafka.registry.writer_schemas`)."""
     out = {}
     for s in subjects:
         by_id = schemas.get(s, {})
         latest = list(by_id.values())[-1] if by_id else ""
-        out.update({sid: Version(schema, reader_schema(schema, latest)) for sid, schema in by_id.items()})
+        same = same_names(by_id.values())
+        out.update({sid: Version(schema, reader_schema(schema, latest), same) for sid, schema in by_id.items()})
     return out
 
 
@@ -90,9 +98,10 @@ def field(prefix: str, by_id: Mapping[int, Version], path: str, spark_type: str 
     or its value as ``spark_type`` (NULL where it does not convert). NULL for a version without the field."""
     branches = []
     for sid, v in by_id.items():
-        node = node_at(v.reader, path)
-        if node is not None:
-            ref = field_ref(version_column(prefix, sid), path)
+        found = resolve_path(v.reader, path, v.same)
+        if found is not None:
+            actual, node = found
+            ref = field_ref(version_column(prefix, sid), actual)
             value = text_of(ref, node) if spark_type is None else f"try_cast({ref} AS {spark_type})"
             branches.append(f"WHEN {sid} THEN {value}")
     if not branches:
@@ -219,17 +228,63 @@ def text_of(ref: str, node: Any) -> str:
 def node_at(schema: str, path: str) -> Any:
     """The type of the field at the dotted ``path`` (without its null branch), None when the
     writer schema lacks it."""
+    found = resolve_path(schema, path, {})
+    return None if found is None else found[1]
+
+
+def resolve_path(schema: str, path: str, same: Mapping[str, frozenset[str]]) -> tuple[str, Any] | None:
+    """The dotted path the spec's ``path`` is in ``schema`` and its type, None when it lacks it.
+    Each part is the field of that name, else the first field whose name ``same`` declares the
+    same as it or whose own ``aliases`` hold it (a rename the spec does not know of).
+
+    Examples
+    --------
+    >>> s = '{"type": "record", "name": "R", "fields": [{"name": "total", "type": "double", "aliases": ["amount"]}]}'
+    >>> resolve_path(s, "amount", {}), resolve_path(s, "x", {})
+    (('total', 'double'), None)
+    """
+    found = _fields_at(schema, path, same)
+    return None if found is None else (".".join(str(f["name"]) for f in found[0]), found[1])
+
+
+def _fields_at(schema: str, path: str, same: Mapping[str, frozenset[str]]) -> tuple[list[Any], Any] | None:
+    """The fields :func:`resolve_path` matches, outermost first, and the last one's type."""
     root = json.loads(schema)
     named = _named_types(root, {})
-    node = _unwrap(root, named)
+    node, matched = _unwrap(root, named), []
     for part in path.split("."):
         if not isinstance(node, dict) or node.get("type") != "record":
             return None
-        fields = {f["name"]: f for f in node.get("fields", [])}
-        if part not in fields:
+        fields = node.get("fields", [])
+        others = same.get(part, frozenset())
+        match = next((f for f in fields if f["name"] == part), None) or next(
+            (f for f in fields if f["name"] in others or part in f.get("aliases", [])), None
+        )
+        if match is None:
             return None
-        node = _unwrap(fields[part]["type"], named)
-    return node
+        matched.append(match)
+        node = _unwrap(match["type"], named)
+    return matched, node
+
+
+def readings(by_id: Mapping[int, Version], paths: Iterable[str]) -> dict[str, str]:
+    """How the records of each writer schema id read the spec's value ``paths``, as a digest per id:
+    the field each path is found at and its type, or the reader's default the writer lacks. A
+    registry change that alters one (a default, a new alias) changes that id's digest; a new version
+    adds an id and leaves the others' (the plan's staleness check, :mod:`reprocess.operations.preview`)."""
+    import hashlib
+
+    out = {}
+    for sid, v in by_id.items():
+        read = []
+        for path in paths:
+            found = _fields_at(v.reader, path, v.same)
+            default = None
+            if found is not None and resolve_path(v.writer, path, v.same) is None:
+                default = [found[0][-1].get("default")]  # the writer lacks it: the reader's default
+            read.append([path, None if found is None else [[f["name"] for f in found[0]], found[1], default]])
+        out[str(sid)] = hashlib.sha256(json.dumps(read, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return out
 
 
 def has_path(schema: str, path: str) -> bool:

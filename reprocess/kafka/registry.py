@@ -98,7 +98,9 @@ def writer_schemas(config: Mapping[str, Any], subjects: Iterable[str]) -> dict[s
             deleted = sorted(set(client.get_versions(subject, deleted=True)) - set(live))
             for version in [*deleted, *sorted(live)]:
                 registered = client.get_version(subject, version, deleted=True)
-                out[subject][int(registered.schema_id or 0)] = str(registered.schema.schema_str)
+                sid = int(registered.schema_id or 0)
+                out[subject].pop(sid, None)  # a schema registered again: its newest version's place
+                out[subject][sid] = str(registered.schema.schema_str)
         except SchemaRegistryError as exc:
             if exc.http_status_code == 404:
                 raise SpecError(

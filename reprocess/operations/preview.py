@@ -55,6 +55,11 @@ _LOAD: Final = text(
 )
 _LATEST: Final = text("SELECT plan_id FROM reprocess.plans WHERE pipeline = :pipeline ORDER BY created_at DESC LIMIT 1")
 _APPLIED: Final = text("UPDATE reprocess.plans SET applied_run_id = :run_id WHERE plan_id = :plan_id")
+_READINGS: Final = text("UPDATE reprocess.runs SET avro_readings = CAST(:readings AS jsonb) WHERE run_id = :run_id")
+_PLAN_READINGS: Final = text(
+    "SELECT p.plan_id, r.avro_readings FROM reprocess.plans p JOIN reprocess.runs r ON r.run_id = p.plan_id "
+    "WHERE p.applied_run_id = :run_id"
+)
 
 
 def diff_run(engine: Engine, spec: PipelineSpec, run_id: str) -> dict[str, Any]:
@@ -185,6 +190,31 @@ def check_fresh(conn: Connection, kafka: Mapping[str, Any], spec: PipelineSpec, 
             pipeline=spec.name,
         )
     return plan
+
+
+def check_readings(conn: Connection, spec: PipelineSpec, run_id: str, readings: Mapping[str, str]) -> None:
+    """Record how run ``run_id`` reads each Avro writer schema id; an apply whose plan read one of
+    the plan's ids otherwise (the registry changed a default or an alias since) is stale.
+
+    Raises
+    ------
+    StalePlanError
+        Naming the schema ids; raised before the read, so nothing is staged.
+    """
+    conn.execute(_READINGS, {"run_id": run_id, "readings": json.dumps(dict(readings))})
+    row = conn.execute(_PLAN_READINGS, {"run_id": run_id}).one_or_none()
+    if row is None:  # not an apply
+        return
+    changed = sorted((row.avro_readings or {}).items() - readings.items())
+    if changed:
+        raise StalePlanError(
+            f"{spec.name}: plan {row.plan_id} is stale: the Schema Registry changed how the records of schema id "
+            f"{', '.join(sid for sid, _ in changed)} read the spec's fields since the plan (a default, an alias or a "
+            f"deleted version). Nothing was applied: make a new plan (`reprocess plan {spec.name}` with the same "
+            "range) and apply that one.",
+            pipeline=spec.name,
+            run_id=run_id,
+        )
 
 
 def apply_request(plan: RunPlan) -> RunRequest:

@@ -14,9 +14,11 @@ from typing import TYPE_CHECKING
 
 from reprocess.core.errors import RunStateError
 from reprocess.core.runs import RunState
-from reprocess.core.spec import PipelineSpec
+from reprocess.core.spec import Format, PipelineSpec
 from reprocess.core.spec_parse import read_spec
 from reprocess.core.stages import launched_with_spark
+from reprocess.formats import avro
+from reprocess.operations.preview import check_readings
 from reprocess.postgres import store
 from reprocess.postgres.db import libpq_url, make_engine
 from reprocess.postgres.stage import live_attempt
@@ -83,7 +85,11 @@ def read_run(
     stages = launched_with_spark(stored_stages(engine, spec, run_id, batch_size))
     started = time.monotonic()
     progress = RunProgress(spark, engine, spec.name, run_id, sum(r.width for r in plan.ranges))
-    reader = SparkReader(spark, spec, db_url, kafka, writer_schemas(spec, plan.ranges, registry_config), progress)
+    schemas = writer_schemas(spec, plan.ranges, registry_config)
+    if spec.format is Format.AVRO and schemas:  # how the run reads each writer version: an apply's plan must agree
+        with engine.begin() as conn:
+            check_readings(conn, spec, run_id, avro.readings(spec, schemas))
+    reader = SparkReader(spark, spec, db_url, kafka, schemas, progress)
     evaluate(stages, RunContext(engine, spec, reader=reader))
     progress.close()
     log.info(

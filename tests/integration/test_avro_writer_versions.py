@@ -59,6 +59,11 @@ def _produce(
 ) -> dict[int, tuple[Any, Any]]:
     """Register each writer schema in turn under ``<topic>-value`` and produce its record; what
     the oracle decodes from the values sent."""
+    return _oracle(registry, topic, _send(registry, kafka_config, topic, writes))
+
+
+def _send(registry: str, kafka_config: dict[str, Any], topic: str, writes: list[tuple[dict, dict]]) -> list[bytes]:
+    """Register each writer schema in turn under ``<topic>-value`` and produce its record; the values sent."""
     client = SchemaRegistryClient({"url": registry})
     ctx = SerializationContext(topic, MessageField.VALUE)
     conf = {"auto.register.schemas": False, "use.latest.version": False, "subject.name.strategy.type": "TOPIC"}
@@ -70,7 +75,7 @@ def _produce(
         producer.produce(topic, key=str(record.get("id", record.get("ident"))).encode(), value=value)
         sent.append(value)
     producer.flush(30)
-    return _oracle(registry, topic, sent)
+    return sent
 
 
 def _oracle(registry: str, topic: str, sent: list[bytes]) -> dict[int, tuple[Any, Any]]:
@@ -176,3 +181,98 @@ def test_a_rebuild_verifies_a_key_renamed_with_aliases_as_the_job_reads_it(
     ])  # fmt: skip
     assert expected == {1: ("alice", "new"), 2: ("bob", "paid")}
     _assert_lands(engine, kafka_config, schema_registry, unique_name, expected, rebuild=True)
+
+
+def _amounts(engine: Any, spec: PipelineSpec) -> dict[int, Any]:
+    with engine.connect() as conn:
+        return dict(conn.execute(text(f"SELECT id, amount FROM {spec.qualified_target}")).all())
+
+
+def test_a_rename_registered_before_the_spec_changes_keeps_the_mapped_column_in_a_replay(
+    schema_registry, kafka_config, engine, unique_name
+):
+    """The spec maps ``amount``; version 2 renames it ``total`` with ``aliases: [amount]`` (BACKWARD
+    compatible) before anyone edits the spec. A replay of the range (version 1's records and
+    version 2's) reads the spec's field by its alias in every version: no stored value turns NULL."""
+    maybe = ["null", "double"]
+    v1 = _record({"name": "amount", "type": maybe, "default": None})
+    v2 = _record({"name": "total", "type": maybe, "default": None, "aliases": ["amount"]})
+    _send(schema_registry, kafka_config, unique_name, [(v1, {"id": 1, "amount": 1.5}), (v1, {"id": 2, "amount": 2.5})])
+    raw = {
+        "name": unique_name, "topics": [unique_name], "format": "avro", "key": ["id"],
+        "target_table": f"{unique_name}.orders", "columns": {"id": "bigint", "amount": "double precision"},
+    }  # fmt: skip
+    path = Path(os.environ["REPROCESS_PIPELINES_DIR"]) / f"{unique_name}.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    spec = read_spec(path)
+    _run(engine, kafka_config, spec, schema_registry, f"{unique_name}-1", {})
+    assert _amounts(engine, spec) == {1: 1.5, 2: 2.5}
+    _send(schema_registry, kafka_config, unique_name, [(v2, {"id": 3, "total": 3.5})])
+    _run(engine, kafka_config, spec, schema_registry, f"{unique_name}-replay", {})  # the whole range again
+    assert (_amounts(engine, spec), _dead_letters(engine, spec)) == ({1: 1.5, 2: 2.5, 3: 3.5}, [])
+
+
+def test_a_soft_deleted_version_registered_again_is_the_latest_by_version_number(
+    schema_registry, kafka_config, engine, unique_name
+):
+    """Version 3 (status default "two") is soft-deleted and registered again: version 4, under
+    version 3's schema id, is the registry's latest, not version 2 (default "one") although its id
+    was listed first. Records lacking ``status`` take the latest's default, as a Confluent
+    deserializer (the oracle) reads them."""
+    subject, customer = f"{unique_name}-value", {"name": "customer", "type": "string"}
+    one = _record(customer, {"name": "status", "type": "string", "default": "one"})
+    two = _record(customer, {"name": "status", "type": "string", "default": "two"})
+    sent = _send(schema_registry, kafka_config, unique_name, [(_record(customer), {"id": 1, "customer": "alice"})])
+    client = SchemaRegistryClient({"url": schema_registry})
+    client.register_schema(subject, Schema(json.dumps(one), "AVRO"))
+    first = client.register_schema(subject, Schema(json.dumps(two), "AVRO"))
+    client.delete_version(subject, 3)
+    fresh = SchemaRegistryClient({"url": schema_registry})  # the first one answers from its cache
+    again = fresh.register_schema(subject, Schema(json.dumps(two), "AVRO"))
+    latest = requests.get(f"{schema_registry}/subjects/{subject}/versions/latest", timeout=30).json()
+    assert (again, latest["version"], latest["id"]) == (first, 4, first)
+    expected = _oracle(schema_registry, unique_name, sent)
+    assert expected == {1: ("alice", "two")}
+    _assert_lands(engine, kafka_config, schema_registry, unique_name, expected)
+
+
+def test_a_plan_is_stale_when_the_registry_changes_how_its_records_read(
+    schema_registry, kafka_config, engine, unique_name
+):
+    """A version registered between plan and apply that changes nothing the spec reads (a field it
+    does not map) leaves the plan fresh; one that changes what the plan's records read as (the
+    latest's default for a field their writer lacks) makes the apply stale, refused before it reads."""
+    from reprocess.core.errors import StalePlanError
+    from reprocess.core.stages import launched_after_spark
+    from reprocess.runner.evaluate import RunContext, evaluate
+    from reprocess.runner.preview import start_apply
+
+    subject, customer = f"{unique_name}-value", {"name": "customer", "type": "string"}
+    config = json.dumps({"url": schema_registry})
+    client = SchemaRegistryClient({"url": schema_registry})
+    spec = _spec(unique_name, unique_name)
+
+    def register(default: str, *extra: dict[str, Any]) -> None:
+        status = {"name": "status", "type": "string", "default": default}
+        client.register_schema(subject, Schema(json.dumps(_record(customer, status, *extra)), "AVRO"))
+
+    def stage(stages: Any, run_id: str) -> None:
+        run_spark_stage(spec, run_id, kafka=kafka_config, registry_config=config)
+        evaluate(launched_after_spark(stages), RunContext(engine, spec))
+
+    def plan(name: str) -> None:
+        stage(start_run(engine, kafka_config, spec, RunRequest.from_params({"preview": True}), name)[1], name)
+
+    _send(schema_registry, kafka_config, unique_name, [(_record(customer), {"id": 1, "customer": "alice"})])
+    register("one")
+    plan(f"{unique_name}-p1")
+    register("one", {"name": "note", "type": ["null", "string"], "default": None})  # nothing the spec maps
+    stage(start_apply(engine, kafka_config, spec, f"{unique_name}-p1", f"{unique_name}-a1")[1], f"{unique_name}-a1")
+    assert _rows(engine, spec) == {1: ("alice", "one")}
+
+    plan(f"{unique_name}-p2")
+    register("two")  # the records of the first version now read status "two"
+    stages = start_apply(engine, kafka_config, spec, f"{unique_name}-p2", f"{unique_name}-a2")[1]
+    with pytest.raises(StalePlanError, match=r"p2 is stale: the Schema Registry changed how the records of schema id"):
+        stage(stages, f"{unique_name}-a2")
+    assert _rows(engine, spec) == {1: ("alice", "one")}
