@@ -24,15 +24,18 @@ Nothing raw reaches a text column of the stage unescaped:
 
 - record text a decoder quotes in ``_error`` goes through :func:`escaped_sql` (JSON string escapes:
   no NUL, no control character, valid UTF-8), or through :func:`hex_sql` when it may be binary;
-- a text column's value that PostgreSQL cannot store (a NUL character, bytes that are not UTF-8)
-  is not the decoder's to catch: the stage turns it into a dead letter naming the column
-  (:func:`unstorable_text_error_sql`, applied by :func:`reprocess.spark.transform.to_stage`).
+- a text, json, jsonb or array column's value that PostgreSQL cannot store (a NUL character, bytes
+  that are not UTF-8, text PostgreSQL's json or jsonb input refuses) is not the decoder's to catch:
+  the stage turns it into a dead letter naming the column before the dedupe
+  (:func:`unstorable_error_sql`, applied by :func:`reprocess.spark.transform.to_stage`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Final, TypeAlias
+
+from reprocess.core.column_types import ColumnType
 
 QUOTED_CHARS: Final = 80  # characters of record text an error quotes
 QUOTED_BYTES: Final = 40  # bytes of a binary value an error shows in hex
@@ -98,6 +101,18 @@ def storable_sql(text: str) -> str:
     return f"({text} IS NULL OR (is_valid_utf8({text}) AND NOT contains({text}, char(0))))"
 
 
+def unstorable_error_sql(column: str, kind: ColumnType, sql_type: str, text: str) -> str | None:
+    """Spark SQL: the dead letter's error for a value of a column of type ``kind`` that
+    PostgreSQL's COPY would refuse although its decoder passed it (:func:`unstorable_text_error_sql`,
+    :func:`unstorable_value_error_sql`), or None for a type whose staged value the decoders build
+    whole (numbers, dates, a ``uuid``'s or a ``bytea``'s canonical text: their type errors come first)."""
+    if kind is ColumnType.TEXT:
+        return unstorable_text_error_sql(column, text)
+    if kind in (ColumnType.JSON, ColumnType.JSONB, ColumnType.TEXT_ARRAY):
+        return unstorable_value_error_sql(column, kind, sql_type, text)
+    return None
+
+
 def unstorable_text_error_sql(column: str, text: str) -> str:
     """Spark SQL: the dead letter's error for a text column whose value PostgreSQL cannot store, or
     NULL; it names the column and shows the value's first bytes in hex."""
@@ -106,6 +121,30 @@ def unstorable_text_error_sql(column: str, text: str) -> str:
         "cannot store: "
     )
     return f"CASE WHEN NOT {storable_sql(text)} THEN concat({what}, {hex_sql(f'CAST({text} AS BINARY)')}) END"
+
+
+JSON_TEXT_FUNCTION: Final = "reprocess_json_text"
+"""The Java UDF ``(text, jsonb) → NULL or why PostgreSQL's json (jsonb) input refuses the text``
+(``reprocess/jvm/JsonText.java``, registered by :func:`reprocess.formats.json_udf.register_json_text`)."""
+
+
+def unstorable_value_error_sql(column: str, kind: ColumnType, sql_type: str, text: str) -> str:
+    """Spark SQL: the dead letter's error for the staged text of a ``json``, ``jsonb`` or array
+    column that PostgreSQL's COPY would refuse, or NULL: a NUL character or bytes that are not
+    UTF-8 (no PostgreSQL text holds them, an array's element included); for ``json``/``jsonb``
+    text its input refuses (:data:`JSON_TEXT_FUNCTION`: not one JSON value; for ``jsonb`` also the
+    escape of NUL or a lone surrogate). Checked before the dedupe, so the key's newest record
+    PostgreSQL can store lands."""
+    what = sql_string(
+        f"type error: column {column} holds a NUL character or bytes that are not UTF-8, which PostgreSQL "
+        f"{sql_type} cannot store: "
+    )
+    cases = f"WHEN NOT {storable_sql(text)} THEN concat({what}, {hex_sql(f'CAST({text} AS BINARY)')})"
+    if kind in (ColumnType.JSON, ColumnType.JSONB):
+        refusal = f"{JSON_TEXT_FUNCTION}({text}, {str(kind is ColumnType.JSONB).lower()})"
+        what = sql_string(f"type error: column {column} is not {sql_type}: ")
+        cases += f" WHEN {refusal} IS NOT NULL THEN concat({what}, {refusal}, ': ', {escaped_sql(text)})"
+    return f"CASE {cases} END"
 
 
 # PostgreSQL's largest btree index row (BTMaxItemSize on 8 kB pages, btree version 4). A key is

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Final
 
 from reprocess.core.errors import SparkSetupError
 from reprocess.core.spec import ColumnSpec, ColumnType, PipelineSpec
-from reprocess.formats.contract import sql_string
+from reprocess.formats.contract import JSON_TEXT_FUNCTION, sql_string
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -148,22 +148,32 @@ def jar_path() -> Path:
 _SESSIONS_WITH_JAR: set[str] = set()
 
 
-def _register(spark: SparkSession, name: str, ddl: str) -> None:
-    """Register the UDF as ``name`` in ``spark``; a Connect session gets the jar first, once."""
+def _register(spark: SparkSession, name: str, ddl: str, java_class: str = CLASS) -> None:
+    """Register the jar's ``java_class`` as ``name`` in ``spark``; a Connect session gets the jar first, once."""
     from pyspark.sql.connect.session import SparkSession as ConnectSession
 
     if isinstance(spark, ConnectSession) and spark.session_id not in _SESSIONS_WITH_JAR:
         spark.addArtifacts(str(jar_path()))
         _SESSIONS_WITH_JAR.add(spark.session_id)
     try:
-        spark.udf.registerJavaFunction(name, CLASS, ddl)
+        spark.udf.registerJavaFunction(name, java_class, ddl)
     except Exception as err:
-        if CLASS not in str(err):
+        if java_class not in str(err):
             raise
         raise SparkSetupError(
-            f"Spark cannot load the JSON decoder's class {CLASS}: start spark-submit with `--jars {jar_path()}` "
+            f"Spark cannot load the JSON decoder's class {java_class}: start spark-submit with `--jars {jar_path()}` "
             f"(reprocess.spark.conf.spark_submit_command does); Spark said: {str(err)[:300]}"
         ) from err
+
+
+JSON_TEXT_CLASS: Final = "reprocess.json.JsonText"
+
+
+def register_json_text(spark: SparkSession) -> None:
+    """Register :data:`JSON_TEXT_FUNCTION` in ``spark``: ``reprocess_json_text(text, jsonb)`` is NULL
+    when PostgreSQL's json (jsonb) input takes ``text``, else why not (``reprocess/jvm/JsonText.java``;
+    :func:`reprocess.formats.contract.unstorable_error_sql` calls it)."""
+    _register(spark, JSON_TEXT_FUNCTION, "string", JSON_TEXT_CLASS)
 
 
 def call_sql(spark: SparkSession, lay: Layout, value: str) -> str:

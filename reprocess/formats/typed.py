@@ -8,7 +8,7 @@ is a Spark value; any other is text in PostgreSQL's input syntax, cast at the CO
 (:mod:`reprocess.core.column_types`). The rules:
 
 - ``numeric``: the exact text PostgreSQL reads (never a double in between); ``numeric(p,s)`` also
-  fits its precision (checked here up to 38 digits, by PostgreSQL's COPY beyond). A Debezium
+  fits its precision (checked here: by Spark's decimal up to 38 digits, by the text's digits beyond). A Debezium
   ``precise`` decimal is base64 of the unscaled two's-complement bytes (up to 38 digits), scaled by
   the column's ``s``; a ``VariableScaleDecimal`` (``{"scale": 2, "value": "<base64>"}``) by its own.
 - ``date``, ``timestamp``, ``time``: ISO text; under Debezium's JSON converter also the integer
@@ -17,8 +17,8 @@ is a Spark value; any other is text in PostgreSQL's input syntax, cast at the CO
 - ``uuid``: 32 hex digits (hyphens and braces as PostgreSQL takes them), staged canonical.
 - ``bytea``: base64 (what Kafka Connect's JSON converter writes for bytes), staged as ``\\x`` hex.
 - ``text[]``, ``bigint[]``: a JSON array (NULL elements kept), staged as PostgreSQL's array literal.
-- ``json``, ``jsonb``: the JSON text; PostgreSQL's COPY is its check (it is the one that knows
-  what ``jsonb`` refuses, e.g. ``\\u0000``), and a refusal is a dead letter naming the column.
+- ``json``, ``jsonb``: the JSON text, checked before the dedupe as PostgreSQL's input reads it
+  (:func:`reprocess.formats.contract.unstorable_error_sql`: ``jsonb`` also refuses ``\\u0000``).
 """
 
 from __future__ import annotations
@@ -127,12 +127,35 @@ def numeric_text(sql: str) -> str:
 
 def numeric_fit(exact: str, c: ColumnSpec) -> str:
     """``exact`` (a numeric's text) when ``numeric(p,s)`` holds it once rounded to ``s`` places, as
-    PostgreSQL rounds; NULL when it has more digits before the point than ``p - s``. Beyond 38
-    digits Spark cannot tell, and PostgreSQL's COPY refuses it (a dead letter naming the column)."""
-    if c.numeric is None or c.numeric[0] > _SPARK_DIGITS:
+    PostgreSQL rounds; NULL (a type error, before the dedupe) when it has more digits before the
+    point than ``p - s``: up to 38 digits by Spark's decimal, beyond by the text's digits
+    (:func:`_fits_digits`), never left to the COPY, whose refusal would hide the key's older record."""
+    if c.numeric is None:
         return exact
     precision, scale = c.numeric
+    if precision > _SPARK_DIGITS:
+        return f"try_element_at(filter(array({exact}), x -> {_fits_digits(precision, scale)}), 1)"
     return f"CASE WHEN try_cast({exact} AS DECIMAL({precision},{scale})) IS NOT NULL THEN {exact} END"
+
+
+def _fits_digits(precision: int, scale: int) -> str:
+    """Spark SQL over ``x``, a numeric's text as :data:`NUMERIC_TEXT` reads it: true when ``x``
+    rounded half away from zero to ``scale`` places (PostgreSQL's rounding) has at most
+    ``precision - scale`` digits before the point. ``x`` is 0.d₁d₂… × 10^pos, d₁ its first
+    non-zero digit: it fits when pos is below the limit, or at it unless rounding carries
+    (d₁…d_p all 9 and d_{p+1} ≥ 5)."""
+    unsigned = "lower(regexp_replace(trim(x), '^[+-]', ''))"
+    mantissa = f"split_part({unsigned}, 'e', 1)"
+    exponent = f"coalesce(try_cast(nullif(split_part({unsigned}, 'e', 2), '') AS INT), 0)"
+    digits = f"replace({mantissa}, '.', '')"
+    significant = f"TRIM(LEADING '0' FROM {digits})"
+    pos = f"(length(split_part({mantissa}, '.', 1)) + {exponent} - length({digits}) + length({significant}))"
+    limit = precision - scale
+    carries = (
+        f"length({significant}) > {precision} AND substr({significant}, 1, {precision}) RLIKE '^9+$' "
+        f"AND substr({significant}, {precision + 1}, 1) >= '5'"
+    )
+    return f"(x IS NULL OR length({significant}) = 0 OR {pos} < {limit} OR ({pos} = {limit} AND NOT ({carries})))"
 
 
 def hex_bytea(binary: str) -> str:

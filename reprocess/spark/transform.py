@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from reprocess.core.errors import SpecError
 from reprocess.core.spec import ColumnSpec, ColumnType, PipelineSpec, TombstoneMode
 from reprocess.core.stage_rows import DEAD, FILTERED, MOVED, ROW, TOMBSTONE, UNCHANGED, stage_columns
-from reprocess.formats import decoder
+from reprocess.formats import decoder, json_udf
 from reprocess.formats.contract import (
     DELETES,
     KEEP,
@@ -21,7 +21,7 @@ from reprocess.formats.contract import (
     key_name,
     oversized_key_error_sql,
     typed_name,
-    unstorable_text_error_sql,
+    unstorable_error_sql,
 )
 from reprocess.spark import left_out, user_transform
 
@@ -40,6 +40,8 @@ def decode(records: DataFrame, spec: PipelineSpec, schemas: WriterSchemas | None
     from pyspark.sql import functions as F
 
     records.sparkSession.conf.set("spark.sql.session.timeZone", "UTC")
+    if any(c.type in (ColumnType.JSON, ColumnType.JSONB) for c in spec.columns):
+        json_udf.register_json_text(records.sparkSession)  # the check of _error_with_unstorable_text
     decoded = decoder(spec).decode(records, spec, schemas or {})
     return decoded.withColumn("_error", F.expr(_error_with_unstorable_text(spec)))
 
@@ -156,8 +158,9 @@ def _stage_column(spec: PipelineSpec, column: str) -> Column:
 
 
 def _error_with_unstorable_text(spec: PipelineSpec) -> str:
-    """The decoder's ``_error``, else the first text column whose value PostgreSQL cannot store
-    (a NUL character, bytes that are not UTF-8), else a key too long for the target's index
+    """The decoder's ``_error``, else the first column whose value PostgreSQL's COPY would refuse
+    (:func:`~reprocess.formats.contract.unstorable_error_sql`: a NUL character, bytes that are not
+    UTF-8, text PostgreSQL's json or jsonb input refuses), else a key too long for the target's index
     (:func:`~reprocess.formats.contract.oversized_key_error_sql`): whatever the format, such a
     record is a dead letter naming the column or the limit, never a COPY or a merge that fails the
     run (the decoder contract)."""
@@ -170,8 +173,8 @@ def _error_with_unstorable_text(spec: PipelineSpec) -> str:
             value = f"CASE WHEN {DELETES} THEN {key_name(key_index[c.name])} ELSE {value} END"
         if c.name in key_index:
             keys.append((c.name, value))
-        if c.type is ColumnType.TEXT:
-            checks.append(unstorable_text_error_sql(c.name, value))
+        unstorable = unstorable_error_sql(c.name, c.type, c.sql_type, value)
+        checks += [unstorable] if unstorable else []
     oversized = oversized_key_error_sql(keys)
     checks += [oversized] if oversized else []
     return f"coalesce(_error, {', '.join(checks)})" if checks else "_error"

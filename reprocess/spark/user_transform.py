@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, cast
 from reprocess.core.errors import SpecError
 from reprocess.core.spec import ColumnSpec, ColumnType, PipelineSpec
 from reprocess.core.stage_rows import DEAD, LINEAGE, LINKS, ROW, UNCHANGED
-from reprocess.formats.contract import oversized_key_error_sql, unstorable_text_error_sql
+from reprocess.formats import json_udf
+from reprocess.formats.contract import oversized_key_error_sql, unstorable_error_sql
 from reprocess.formats.typed import typed_value_sql
 
 if TYPE_CHECKING:
@@ -65,11 +66,13 @@ def apply(rows: DataFrame, spec: PipelineSpec) -> DataFrame:
             f"{missing}; it must keep every spec column and the lineage columns {list(LINEAGE)} (add or replace "
             "columns, never drop them; mark a row it rejects with a non-null _error)"
         )
-    error = _error(spec, out)
+    # An array column is given to the function as its staged literal (text); returned as text, it is that literal.
+    literals = {f.name for f in out.schema.fields if f.dataType.typeName() == "string"}
+    error = _error(spec, out, literals)
     ok = error.isNull()
     carried = [
         F.when(ok, F.lit(ROW)).otherwise(F.lit(DEAD)).alias("_kind"),
-        *(F.when(ok, _typed(c)).alias(c.name) for c in spec.columns),
+        *(F.when(ok, F.expr(_typed(c, literals))).alias(c.name) for c in spec.columns),
         *(F.col(c).alias(c) for c in LINEAGE),
         error.alias("_error"),
         *(F.when(~ok, F.hex(c) if c in out.columns else F.lit(None)).alias(f"_raw_{c}") for c in RAW),
@@ -93,35 +96,40 @@ def _absent(column: str) -> Column:
     return F.array().cast("array<string>") if column == UNCHANGED else F.lit(None).cast("string")
 
 
-def _error(spec: PipelineSpec, out: DataFrame) -> Column:
+def _error(spec: PipelineSpec, out: DataFrame, literals: set[str]) -> Column:
     """The first problem of a returned row: its own ``_error``, a value the column's type cannot
-    hold, a required column left NULL, text PostgreSQL cannot store, a key too long for the
+    hold, a required column left NULL, a value PostgreSQL's COPY would refuse (text or an array
+    element holding a NUL, text PostgreSQL's json or jsonb input refuses), a key too long for the
     target's index. Each is found here, before the dedupe, so the key's newest good record lands
     (a refusal at the COPY would come after the dedupe and keep the key's stored row)."""
     from pyspark.sql import functions as F
 
     checks = [F.col("_error").cast("string")] if "_error" in out.columns else []
+    if any(c.type in (ColumnType.JSON, ColumnType.JSONB) for c in spec.columns):
+        json_udf.register_json_text(out.sparkSession)
     for c in spec.columns:
         value = F.col(c.name)
         checks.append(
             F.when(
-                value.isNotNull() & _typed(c).isNull(),
+                value.isNotNull() & F.expr(_typed(c, literals)).isNull(),
                 F.lit(f"transform: column {c.name} is not {c.sql_type}"),
             )
         )
         if c.required:
             checks.append(F.when(value.isNull(), F.lit(f"transform: required column {c.name} is null")))
-        if c.type is ColumnType.TEXT:  # as a decoded value's: never a COPY refusal that hides the key's older record
-            checks.append(F.expr(unstorable_text_error_sql(c.name, f"`{c.name}`")))
+        # As a decoded value's, on the staged value: never a COPY refusal that hides the key's older record.
+        unstorable = unstorable_error_sql(c.name, c.type, c.sql_type, _typed(c, literals))
+        checks += [F.expr(unstorable)] if unstorable else []
     oversized = oversized_key_error_sql([(c.name, f"`{c.name}`") for c in spec.key_columns])
     checks += [F.expr(oversized)] if oversized else []
     return F.coalesce(*checks)
 
 
-def _typed(c: ColumnSpec) -> Column:
-    """A returned column as the stage holds it, by the decoders' rule for a derived value
+def _typed(c: ColumnSpec, literals: set[str]) -> str:
+    """Spark SQL: a returned column as the stage holds it, by the decoders' rule for a derived value
     (:func:`reprocess.formats.typed.typed_value_sql`: a numeric as its exact text when PostgreSQL
-    reads it, an array as PostgreSQL's literal…); NULL when it does not fit."""
-    from pyspark.sql import functions as F
-
-    return F.expr(typed_value_sql(f"`{c.name}`", c))
+    reads it, an array as PostgreSQL's literal…), or an array column's literal as the function was
+    given it (``literals``: the returned columns that are text); NULL when it does not fit."""
+    if c.type.array_element is not None and c.name in literals:
+        return f"`{c.name}`"
+    return typed_value_sql(f"`{c.name}`", c)

@@ -40,3 +40,20 @@ def nul_in_text(df: DataFrame) -> DataFrame:
 def drops_drafts(df: DataFrame) -> DataFrame:
     """A transform that filters: draft records are not returned at all (test_rebuild_decoding)."""
     return df.where(F.col("status") != "draft")
+
+
+def refused_values(df: DataFrame) -> DataFrame:
+    """Sets column ``c`` to a value PostgreSQL's COPY refuses when ``t`` is ``bad-<c>``: output the
+    decoder's checks never see, which the transform's check must catch before the dedupe
+    (test_refused_newest_record)."""
+    refused = {
+        "doc": F.lit('{"a": "x\\u0000"}'),
+        "raw": F.lit('{"a": 1} x'),
+        "js": F.lit('"\\ud800"'),
+        "tags": F.concat(F.lit('{"c'), F.expr("char(0)"), F.lit('"}')),  # the function gets the array's literal
+        "amount": F.lit("1" * 39),
+        "big": F.lit("9" * 40 + ".999995"),
+    }
+    for column, value in refused.items():
+        df = df.withColumn(column, F.when(F.col("t") == f"bad-{column}", value).otherwise(F.col(column)))
+    return df
