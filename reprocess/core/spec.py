@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from dataclasses import MISSING, Field, dataclass, field, fields
+from dataclasses import MISSING, Field, dataclass, field, fields, replace
 from types import MappingProxyType
 from typing import Any, Final
 
@@ -50,9 +50,11 @@ class ColumnSpec:
     required: bool
     expr: str | None = None  # Spark SQL deriving the value (core.derive), instead of a path
     numeric: tuple[int, int] | None = None  # numeric(p,s)'s (precision, scale); None: unconstrained
+    # A json/jsonb column of the json format: a JSON string field is the JSON text it holds (else the string).
+    string_is_json: bool = False
 
     def with_required(self) -> ColumnSpec:
-        return ColumnSpec(self.name, self.type, self.path, True, self.expr, self.numeric)
+        return replace(self, required=True)
 
     @property
     def sql_type(self) -> str:
@@ -68,6 +70,12 @@ class ColumnSpec:
     @property
     def json_path(self) -> str:
         return "$." + self.path
+
+
+def _derives(c: ColumnSpec) -> list[str]:
+    """A column's fingerprint entries past (name, type, path, required), only when set (a spec
+    without them keeps the fingerprint it had)."""
+    return [*([c.expr] if c.expr else []), *(["string_is_json"] if c.string_is_json else [])]
 
 
 def _read_from(*keys: str) -> dict[str, tuple[str, ...]]:
@@ -166,7 +174,7 @@ class PipelineSpec:
 
         derives: dict[str, Any] = {
             "key": list(self.key),
-            "columns": [[c.name, c.sql_type, c.path, c.required, *([c.expr] if c.expr else [])] for c in self.columns],
+            "columns": [[c.name, c.sql_type, c.path, c.required, *_derives(c)] for c in self.columns],
             "ordering": [self.ordering.mode.value, self.ordering.column],
         }
         if self.where is not None:
@@ -193,6 +201,7 @@ class PipelineSpec:
                     "type": c.sql_type,
                     "required": c.required,
                     **({"expr": c.expr} if c.expr else {"path": c.path}),
+                    **({"string_is_json": True} if c.string_is_json else {}),
                 }
                 for c in self.columns
             },

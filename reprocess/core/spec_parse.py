@@ -15,7 +15,7 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from reprocess.core.column_types import DecimalHandling, parse_type
+from reprocess.core.column_types import ColumnType, DecimalHandling, parse_type
 from reprocess.core.derive import parse_transform, value_fields
 from reprocess.core.errors import SpecError, SpecSchemaError
 from reprocess.core.formats import Encoding, Format, path_problem
@@ -329,7 +329,15 @@ class _SpecParser:
             if expr is not None and "path" in col:
                 raise self.fail(f"{where}.expr", "a column takes its value from 'path' or from 'expr', not both")
             path = self.path(col.get("path", col_name), f"{where}.path", fmt)
-            out.append(ColumnSpec(col_name, col_type, path, bool(col.get("required", False)), expr, numeric))
+            string_is_json = bool(col.get("string_is_json", False))
+            if string_is_json and (fmt is not Format.JSON or col_type not in (ColumnType.JSON, ColumnType.JSONB)):
+                raise self.fail(
+                    f"{where}.string_is_json",
+                    "only a json or jsonb column of the json format reads a JSON string as JSON text (avro and "
+                    "debezium strings always are JSON text)",
+                )
+            required = bool(col.get("required", False))
+            out.append(ColumnSpec(col_name, col_type, path, required, expr, numeric, string_is_json))
         return tuple(out)
 
     def path(self, path: object, where: str, fmt: Format) -> str:

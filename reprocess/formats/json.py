@@ -112,7 +112,9 @@ def schema_of(paths: list[str], variants: Collection[str] = ()) -> str:
 def _extract_fields(spec: PipelineSpec, lay: json_udf.Layout) -> list[str]:
     """Each field's text and typed value, extracted ONCE per record (the CASE reuses them) from the
     UDF's struct: a numeric field's kind is the one a variant gives it (:func:`_exact_numeric`), a
-    json/jsonb field's text is Spark's rendering of it as a variant, as when it was read as one.
+    json/jsonb field's text is Spark's rendering of it as a variant, as when it was read as one; a
+    JSON string stays that string (``"123"`` is no number), unless the column's ``string_is_json``
+    says it holds JSON text.
     """
     out = []
     for i, c in enumerate(spec.columns):
@@ -126,9 +128,10 @@ def _extract_fields(spec: PipelineSpec, lay: json_udf.Layout) -> list[str]:
         if c.type is ColumnType.NUMERIC:
             out += [f"{ref} AS {raw_name(i)}", f"{lay.kind(c.path)} AS {_kind(i)}"]
             continue
-        if c.type in _VARIANTS:  # a JSON string holds the JSON text (as Debezium sends json); else the value's
+        if c.type in _VARIANTS:  # the value's JSON text; a JSON string's, or with string_is_json the text it holds
+            string = ref if c.string_is_json else json_string_sql(ref)
             text = (
-                f"CASE {lay.kind(c.path)} WHEN 'STRING' THEN {ref} WHEN 'VOID' THEN NULL "
+                f"CASE {lay.kind(c.path)} WHEN 'STRING' THEN {string} WHEN 'VOID' THEN NULL "
                 f"ELSE to_json(try_parse_json({ref})) END"
             )
             out += [f"{text} AS {raw_name(i)}", f"{text} AS {typed_name(i)}"]
@@ -137,6 +140,17 @@ def _extract_fields(spec: PipelineSpec, lay: json_udf.Layout) -> list[str]:
         typed = raw_name(i) if c.type is ColumnType.TEXT else lay.typed(c.path, c, typed_sql(ref, c))
         out.append(f"{typed} AS {typed_name(i)}")
     return out
+
+
+def json_string_sql(text: str) -> str:
+    """Spark SQL: the JSON string literal of ``text`` (quoted, escaped as Spark's JSON writer does).
+
+    Examples
+    --------
+    >>> json_string_sql("s")
+    'substring(to_json(array(s)), 2, length(to_json(array(s))) - 2)'
+    """
+    return f"substring(to_json(array({text})), 2, length(to_json(array({text}))) - 2)"
 
 
 def _kind(i: int) -> str:

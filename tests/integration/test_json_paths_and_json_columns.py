@@ -1,7 +1,8 @@
 """The JSON decoder on what the hostile corpus's flat spec does not reach: dotted paths whose parent
 holds something other than an object (``from_json`` cannot read it into the struct it reads fields
 from, so the record is malformed, as before the Jackson UDF), and json/jsonb columns (stored as the
-JSON value the producer wrote, a JSON string as its text).
+JSON value the producer wrote, a JSON string as that string; with ``string_is_json``, as the JSON
+text the string holds).
 
 Each value is one record of one topic read by one backfill on the real stack (Apache Kafka, Spark
 Connect, PostgreSQL); the expectations are stated here, as in :mod:`tests.support.hostile_corpus`.
@@ -26,6 +27,7 @@ COLUMNS: dict[str, Any] = {
     "t": {"type": "text", "path": "meta.t"},
     "doc": {"type": "jsonb"},
     "raw": {"type": "json"},
+    "held": {"type": "jsonb", "string_is_json": True},
 }
 MALFORMED = "malformed JSON or not a JSON object"
 
@@ -50,7 +52,14 @@ CASES = [
     _dead("parent-an-array", ',"meta":[{"n":1}]}', MALFORMED),
     _dead("nested-text-an-object", ',"meta":{"t":{"a":1}}}', "field meta.t of text column t is an object"),
     _row("jsonb-object", ',"doc":{"b":1.50,"a":[1,"x",null,true]}}', doc={"a": [1, "x", None, True], "b": 1.5}),
-    _row("jsonb-string-is-its-text", ',"doc":"{\\"k\\": 2}"}', doc={"k": 2}),
+    # A JSON string is stored as that string (issue 53, review V 12): never re-read as JSON.
+    _row("jsonb-string-stays-a-string", ',"doc":"{\\"k\\": 2}"}', doc='{"k": 2}'),
+    _row("jsonb-digits-string-is-no-number", ',"doc":"123"}', doc="123"),
+    _row("jsonb-word-string", ',"doc":"hello"}', doc="hello"),
+    _row("json-word-string", ',"raw":"hello \\u00e9"}', raw="hello \u00e9"),
+    # ...unless the column says its strings hold JSON text: then that text, and a dead letter when it is none.
+    _row("string-is-json-holds-json", ',"held":"{\\"k\\": 2}"}', held={"k": 2}),
+    _dead("string-is-json-holds-a-word", ',"held":"hello"}', "type error: column held is not jsonb: "),
     _row("jsonb-number", ',"doc":12}', doc=12),
     _row("jsonb-null", ',"doc":null}', doc=None),
     _row("json-nested", ',"raw":{"z":{"y":[0.5]},"a":"\\u00e9"}}', raw={"z": {"y": [0.5]}, "a": "\u00e9"}),

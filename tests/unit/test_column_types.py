@@ -110,3 +110,15 @@ def test_decimal_handling_mode_is_a_debezium_setting_with_the_fix_in_its_errors(
         _spec({}, **debezium, decimal_handling_mode="double")
     with pytest.raises(SpecError, match=r"'decimal_handling_mode': only a debezium pipeline has one; format json"):
         _spec({}, decimal_handling_mode="precise")
+
+
+def test_string_is_json_is_a_json_format_setting_of_json_columns_in_the_fingerprint():
+    plain, held = _spec({"doc": "jsonb"}), _spec({"doc": {"type": "jsonb", "string_is_json": True}})
+    assert (plain.columns[1].string_is_json, held.columns[1].string_is_json) == (False, True)
+    assert plain.fingerprint == _spec({"doc": "jsonb"}).fingerprint != held.fingerprint
+    assert held.as_dict()["columns"]["doc"]["string_is_json"] is True
+    assert held.columns[1].with_required().string_is_json
+    with pytest.raises(SpecError, match=r"columns.doc.string_is_json': only a json or jsonb column of the json"):
+        _spec({"doc": {"type": "text", "string_is_json": True}})
+    with pytest.raises(SpecError, match=r"columns.doc.string_is_json': only a json or jsonb column of the json"):
+        _spec({"doc": {"type": "jsonb", "string_is_json": True}}, format="debezium", target_table="public.p")
