@@ -12,8 +12,10 @@ or a shutdown: 57; …) is the infrastructure's, and fails the task so that it i
 A refused row is the newest record of its key in the run (the dedupe ran before the COPY): the
 key keeps its stored row, and the dead letter's lineage says which record to redrive. So every
 refusal the Spark job can foresee is its own dead letter before the dedupe, where it lets the
-key's older records of the run land (text PostgreSQL cannot store, decoded or returned by a
-``transform:``; a key over the btree index row limit); this layer is for what no check knows.
+key's older records of the run land, decoded or returned by a ``transform:``
+(:func:`reprocess.formats.contract.unstorable_error_sql`: text or an array element holding a NUL,
+json/jsonb text PostgreSQL's input refuses, jsonb's ``\\u0000``; a ``numeric(p,s)`` overflowing at
+any precision; a key over the btree index row limit); this layer is for what no check knows.
 """
 
 from __future__ import annotations
