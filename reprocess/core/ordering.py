@@ -28,6 +28,13 @@ The order is TOTAL (a lexicographic tuple of NOT NULL values), so ``DISTINCT ON`
   (topic, partition) across partitions: equal versions on two partitions are equal by the
   producer's own account, and the deterministic tie-break keeps the order total.
 
+Both engines compare by the same rule (DESIGN "One comparison rule on both engines"): values by
+value, never by their staged text (Spark orders a ``numeric`` or a ``time`` by a typed sort key,
+:func:`reprocess.formats.typed.sort_key_sql`), and text (a ``text`` column, the topic tie-break)
+byte-wise, as Spark compares strings: PostgreSQL compares them under ``COLLATE "C"`` whatever the
+database's collation. A type the two cannot order alike is refused as the ordering column
+(:data:`UNORDERABLE`).
+
 Why not "timestamp across partitions, offset within"? That pairwise rule is not transitive
 (record a beats b by offset, b beats c by timestamp, c beats a by timestamp), so ``DISTINCT ON``
 and ``max_by`` could pick different winners. Refusing the unsafe layouts keeps one total order.
@@ -42,9 +49,17 @@ from typing import Final
 
 from psycopg2 import sql
 
+from reprocess.core.column_types import ColumnType
 from reprocess.core.errors import OrderingError, SpecError
 
 LINEAGE_ORDER: Final = ("_kafka_topic", "_kafka_partition", "_kafka_offset")
+# Column types no rule orders alike on both engines: PostgreSQL has no order for json, orders jsonb
+# by its own rule (objects by their number of pairs first) and arrays element by element, while
+# Spark would compare the staged text.
+UNORDERABLE: Final = (ColumnType.JSON, ColumnType.JSONB, ColumnType.TEXT_ARRAY, ColumnType.BIGINT_ARRAY)
+# The most digits a numeric ordering column may have: Spark's decimal holds them, and rounds to the
+# column's scale as PostgreSQL does.
+ORDERABLE_DIGITS: Final = 38
 
 # Debezium envelope positions that are not commit-ordered, and what ordering by one loses. Kafka
 # order within the key's partition is what Debezium's own sinks follow: the default, ``offset``.
@@ -70,6 +85,7 @@ class Ordering:
 
     mode: OrderingMode = OrderingMode.OFFSET
     column: str | None = None
+    column_type: ColumnType | None = None  # the column's type: a text one compares under COLLATE "C"
 
     @classmethod
     def parse(
@@ -77,19 +93,29 @@ class Ordering:
         raw: object,
         *,
         required: Mapping[str, bool],
+        types: Mapping[str, tuple[ColumnType, tuple[int, int] | None]],
         topics: Sequence[str],
         fail: Callable[[str, str], SpecError],
     ) -> Ordering:
         """The spec's ``ordering`` field → an Ordering; ``fail(field, problem)`` names file and field.
 
-        ``required`` maps each column name to its ``required`` flag.
+        ``required`` maps each column name to its ``required`` flag, ``types`` to its type and
+        ``numeric(p,s)``'s (precision, scale).
 
         Examples
         --------
         >>> def fail(f, p):
         ...     return SpecError(f"p.yaml: field '{f}': {p}")
-        >>> Ordering.parse({"mode": "column", "column": "v"}, required={"v": True}, topics=["t"], fail=fail).fields
+        >>> types = {"v": (ColumnType.BIGINT, None), "doc": (ColumnType.JSONB, None)}
+        >>> Ordering.parse({"mode": "column", "column": "v"}, required={"v": True}, types=types, topics=["t"],
+        ...                fail=fail).fields
         ('v', '_kafka_topic', '_kafka_partition', '_kafka_offset')
+        >>> try:
+        ...     Ordering.parse({"mode": "column", "column": "doc"}, required={"doc": True}, types=types,
+        ...                    topics=["t"], fail=fail)
+        ... except SpecError as e:
+        ...     print(str(e).split(", which")[0])
+        p.yaml: field 'ordering.column': column 'doc' is jsonb
         """
         if isinstance(raw, str):
             raw = {"mode": raw}
@@ -117,7 +143,17 @@ class Ordering:
                 f"column {column!r} must be required (a record without it would carry NULL, which no "
                 f"ordering can compare, and freeze its key); set columns.{column}.required: true",
             )
-        return cls(OrderingMode.COLUMN, column)
+        kind, numeric = types[column]
+        if kind in UNORDERABLE or (numeric is not None and numeric[0] > ORDERABLE_DIGITS):
+            spelled = f"numeric({numeric[0]},{numeric[1]})" if numeric else kind.value
+            raise fail(
+                "ordering.column",
+                f"column {column!r} is {spelled}, which Spark's dedupe and PostgreSQL's merge cannot order alike "
+                f"(a key's winner would depend on where runs are cut); order by a column of a scalar type (an "
+                f"integer, numeric of at most {ORDERABLE_DIGITS} digits, a timestamp, date, time or text), e.g. "
+                "a version or event-time column",
+            )
+        return cls(OrderingMode.COLUMN, column, kind)
 
     @property
     def fields(self) -> tuple[str, ...]:
@@ -130,9 +166,16 @@ class Ordering:
         ``existing``/``incoming`` are table aliases (``sql.Identifier`` or ``sql.SQL("EXCLUDED")``).
         """
         return sql.SQL("({}) < ({})").format(
-            sql.SQL(", ").join(sql.SQL("{}.{}").format(existing, sql.Identifier(f)) for f in self.fields),
-            sql.SQL(", ").join(sql.SQL("{}.{}").format(incoming, sql.Identifier(f)) for f in self.fields),
+            sql.SQL(", ").join(self._field_sql(existing, f) for f in self.fields),
+            sql.SQL(", ").join(self._field_sql(incoming, f) for f in self.fields),
         )
+
+    def _field_sql(self, table: sql.Composable | None, field: str) -> sql.Composed:
+        """A field as the order compares it: text byte-wise (``COLLATE "C"``, as Spark compares
+        strings), whatever the database's collation (an ``en_US`` one puts ``B`` after ``a``)."""
+        column = sql.Identifier(field) if table is None else sql.SQL("{}.{}").format(table, sql.Identifier(field))
+        text = field == "_kafka_topic" or (field == self.column and self.column_type is ColumnType.TEXT)
+        return sql.SQL('{} COLLATE "C"').format(column) if text else sql.SQL("{}").format(column)
 
     def same_record_sql(self, existing: sql.Composable, incoming: sql.Composable) -> sql.Composed:
         """``(existing lineage) = (incoming lineage)``: both rows derive from the same Kafka record.
@@ -149,7 +192,7 @@ class Ordering:
 
     def newest_first_sql(self) -> sql.Composed:
         """The ``ORDER BY`` tail after the key that makes ``DISTINCT ON (key)`` keep the newest."""
-        return sql.SQL(", ").join(sql.SQL("{} DESC").format(sql.Identifier(f)) for f in self.fields)
+        return sql.SQL(", ").join(sql.SQL("{} DESC").format(self._field_sql(None, f)) for f in self.fields)
 
     def check_partition_counts(
         self,

@@ -130,6 +130,7 @@ class _SpecParser:
         ordering = Ordering.parse(
             raw.get("ordering", SPEC_DEFAULTS["ordering"]),
             required={c.name: c.required for c in columns},
+            types={c.name: (c.type, c.numeric) for c in columns},
             topics=topics,
             fail=self.fail,
         )

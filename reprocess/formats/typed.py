@@ -28,7 +28,7 @@ import json
 from typing import Final
 
 from reprocess.core.column_types import ColumnType
-from reprocess.core.spec import ColumnSpec
+from reprocess.core.spec import ColumnSpec, PipelineSpec
 from reprocess.formats.contract import sql_string
 
 # What PostgreSQL's numeric input reads, bounded well inside its limits (131072 digits before the
@@ -110,6 +110,60 @@ def typed_value_sql(value: str, c: ColumnSpec) -> str:
     if kind.staged_as_text:
         return typed_sql(f"CAST({value} AS STRING)", c)
     return f"try_cast({value} AS {kind.spark_type})"
+
+
+def ordering_sql(spec: PipelineSpec) -> list[str]:
+    """The pipeline's ordering fields (:attr:`~reprocess.core.ordering.Ordering.fields`, most
+    significant first) as Spark SQL over the stage's columns, ordered as PostgreSQL orders them: the
+    ordering column by its :func:`sort_key_sql`, the lineage (topic, partition, offset) as it is."""
+    columns = {c.name: c for c in spec.columns}
+    return [sort_key_sql(f"`{f}`", columns[f]) if f in columns else f"`{f}`" for f in spec.ordering.fields]
+
+
+def sort_key_sql(value: str, c: ColumnSpec) -> str:
+    """A staged value of column ``c`` as Spark must order it to agree with PostgreSQL's order of the
+    column (DESIGN "One comparison rule on both engines"): a type Spark holds, or text it compares
+    byte-wise as PostgreSQL does under ``COLLATE "C"`` (``text``, a canonical ``uuid``, ``bytea``'s
+    hex), is itself; a ``numeric`` is ordered by value, not by its text (``"9" > "10"``); a ``time``
+    by its microseconds, whatever its written form (``10:00`` = ``10:00:00.000000``). NULL (the
+    lowest) for text that is not a value of the type. :mod:`reprocess.core.ordering` refuses the
+    types no key orders alike."""
+    if c.type is ColumnType.NUMERIC:
+        if c.numeric is not None:  # at most 38 digits, rounded to the scale as PostgreSQL's COPY rounds
+            return f"try_cast({value} AS DECIMAL({c.numeric[0]},{c.numeric[1]}))"
+        return _numeric_sort_key(value)
+    if c.type is ColumnType.TIME:
+        part = "try_cast(substr({v}, {at}, 2) AS BIGINT)"
+        hours, minutes = part.format(v=value, at=1), part.format(v=value, at=4)
+        seconds = f"coalesce({part.format(v=value, at=7)}, 0)"
+        micros = f"try_cast(rpad(regexp_extract({value}, '[.]([0-9]+)$', 1), 6, '0') AS BIGINT)"
+        return f"((({hours} * 60 + {minutes}) * 60 + {seconds}) * 1000000 + {micros})"
+    return value
+
+
+def _numeric_sort_key(value: str) -> str:
+    """An exact order of numeric text of any length (no decimal in between): ``(sign, exponent,
+    digits)`` of ``0.<digits> × 10^exponent`` with the digits' leading and trailing zeros dropped, so
+    ``1.50e2`` and ``150`` are one key. A negative value negates the exponent and complements its
+    digits (ended by ``:``, after every digit), so a larger magnitude sorts lower."""
+    body = f"regexp_replace({value}, '^[+-]', '')"
+    mantissa = f"regexp_replace({body}, '[eE].*$', '')"
+    whole = f"regexp_extract({mantissa}, '^([0-9]*)', 1)"
+    every = f"regexp_replace({mantissa}, '[.]', '')"
+    significant = f"regexp_replace({every}, '^0+', '')"
+    digits = f"regexp_replace({significant}, '0+$', '')"
+    exponent = (
+        f"(length({whole}) + coalesce(try_cast(regexp_extract({body}, '[eE]([+-]?[0-9]+)$', 1) AS INT), 0) "
+        f"- (length({every}) - length({significant})))"
+    )
+    negative = f"startswith({value}, '-')"
+    complement = f"concat(translate({digits}, '0123456789', '9876543210'), ':')"
+    return (
+        f"CASE WHEN NOT {value} RLIKE {sql_string(NUMERIC_TEXT)} THEN NULL "
+        f"WHEN {digits} = '' THEN named_struct('sign', 0, 'exponent', 0, 'digits', '') "
+        f"WHEN {negative} THEN named_struct('sign', -1, 'exponent', -{exponent}, 'digits', {complement}) "
+        f"ELSE named_struct('sign', 1, 'exponent', {exponent}, 'digits', {digits}) END"
+    )
 
 
 def type_text(c: ColumnSpec) -> str:

@@ -30,6 +30,7 @@ from reprocess.core.formats import Format
 from reprocess.core.spec import PipelineSpec
 from reprocess.core.stage_rows import MOVED, MOVED_AT, NEW_KEY, OLD_AT, OLD_KEY, ROW, ROW_KEY, TOMBSTONE, UNCHANGED
 from reprocess.formats.contract import CREATES, key_json
+from reprocess.formats.typed import ordering_sql
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -58,8 +59,9 @@ def resolve_in_range(rows: DataFrame, spec: PipelineSpec) -> DataFrame:
     from pyspark.sql import functions as F
 
     kind = F.col("_kind")
-    position = F.struct(*spec.ordering.fields)
-    by_record = Window.partitionBy(*spec.key, "_key_partition", *ALONE).orderBy(*spec.ordering.fields)
+    order = [F.expr(field) for field in ordering_sql(spec)]  # as PostgreSQL orders them (a numeric by value)
+    position = F.struct(*order)
+    by_record = Window.partitionBy(*spec.key, "_key_partition", *ALONE).orderBy(*order)
     so_far = by_record.rowsBetween(Window.unboundedPreceding, Window.currentRow)
     # A change out of the `where` sent values too (its tombstone carries them only for this window).
     change = (kind == ROW) | F.col(OUT_OF_WHERE) if removes_filtered(spec) else kind == ROW

@@ -23,6 +23,7 @@ from reprocess.formats.contract import (
     typed_name,
     unstorable_error_sql,
 )
+from reprocess.formats.typed import ordering_sql
 from reprocess.spark import left_out, user_transform
 
 if TYPE_CHECKING:
@@ -139,7 +140,7 @@ def to_stage(records: DataFrame, spec: PipelineSpec, schemas: WriterSchemas | No
         rows = user_transform.apply(rows, spec)
     carried = [c for c in stage_columns(spec) if c not in spec.key and c not in ("_kind", "_records")]
     newest = rows.groupBy("_kind", *spec.key, "_key_partition", *left_out.ALONE).agg(
-        F.max_by(F.struct(*carried), F.struct(*spec.ordering.fields)).alias("_newest"),
+        F.max_by(F.struct(*carried), F.struct(*map(F.expr, ordering_sql(spec)))).alias("_newest"),
         F.count(F.when(F.col("_kind") != MOVED, 1)).alias("_records"),  # a moved row's record is its tombstone
     )
     return newest.select(*(_stage_column(spec, c) for c in stage_columns(spec)))

@@ -71,19 +71,24 @@ def ordering_spec(name: str, ordering: Any) -> PipelineSpec:
     )
 
 
-def _schema(spec: PipelineSpec) -> pa.Schema:
-    """The Arrow schema of the stage's columns: a spec column's by its type, the others' by the
-    PostgreSQL type the product's stage gives them (:func:`reprocess.postgres.stage.stage_types`)."""
+def _schema(spec: PipelineSpec, as_text: bool = False) -> pa.Schema:
+    """The Arrow schema of the stage's columns: a spec column's by its type (with ``as_text``, text
+    in PostgreSQL's input syntax, which the COPY casts), the others' by the PostgreSQL type the
+    product's stage gives them (:func:`reprocess.postgres.stage.stage_types`)."""
     declared = {c.name: c.type for c in spec.columns}
-    return pa.schema([(c, _ARROW[declared.get(c) or ColumnType(t)]) for c, t in stage_types(spec).items()])
+    return pa.schema([
+        (c, pa.string() if as_text and c in declared else _ARROW[declared.get(c) or ColumnType(t)])
+        for c, t in stage_types(spec).items()
+    ])  # fmt: skip
 
 
-def _stage_row(spec: PipelineSpec, r: Record) -> dict[str, Any]:
+def _stage_row(spec: PipelineSpec, r: Record, as_text: bool = False) -> dict[str, Any]:
     """The record's stage row: every stage column, NULL where the record sets nothing."""
     good = r.values is not None
     row: dict[str, Any] = dict.fromkeys(stage_columns(spec))
     if good:
-        row.update({k: Decimal(v) if isinstance(v, str) and _is_numeric(spec, k) else v for k, v in r.values.items()})
+        row.update({k: Decimal(v) if isinstance(v, str) and _is_numeric(spec, k) and not as_text else v
+                    for k, v in r.values.items()})  # fmt: skip
     row.update(
         {
             "_kind": (TOMBSTONE if r.tombstone else ROW) if good else DEAD,
@@ -104,15 +109,16 @@ def _is_numeric(spec: PipelineSpec, name: str) -> bool:
     return any(c.name == name and c.type is ColumnType.NUMERIC for c in spec.columns)
 
 
-def write_stage(db_url: str, spec: PipelineSpec, run_id: str, records: Sequence[Record]) -> int:
-    """(Re)create the run's stage and COPY the records into it with the product's stage writer."""
+def write_stage(db_url: str, spec: PipelineSpec, run_id: str, records: Sequence[Record], as_text: bool = False) -> int:
+    """(Re)create the run's stage and COPY the records into it with the product's stage writer;
+    ``as_text``: the records' values are PostgreSQL's input text of the columns' types."""
     with psycopg2.connect(libpq_url(db_url)) as pg:
         oid = create_stage(pg, spec, run_id)
     pg.close()
     table = f"{STAGE_SCHEMA}.{spec.stage_table(run_id)}"
     copier = StageTask(table, oid, tuple(stage_columns(spec)), libpq_url(db_url))
-    schema = _schema(spec)
-    batch = pa.RecordBatch.from_pylist([_stage_row(spec, r) for r in records], schema=schema)
+    schema = _schema(spec, as_text)
+    batch = pa.RecordBatch.from_pylist([_stage_row(spec, r, as_text) for r in records], schema=schema)
     return sum(b.column("rows")[0].as_py() for b in copier(iter([batch])))
 
 
@@ -131,13 +137,21 @@ def mark_staged(engine: Engine, run_id: str, rows: int) -> None:
 
 
 def stage_and_commit(
-    engine: Engine, db_url: str, spec: PipelineSpec, run_id: str, records: Sequence[Record], *, kind: str = "backfill"
+    engine: Engine,
+    db_url: str,
+    spec: PipelineSpec,
+    run_id: str,
+    records: Sequence[Record],
+    *,
+    kind: str = "backfill",
+    as_text: bool = False,
 ) -> CommitResult:
-    """Plan the records' offset span per partition, stage the records, commit the run."""
+    """Plan the records' offset span per partition, stage the records, commit the run (``as_text``:
+    :func:`write_stage`'s)."""
     spans: dict[tuple[str, int], list[int]] = {}
     for r in records:
         spans.setdefault((r.topic or spec.topics[0], r.partition), []).append(r.offset)
     ranges = [OffsetRange(t, p, min(o), max(o) + 1) for (t, p), o in sorted(spans.items())]
     plan_ranges(engine, spec, run_id, kind, ranges)
-    mark_staged(engine, run_id, write_stage(db_url, spec, run_id, records))
+    mark_staged(engine, run_id, write_stage(db_url, spec, run_id, records, as_text))
     return commit_run(engine, spec, run_id)

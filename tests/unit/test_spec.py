@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 import yaml
+from psycopg2 import sql
 
 from reprocess.core.errors import SettingError, SpecError
 from reprocess.core.ordering import Ordering, OrderingMode
@@ -54,7 +55,7 @@ def test_key_columns_are_always_required():
 
 def test_column_ordering_names_its_column():
     spec = parse_spec(orders_raw(ordering={"mode": "column", "column": "updated_at"}))
-    assert spec.ordering == Ordering(OrderingMode.COLUMN, "updated_at")
+    assert spec.ordering == Ordering(OrderingMode.COLUMN, "updated_at", ColumnType.TIMESTAMPTZ)
     assert spec.ordering.fields == ("updated_at", "_kafka_topic", "_kafka_partition", "_kafka_offset")
 
 
@@ -202,3 +203,26 @@ def test_load_specs_refuses_two_specs_with_one_target_table(tmp_path):
 def test_a_bookkeeping_schema_is_never_a_target():
     with pytest.raises(SpecError, match="'reprocess_deleted' holds the pipelines' bookkeeping"):
         parse_spec(orders_raw(target_table="reprocess_deleted.orders"))
+
+
+@pytest.mark.parametrize("kind", ["json", "jsonb", "text[]", "bigint[]", "numeric(39,0)"])
+def test_an_ordering_column_the_two_engines_cannot_order_alike_is_refused(kind: str) -> None:
+    """PostgreSQL has no order for json, orders jsonb and arrays by rules of its own, and Spark's
+    decimal holds 38 digits: Spark's dedupe and the merge would pick other winners."""
+    raw = orders_raw(ordering={"mode": "column", "column": "v"})
+    raw["columns"]["v"] = {"type": kind, "required": True}
+    with pytest.raises(SpecError, match=rf"field 'ordering.column': column 'v' is {re.escape(kind)}, which Spark"):
+        parse_spec(raw)
+
+
+def test_a_text_ordering_column_and_the_topic_compare_byte_wise_in_postgres() -> None:
+    """As Spark compares strings, whatever the database's collation (rendered without a connection:
+    the composed parts)."""
+    by_text = parse_spec(orders_raw(ordering={"mode": "column", "column": "status"})).ordering
+    by_time = parse_spec(orders_raw(ordering={"mode": "column", "column": "updated_at"})).ordering
+    for ordering, collated in ((by_text, ["status", "_kafka_topic"]), (by_time, ["_kafka_topic"])):
+        parts = repr(ordering.newer_sql(sql.Identifier("t"), sql.SQL("EXCLUDED")))
+        assert parts.count("COLLATE") == 2 * len(collated)
+        newest_first = repr(ordering.newest_first_sql())
+        assert newest_first.count("COLLATE") == len(collated)
+        assert all(f"Identifier('{c}'), SQL(' COLLATE \"C\"')" in newest_first for c in collated)
