@@ -40,6 +40,15 @@ class TombstoneMode(enum.StrEnum):
     DELETE = "delete"  # deletes the key's row, as an ordered event (see reprocess.postgres.target)
 
 
+def default_tombstones(fmt: Format) -> TombstoneMode:
+    """A format's tombstone rule when the spec names none: a Debezium delete is an ordered event."""
+    return TombstoneMode.DELETE if fmt is Format.DEBEZIUM else TombstoneMode.DEAD_LETTER
+
+
+# The largest record value a decoder reads; a larger one is a dead letter.
+MAX_RECORD_BYTES: Final = 1_048_576
+
+
 @dataclass(frozen=True, slots=True)
 class ColumnSpec:
     name: str
@@ -111,7 +120,7 @@ class PipelineSpec:
     )
     tombstones: TombstoneMode = TombstoneMode.DEAD_LETTER  # debezium: delete, always
     batch_size: int = 4_000_000
-    max_record_bytes: int = 1_048_576
+    max_record_bytes: int = MAX_RECORD_BYTES
     max_dead_letter_ratio: float = 0.05
     schedule: str | None = None
     min_interval_seconds: int = 60  # schedule on_new_records: the least time between two runs it starts
@@ -164,10 +173,14 @@ class PipelineSpec:
     @property
     def fingerprint(self) -> str:
         """A hash of what decides the derived rows: key, columns (type, path, required, expr),
-        ordering, the ``where`` predicate and the transform's declared version.
+        ordering, the ``where`` predicate, the transform's declared version, the tombstone rule and
+        the record size limit (a record over it, or a tombstone under ``dead_letter``, is a dead
+        letter rather than a row or a delete).
 
-        Schedules, batch sizes and descriptions do not derive rows, so they do not change it.
-        Transforms enter only when a spec has them, so older specs keep their fingerprint.
+        Schedules, batch sizes and descriptions do not derive rows, so they do not change it; nor
+        does ``max_dead_letter_ratio``, which decides whether a run commits, not what it writes.
+        Transforms, tombstone rules and limits enter only when a spec sets them off their defaults,
+        so older specs keep their fingerprint.
         """
         import hashlib
         import json
@@ -187,6 +200,10 @@ class PipelineSpec:
             derives["placeholder"] = self.unavailable_value_placeholder
         if self.decimal_handling is not DecimalHandling.STRING:  # likewise debezium specs without one
             derives["decimal_handling_mode"] = self.decimal_handling.value
+        if self.tombstones is not default_tombstones(self.format):  # likewise specs on their format's rule
+            derives["tombstones"] = self.tombstones.value
+        if self.max_record_bytes != MAX_RECORD_BYTES:
+            derives["max_record_bytes"] = self.max_record_bytes
         return hashlib.sha256(json.dumps(derives, sort_keys=True).encode()).hexdigest()[:16]
 
     def as_dict(self) -> dict[str, Any]:

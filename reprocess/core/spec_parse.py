@@ -27,6 +27,7 @@ from reprocess.core.spec import (
     ColumnSpec,
     PipelineSpec,
     TombstoneMode,
+    default_tombstones,
 )
 from reprocess.core.spec_schema import schema_problems
 from reprocess.core.spec_yaml import load_spec_yaml
@@ -151,8 +152,7 @@ class _SpecParser:
             self.cron(schedule, "schedule", f"a cron string, a preset like '@hourly' or {ON_NEW_RECORDS!r}")
         if "min_interval_seconds" in raw and schedule != ON_NEW_RECORDS:
             raise self.fail("min_interval_seconds", f"applies to `schedule: {ON_NEW_RECORDS}` only; remove it")
-        default = TombstoneMode.DELETE if fmt is Format.DEBEZIUM else SPEC_DEFAULTS["tombstones"]
-        tombstones = self.tombstones(raw.get("tombstones", default), ordering, fmt)
+        tombstones = self.tombstones(raw.get("tombstones", default_tombstones(fmt)), ordering, fmt)
         where, fields = self.derivations(
             columns, raw.get("where"), key if tombstones is TombstoneMode.DELETE else (), fmt
         )

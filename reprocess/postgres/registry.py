@@ -14,6 +14,9 @@ pipeline's lock and before the new spec is written to ``reprocess.pipelines``:
   two topics (or two incarnations of one) share no order. A rebuild re-derives every row from
   the log and is always allowed; under column ordering the change may also be acknowledged
   (``acknowledge_partition_change``), as a partition-count change is;
+- a changed ``tombstones`` rule: under ``delete`` the deletion markers keep replays from
+  resurrecting deleted keys, and the stored rows say nothing of the tombstones loaded as dead
+  letters before; a switch either way needs a rebuild, as an ordering switch does;
 - a changed ``format``, ``encoding``, ``schema_registry`` connection or derivation of the ordering
   column (its ``path``, e.g. ``$source.lsn`` → ``$source.ts_ms``, its ``expr``, or the
   ``transform:`` that may rewrite it): the same records would decode
@@ -30,7 +33,7 @@ from sqlalchemy import Connection, text
 
 from reprocess.core.errors import OrderingError, SchemaChangeError, SpecError
 from reprocess.core.runs import RunMode
-from reprocess.core.spec import DEFAULT_REGISTRY_CONN, PipelineSpec
+from reprocess.core.spec import DEFAULT_REGISTRY_CONN, PipelineSpec, TombstoneMode
 
 log = logging.getLogger(__name__)
 
@@ -128,9 +131,10 @@ def check_registration(conn: Connection, spec: PipelineSpec, mode: RunMode, *, a
 
 def _decoding_changes(old: dict[str, Any], spec: PipelineSpec) -> list[str]:
     """How the spec decodes records differently from the registered one (``old``, its ``as_dict``;
-    a spec registered before formats existed was json)."""
+    a spec registered before formats existed was json), a tombstone's decoding (a delete or a dead
+    letter) included."""
     new = spec.as_dict()
-    fields = [("format", "json"), ("encoding", "json")]
+    fields = [("format", "json"), ("encoding", "json"), ("tombstones", TombstoneMode.DEAD_LETTER.value)]
     if spec.needs_registry:  # another registry numbers its schemas otherwise
         fields.append(("schema_registry", DEFAULT_REGISTRY_CONN))
     out = [f"{f} {old.get(f, d)!r} → {new[f]!r}" for f, d in fields if old.get(f, d) != new[f]]

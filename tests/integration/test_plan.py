@@ -15,6 +15,7 @@ import sys
 from typing import Any
 
 import pytest
+from confluent_kafka import Producer
 from sqlalchemy import text
 
 from reprocess.core.errors import StalePlanError
@@ -166,6 +167,28 @@ def test_plan_counts_tombstone_deletes_and_older_records_refused_as_the_commit_t
     applied = stage_and_commit(engine, db_url, spec, f"{unique_name}-2", records)
     assert (applied.rows_deleted, applied.rows_inserted, applied.dead_letters_new) == (2, 1, 1)
     assert {k: getattr(applied, k) for k in report["apply"]} == report["apply"]
+
+
+def test_a_plan_made_under_one_tombstone_rule_is_stale_under_the_other(engine, db_url, kafka_config, unique_name):
+    """Review V finding 8: the plan showed tombstones as dead letters and 0 deletes; applied under
+    ``tombstones: delete`` it would delete rows it never showed."""
+    raw = {"name": unique_name, "topics": [unique_name], "key": ["id"], "columns": {"id": "text", "s": "text"},
+           "target_table": f"{unique_name}.items", "max_dead_letter_ratio": 0.9}  # fmt: skip
+    spec = parse_spec(raw, source=f"{unique_name}.yaml")
+    demo_data.create_topic(kafka_config, unique_name, 1)
+    producer = Producer(kafka_config)
+    for value in (b'{"id": "a", "s": "a0"}', None):  # a row, then its key's tombstone
+        producer.produce(unique_name, key=b"a", value=value)
+    assert producer.flush(30) == 0
+    stage_and_commit(engine, db_url, spec, f"{unique_name}-1", [Record(0, 0, {"id": "a", "s": "a0"})])
+    plan_ranges(engine, spec, f"{unique_name}-p", "backfill", [OffsetRange(unique_name, 0, 0, 2)])
+    records = [Record(0, 0, {"id": "a", "s": "a0"}), Record(0, 1, None, error="empty value")]  # a's tombstone
+    mark_staged(engine, f"{unique_name}-p", write_stage(db_url, spec, f"{unique_name}-p", records))
+    report = diff_run(engine, spec, f"{unique_name}-p")
+    assert (report["total"]["deleted"], report["total"]["dead_letters"]) == (0, 1)
+    deletes = parse_spec({**raw, "tombstones": "delete"}, source=f"{unique_name}.yaml")
+    with pytest.raises(StalePlanError, match="the spec changed"):
+        start_apply(engine, kafka_config, deletes, f"{unique_name}-p", f"{unique_name}-apply")
 
 
 def test_plan_command_prints_json_writes_the_out_file_and_exits_2_for_changes_0_for_none(

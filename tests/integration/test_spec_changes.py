@@ -195,8 +195,11 @@ _FN = {"transform": "tests.support.transform_fns:v1", "transform_version": "1"}
          r"changes the ordering column 'v''s expr 'unix_millis\(ts\)' → 'unix_seconds\(ts\)'"),
         ({**_BY_EXPR, **_FN}, {**_BY_EXPR, **_FN, "transform_version": "2"},
          r"changes transform_version '1' → '2' \(it may derive the ordering column 'v'\)"),
+        ({}, {"tombstones": "delete"}, r"changes tombstones 'dead_letter' → 'delete'"),
+        ({"tombstones": "delete"}, {}, r"changes tombstones 'delete' → 'dead_letter'"),
     ],
-    ids=["format", "encoding", "registry", "ordering-source", "ordering-expr", "ordering-transform"],
+    ids=["format", "encoding", "registry", "ordering-source", "ordering-expr", "ordering-transform", "tombstones-on",
+         "tombstones-off"],
 )  # fmt: skip
 def test_a_change_of_how_records_decode_needs_a_rebuild(engine, db_url, kafka_config, unique_name, v1, v2, says):
     """Issue 26: the records already loaded would decode to other rows (or order by other values)

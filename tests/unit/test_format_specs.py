@@ -167,3 +167,14 @@ def test_a_debezium_transform_over_values_an_event_may_leave_out_is_refused_with
     only_key = _cdc(columns={"id": "bigint", "lsn": {"type": "bigint", "path": "$source.lsn", "required": True}},
                     ordering="offset", **transform)  # fmt: skip
     assert parse_spec(only_key).transform is not None
+
+
+def test_the_tombstone_rule_and_the_record_limit_enter_the_fingerprint_and_specs_on_their_defaults_keep_theirs():
+    """Both change what a replay writes (a tombstone deletes or is a dead letter; a record over the
+    limit is a dead letter), so a plan made under one is stale under the other."""
+    json_spec = {"name": "p", "topics": ["t"], "key": ["id"], "columns": {"id": "text"}}
+    plain = parse_spec(json_spec).fingerprint
+    assert parse_spec({**json_spec, "tombstones": "dead_letter", "max_record_bytes": 1_048_576}).fingerprint == plain
+    changed = [parse_spec({**json_spec, "tombstones": "delete"}), parse_spec({**json_spec, "max_record_bytes": 2048})]
+    assert len({plain, *(s.fingerprint for s in changed)}) == 3
+    assert parse_spec(_cdc(tombstones="delete")).fingerprint == parse_spec(_cdc()).fingerprint  # debezium's only rule
