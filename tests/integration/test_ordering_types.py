@@ -93,8 +93,9 @@ def en_us_db(db_url: str, unique_name: str) -> Iterator[str]:
     except psycopg2.errors.InvalidParameterValue as exc:
         admin.close()
         pytest.fail(
-            f"{exc}: the machine lacks the en_US.UTF-8 locale (embedded PostgreSQL has no ICU). Generate it with "
-            "`localedef -i en_US -f UTF-8 en_US.UTF-8` (the locales package), then restart PostgreSQL "
+            f"{exc}: the server has no en_US.UTF-8 locale (embedded PostgreSQL has no ICU). devstack compiles it "
+            "into the state folder when PostgreSQL starts (devstack/postgres.py, localedef): install Debian's "
+            "locales package, then restart PostgreSQL "
             "(python scripts/services.py stop postgres && python scripts/services.py start postgres)"
         )
     try:
