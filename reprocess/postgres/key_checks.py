@@ -49,13 +49,17 @@ def key_checks_sql(spec: PipelineSpec, stage: sql.Composable) -> sql.Composed:
         "c.{k0} IS NOT NULL AND (c._kafka_topic, c._kafka_partition, c._kafka_offset) IS DISTINCT FROM "
         "(n._kafka_topic, n._kafka_partition, n._kafka_offset) AND NOT coalesce({current_newer}, false)"
     ).format(k0=ident(spec.key[0]), current_newer=spec.ordering.newer_sql(n, c))
+    # The example keys are picked (numbered per verdict) before they are aggregated: a window where
+    # most keys are wrong must not aggregate them all (PostgreSQL's 1 GB array limit).
     return sql.SQL(
-        "WITH n AS ({newest}), c AS ({current}) "
-        "SELECT n._kafka_topic, n._kafka_partition, count(*), "
-        "count(*) FILTER (WHERE {missing}), count(*) FILTER (WHERE {stale}), "
-        "(array_agg({key_text} ORDER BY {key_text}) FILTER (WHERE {missing}))[1:{ex}], "
-        "(array_agg({key_text} ORDER BY {key_text}) FILTER (WHERE {stale}))[1:{ex}] "
-        "FROM n LEFT JOIN c ON {key_eq} GROUP BY 1, 2"
+        "WITH n AS ({newest}), c AS ({current}), "
+        "j AS (SELECT n._kafka_topic, n._kafka_partition, {key_text} AS _key, {missing} AS _missing, "
+        "{stale} AS _stale FROM n LEFT JOIN c ON {key_eq}), "
+        "r AS (SELECT *, row_number() OVER (PARTITION BY _kafka_topic, _kafka_partition, _missing, _stale "
+        "ORDER BY _key) AS _n FROM j) "
+        "SELECT _kafka_topic, _kafka_partition, count(*), count(*) FILTER (WHERE _missing), "
+        "count(*) FILTER (WHERE _stale), array_agg(_key ORDER BY _key) FILTER (WHERE _missing AND _n <= {ex}), "
+        "array_agg(_key ORDER BY _key) FILTER (WHERE _stale AND _n <= {ex}) FROM r GROUP BY 1, 2"
     ).format(
         newest=newest, current=current, missing=missing, stale=stale, key_text=key_text,
         ex=sql.Literal(EXAMPLE_KEYS), key_eq=key_eq,

@@ -154,12 +154,12 @@ def _stored_row(
     )  # fmt: skip
     return sql.SQL(
         "SELECT _s.ctid AS _row, {values}, (SELECT string_agg(_i.\"column\", ',') FROM {incomplete} AS _i "
-        "WHERE _i.pipeline = {owner} AND _i.key = {key}) AS {unchanged} FROM {stage} AS _s "
+        "WHERE _i.pipeline = {owner} AND {key}) AS {unchanged} FROM {stage} AS _s "
         "JOIN {table} AS _t ON {match}{lineage} WHERE {where}"
     ).format(
         incomplete=INCOMPLETE,
         owner=sql.Literal(owner),
-        key=_key_object(table, "_t"),
+        key=_incomplete_of(_key_object(table, "_t")),
         stage=stage,
         where=where,
         values=sql.SQL(", ").join(sql.SQL("_t.{}").format(_ident(c)) for c in table.unchanged_columns),
@@ -305,6 +305,13 @@ def _key_object(spec: PipelineSpec, alias: str) -> sql.Composed:
     )
 
 
+def _incomplete_of(key: sql.Composable) -> sql.Composed:
+    """The incomplete value ``_i`` names the row of ``key`` (:func:`_key_object`): by its digest first,
+    so the lookup uses the index on ``(pipeline, md5(key::text), column)`` (sql/019: a key's jsonb
+    may exceed btree's row limit, its digest never does), then by the key itself."""
+    return sql.SQL("md5(_i.key::text) = md5(({key})::text) AND _i.key = {key}").format(key=key)
+
+
 def record_incomplete(cur: Any, spec: PipelineSpec, stage: sql.Composable, owner: str, run_id: str) -> int:
     """After the merge and the deletes: the incomplete values of the keys whose stored row is now
     this stage's row are exactly the ones it lists; a deleted key has none. Returns how many values
@@ -318,9 +325,9 @@ def record_incomplete(cur: Any, spec: PipelineSpec, stage: sql.Composable, owner
     params = {"owner": owner, "run_id": run_id, "reason": FIX}
     cur.execute(
         sql.SQL(
-            "DELETE FROM {incomplete} AS _i USING {current} WHERE _i.pipeline = %(owner)s AND _i.key = {key} "
+            "DELETE FROM {incomplete} AS _i USING {current} WHERE _i.pipeline = %(owner)s AND {key} "
             "AND NOT coalesce(_i.\"column\" = ANY(string_to_array(_s.{unchanged}, ',')), false)"
-        ).format(incomplete=INCOMPLETE, current=current, key=key, unchanged=_ident(UNCHANGED)),
+        ).format(incomplete=INCOMPLETE, current=current, key=_incomplete_of(key), unchanged=_ident(UNCHANGED)),
         params,
     )
     cur.execute(
@@ -339,12 +346,12 @@ def record_incomplete(cur: Any, spec: PipelineSpec, stage: sql.Composable, owner
     cur.execute(
         sql.SQL(
             "DELETE FROM {incomplete} AS _i USING {stage} AS _s WHERE _i.pipeline = %(owner)s "
-            "AND _s._kind = {tombstone} AND _i.key = {key} AND NOT EXISTS (SELECT 1 FROM {target} AS _t WHERE {same})"
+            "AND _s._kind = {tombstone} AND {key} AND NOT EXISTS (SELECT 1 FROM {target} AS _t WHERE {same})"
         ).format(
             incomplete=INCOMPLETE,
             stage=stage,
             tombstone=sql.Literal(TOMBSTONE),
-            key=key,
+            key=_incomplete_of(key),
             target=target_identifier(spec),
             same=_same_key(spec, "_s"),
         ),

@@ -31,6 +31,7 @@ from reprocess.postgres.merge import (
     split_keys_sql,
 )
 from reprocess.postgres.merge_refusals import merge_isolating
+from reprocess.postgres.moved_values import prune_moved_values
 from reprocess.postgres.rebuild_keys import keep_rebuild_keys_sql
 from reprocess.postgres.stage import stage_counts_sql
 from reprocess.postgres.target import shadow_spec
@@ -107,6 +108,7 @@ def merge_stage(
         if spec.unchanged_columns:
             left_out.keep_moved_values(cur, target, stage, owner, run_id)
             incomplete = left_out.record_incomplete(cur, target, stage, owner, run_id)
+            prune_moved_values(cur, target, stage, owner)
         return (*merged, deleted, incomplete)
 
     merged, refused = merge_isolating(cur, target, stage, params, merge)

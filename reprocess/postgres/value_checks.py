@@ -24,6 +24,7 @@ from reprocess.postgres.column_sql import comparable
 from reprocess.postgres.target import target_identifier
 
 EXAMPLES: Final = 5  # (key, column, stored, derived) examples per partition
+EXAMPLE_CHARS: Final = 200  # an example's stored or derived value, cut to its first characters (JSON text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +66,11 @@ def value_checks_sql(spec: PipelineSpec, stage: sql.Composable) -> sql.Composed:
     """Per (topic, partition): rows differing, the count per value column, the offset span of their
     records, and up to :data:`EXAMPLES` examples ``[key, column, stored, derived]`` (JSON).
 
+    The examples are picked before they are aggregated, and a value longer than :data:`EXAMPLE_CHARS`
+    characters of JSON is shown as its cut text: a difference in every row of a wide column would
+    otherwise aggregate them all, past PostgreSQL's 1 GB array limit, and the check would fail
+    without recording its gap.
+
     A Debezium column the record left out (listed in the stage's ``_unchanged``) is not compared: the
     record derives no value for it (the commit takes the stored one).
     """
@@ -93,17 +99,23 @@ def value_checks_sql(spec: PipelineSpec, stage: sql.Composable) -> sql.Composed:
     flags = sql.SQL(", ").join(sql.SQL("{} AS {}").format(differs(c), ident(f"_d{i}")) for i, c in enumerate(values))
     example = sql.SQL("coalesce({})").format(
         sql.SQL(", ").join(
-            sql.SQL("CASE WHEN {d} THEN jsonb_build_array({key}, {name}, to_jsonb(t.{c}), to_jsonb(s.{c})) END").format(
-                d=differs(c), key=key_text, name=sql.Literal(c), c=ident(c)
+            sql.SQL("CASE WHEN {d} THEN jsonb_build_array({key}, {name}, {stored}, {derived}) END").format(
+                d=differs(c),
+                key=key_text,
+                name=sql.Literal(c),
+                stored=_shown(sql.SQL("t.{}").format(ident(c))),
+                derived=_shown(sql.SQL("s.{}").format(ident(c))),
             )
             for c in values
         )
     )
     return sql.SQL(
         "WITH d AS (SELECT s._kafka_topic, s._kafka_partition, s._kafka_offset, {flags}, {example} AS _ex "
-        "FROM {stage} AS s JOIN {target} AS t ON {same} WHERE s._kind = {row}) "
+        "FROM {stage} AS s JOIN {target} AS t ON {same} WHERE s._kind = {row}), "
+        "r AS (SELECT *, row_number() OVER (PARTITION BY _kafka_topic, _kafka_partition ORDER BY _ex->>0) AS _n "
+        "FROM d WHERE {any}) "
         "SELECT _kafka_topic, _kafka_partition, count(*), {counts}, min(_kafka_offset), max(_kafka_offset), "
-        "(array_agg(_ex ORDER BY _ex->>0))[1:{n}] FROM d WHERE {any} GROUP BY 1, 2"
+        "array_agg(_ex ORDER BY _ex->>0) FILTER (WHERE _n <= {n}) FROM r GROUP BY 1, 2"
     ).format(
         flags=flags,
         example=example,
@@ -117,3 +129,12 @@ def value_checks_sql(spec: PipelineSpec, stage: sql.Composable) -> sql.Composed:
         ),
         n=sql.Literal(EXAMPLES),
     )
+
+
+def _shown(value: sql.Composable) -> sql.Composed:
+    """``value`` as an example shows it: its JSON, or the first :data:`EXAMPLE_CHARS` characters of
+    that JSON's text followed by "…" when it is longer."""
+    return sql.SQL(
+        "CASE WHEN length(to_jsonb({v})::text) > {n} THEN to_jsonb(left(to_jsonb({v})::text, {n}) || '…') "
+        "ELSE to_jsonb({v}) END"
+    ).format(v=value, n=sql.Literal(EXAMPLE_CHARS))

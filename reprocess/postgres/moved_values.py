@@ -1,0 +1,58 @@
+"""Pruning ``reprocess.moved_values``: a primary-key change's kept values go once no row needs them.
+
+:func:`reprocess.postgres.left_out.keep_moved_values` keeps the values each change moved from its old
+key to its new one, for a create of the new key staged after the delete (a batch cut between them,
+or a copy the connector re-sent). They are needed while the new key's stored row may still be
+derived from that change. They are not once the new key's row has been rewritten by a later record
+of its own that left nothing out (its values are known without them), or the new key was deleted:
+kept for ever they grow with every key change, and every commit of the pipeline scans them
+(review V finding 11).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from psycopg2 import sql
+
+from reprocess.core.spec import PipelineSpec
+from reprocess.core.stage_rows import MOVED, OLD_KEY, ROW, TOMBSTONE, UNCHANGED
+from reprocess.postgres.left_out import MOVED_VALUES
+from reprocess.postgres.target import target_identifier
+
+
+def prune_moved_values(cur: Any, spec: PipelineSpec, stage: sql.Composable, owner: str) -> int:
+    """After the merge and the deletes (the stage ``stage`` of table ``spec``, ``owner``'s moved
+    values): delete the kept changes whose new key this stage rewrote with every value known (a stage
+    row of the key's own, no old key, nothing listed, now the stored row) or deleted (a tombstone, or
+    the delete of a key change, and no stored row left). Returns how many went."""
+    ident = sql.Identifier
+    target = target_identifier(spec)
+    new_key = sql.SQL(" AND ").join(
+        sql.SQL("(jsonb_populate_record(NULL::{t}, _mv.new_key::jsonb)).{k} = _s.{k}").format(t=target, k=ident(k))
+        for k in spec.key
+    )  # the new key's text as the Spark job wrote it, compared as the target's typed key
+    same_key = sql.SQL(" AND ").join(sql.SQL("_t.{k} = _s.{k}").format(k=ident(k)) for k in spec.key)
+    cur.execute(
+        sql.SQL(
+            "DELETE FROM {moved} AS _mv USING {stage} AS _s WHERE _mv.pipeline = %(owner)s AND {new_key} AND ("
+            "(_s._kind = {row} AND _s.{old} IS NULL AND _s.{unchanged} IS NULL AND EXISTS (SELECT 1 FROM {target} "
+            "AS _t WHERE {same_key} AND (_t._kafka_topic, _t._kafka_partition, _t._kafka_offset) = "
+            "(_s._kafka_topic, _s._kafka_partition, _s._kafka_offset))) "
+            "OR (_s._kind IN ({tombstone}, {moved_kind}) AND NOT EXISTS (SELECT 1 FROM {target} AS _t "
+            "WHERE {same_key})))"
+        ).format(
+            moved=MOVED_VALUES,
+            stage=stage,
+            new_key=new_key,
+            row=sql.Literal(ROW),
+            old=ident(OLD_KEY),
+            unchanged=ident(UNCHANGED),
+            target=target,
+            same_key=same_key,
+            tombstone=sql.Literal(TOMBSTONE),
+            moved_kind=sql.Literal(MOVED),
+        ),
+        {"owner": owner},
+    )
+    return int(cur.rowcount)
