@@ -23,7 +23,7 @@ from reprocess.airflow.new_records import incremental_schedule
 from reprocess.airflow.payloads import PlannedRun
 from reprocess.core import names
 from reprocess.core.errors import RunStateError, SpecError
-from reprocess.core.runs import HEALED_BY, RECHECK_WINDOW, RunKind, RunRequest, window_text
+from reprocess.core.runs import HEALED_BY, PLAN_ID, RECHECK_WINDOW, RunKind, RunRequest, window_text
 from reprocess.core.spec import PipelineSpec
 
 log = logging.getLogger(__name__)
@@ -140,7 +140,9 @@ def backfill_params(spec: PipelineSpec) -> dict[str, Param]:
             type=["null", "string"],
             title="Apply plan",
             description="The id of a preview (or `reprocess plan`): read exactly its ranges. Refused, saying what "
-            "changed, when the spec, the ledger or a log start moved since the plan; the range options are ignored.",
+            "changed, when the spec, the ledger or a log start moved or another run committed to the table since the "
+            "plan, or when the plan showed a refusal; the range options are ignored, and preview, dry run and "
+            "mode=rebuild are refused with it.",
             section="Safety",
         ),
     }
@@ -220,7 +222,7 @@ def build_run_dag(spec: PipelineSpec, kind: RunKind, assets: PipelineAssets | No
             start: dict[str, Any] = {
                 "dag_id": dag.dag_id, "dag_run_id": run_id, "params": params
             }  # fmt: skip
-            if plan_id := (params or {}).get("plan_id"):  # exactly a stored plan's ranges, unless it is stale
+            if plan_id := (params or {}).get(PLAN_ID):  # exactly a stored plan's ranges, unless it is stale
                 plan, stages = start_apply(engine, kafka_config(), spec, plan_id, run_key, **start)
             else:
                 plan, stages = start_run(engine, kafka_config(), spec, request, run_key, **start)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Final
 from uuid import uuid4
 
-from reprocess.cli.common import EXIT_OK, app_db_url, app_engine, kafka_config
+from reprocess.cli.common import EXIT_FOUND, EXIT_OK, app_db_url, app_engine, kafka_config
 
 NAME: Final = "plan"
 SUMMARY: Final = "what a replay would insert, update (per column), leave, refuse or delete, before it writes"
@@ -27,7 +27,7 @@ DESCRIPTION: Final = (
     "as older, deleted by tombstones, the dead letters, and up to 20 sample keys per kind. The plan is "
     "stored; `reprocess apply PLAN_ID` applies exactly its ranges, or refuses it when stale."
 )
-EXIT_CHANGES: Final = 2  # --detailed-exitcode: the plan changes something (0: nothing)
+EXIT_CHANGES: Final = 2  # --detailed-exitcode: the plan changes something (0: nothing, 1: its apply is refused)
 
 
 def configure(cmd: argparse.ArgumentParser) -> None:
@@ -37,7 +37,9 @@ def configure(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--json", action="store_true", help="the report as JSON")
     cmd.add_argument("--out", type=Path, metavar="FILE", help="also write the report (JSON) to FILE")
     cmd.add_argument(
-        "--detailed-exitcode", action="store_true", help=f"exit 0 when nothing changes, {EXIT_CHANGES} when it does"
+        "--detailed-exitcode",
+        action="store_true",
+        help=f"exit 0 when nothing changes, {EXIT_CHANGES} when it does, {EXIT_FOUND} when its apply would be refused",
     )
 
 
@@ -81,7 +83,21 @@ def run(args: argparse.Namespace) -> int:
     if args.out:
         args.out.write_text(json.dumps(report, indent=2, default=str))
     print(json.dumps(report, indent=2, default=str) if args.json else format_plan(report))
-    return EXIT_CHANGES if args.detailed_exitcode and report["changes"] else EXIT_OK
+    return exit_code(report, detailed=args.detailed_exitcode)
+
+
+def exit_code(report: dict[str, Any], *, detailed: bool) -> int:
+    """Terraform's ``-detailed-exitcode``: a plan whose apply would be refused is an error (1), not
+    "no changes" (its ``changes`` is 0 because the refused merge wrote nothing).
+
+    >>> [exit_code({"refused": r, "changes": c}, detailed=True) for r, c in ((None, 0), (None, 3), ("ratio", 0))]
+    [0, 2, 1]
+    """
+    if not detailed:
+        return EXIT_OK
+    if report.get("refused"):
+        return EXIT_FOUND
+    return EXIT_CHANGES if report["changes"] else EXIT_OK
 
 
 def run_stages(engine: Any, kafka: dict[str, Any], spec: Any, run_id: str, stages: Any) -> None:

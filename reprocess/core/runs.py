@@ -13,6 +13,7 @@ from reprocess.core.ranges import OffsetRange, TopicPartition, parse_offsets_jso
 
 # The backfill param (and heal conf key) naming the reconciliation window a backfill heals.
 HEALS_WINDOW: Final = "heals_window"
+PLAN_ID: Final = "plan_id"  # the form param that applies a stored plan (reprocess.runner.preview)
 # A reconciliation verdict: the window reaches a last stable offset an open transaction holds, so
 # records of it may still become visible; neither ok nor a gap a backfill could close.
 NOT_STABLE: Final = "not yet stable"
@@ -114,6 +115,21 @@ class RunRequest:
             heals_window=parse_window(heals, HEALS_WINDOW) if (heals := optional_str(HEALS_WINDOW)) else None,
         )
         request.validate()
+        if params.get(PLAN_ID) and (request.preview or request.dry_run or request.mode is not RunMode.MERGE):
+            chosen = [
+                name
+                for name, on in (
+                    ("preview", request.preview),
+                    ("dry_run", request.dry_run),
+                    (f"mode={request.mode.value}", request.mode is not RunMode.MERGE),
+                )
+                if on
+            ]
+            raise SpecError(
+                f"param plan_id applies a stored plan exactly as it was diffed (a merge, written); it does not "
+                f"combine with {', '.join(chosen)}: clear plan_id to {'plan' if request.preview else 'run'} "
+                "the range, or clear the other choices to apply the plan"
+            )  # fmt: skip
         return request
 
     def validate(self) -> None:

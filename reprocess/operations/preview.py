@@ -29,6 +29,7 @@ from typing import Any, Final
 from sqlalchemy import Connection, Engine, text
 
 from reprocess.core.errors import RunStateError, StageRefusedError, StalePlanError
+from reprocess.core.names import parent_run_id
 from reprocess.core.ranges import backfill_conf
 from reprocess.core.runs import RunKind, RunPlan, RunRequest, RunState
 from reprocess.core.spec import PipelineSpec
@@ -36,20 +37,22 @@ from reprocess.kafka.offsets import take_snapshot
 from reprocess.postgres import queries, store
 from reprocess.postgres.commit import check_spec_version
 from reprocess.postgres.diff import KINDS, StageDiff, diff_stage
-from reprocess.postgres.ledger import ledger_positions
+from reprocess.postgres.ledger import ledger_movers, ledger_positions
 from reprocess.postgres.stage import drop_stage, stage_identifier
 
 log = logging.getLogger(__name__)
 
 _SAVE: Final = text(
-    "INSERT INTO reprocess.plans (plan_id, pipeline, spec_fingerprint, from_ledger, ledger, report, changes) "
-    "VALUES (:plan_id, :pipeline, :fingerprint, :from_ledger, CAST(:ledger AS jsonb), CAST(:report AS jsonb), "
-    ":changes) ON CONFLICT (plan_id) DO UPDATE SET report = EXCLUDED.report, changes = EXCLUDED.changes, "
-    "ledger = EXCLUDED.ledger, spec_fingerprint = EXCLUDED.spec_fingerprint"
+    "INSERT INTO reprocess.plans (plan_id, pipeline, spec_fingerprint, from_ledger, ledger, report, changes, "
+    "target_commit) VALUES (:plan_id, :pipeline, :fingerprint, :from_ledger, CAST(:ledger AS jsonb), "
+    "CAST(:report AS jsonb), :changes, :target_commit) ON CONFLICT (plan_id) DO UPDATE SET report = EXCLUDED.report, "
+    "changes = EXCLUDED.changes, ledger = EXCLUDED.ledger, spec_fingerprint = EXCLUDED.spec_fingerprint, "
+    "target_commit = EXCLUDED.target_commit"
 )
 _LOAD: Final = text(
     "SELECT p.pipeline, p.spec_fingerprint, p.from_ledger, p.ledger, p.report, p.changes, p.applied_run_id, "
-    "p.created_at, (SELECT a.state FROM reprocess.runs a WHERE a.run_id = p.applied_run_id) AS applied_state "
+    "p.created_at, p.target_commit, "
+    "(SELECT a.state FROM reprocess.runs a WHERE a.run_id = p.applied_run_id) AS applied_state "
     "FROM reprocess.plans p JOIN reprocess.runs r ON r.run_id = p.plan_id "
     "WHERE p.plan_id = :plan_id"
 )
@@ -77,6 +80,7 @@ def diff_run(engine: Engine, spec: PipelineSpec, run_id: str) -> dict[str, Any]:
                     "run `reprocess plan` again", pipeline=spec.name, run_id=run_id,
                 )  # fmt: skip
             plan = store.load_plan(conn, run_id)
+            target_commit = store.last_target_commit(conn, spec.name)  # the table the diff sees, under the lock
             # The table as the apply will find it (a column the spec adds), undone with the rest; planning
             # only checked that it can be done. ALTER TABLE holds its lock until the rollback.
             store.migrate_live(conn, spec)
@@ -97,7 +101,8 @@ def diff_run(engine: Engine, spec: PipelineSpec, run_id: str) -> dict[str, Any]:
         conn.execute(
             _SAVE,
             {"plan_id": run_id, "pipeline": spec.name, "fingerprint": spec.fingerprint, "from_ledger": from_ledger,
-             "ledger": json.dumps(ledger), "report": json.dumps(report, default=str), "changes": report["changes"]},
+             "ledger": json.dumps(ledger), "report": json.dumps(report, default=str), "changes": report["changes"],
+             "target_commit": target_commit},
         )  # fmt: skip
         store.mark_previewed(conn, run_id)
         drop_stage(conn.connection, spec, run_id)
@@ -148,14 +153,18 @@ def latest_report(conn: Connection, pipeline: str, plan_id: str | None = None) -
     return report if report is not None and report["pipeline"] == pipeline else None
 
 
-def check_fresh(conn: Connection, kafka: Mapping[str, Any], spec: PipelineSpec, plan_id: str) -> RunPlan:
-    """The plan's ranges, when applying them still does what the plan showed.
+def check_fresh(conn: Connection, kafka: Mapping[str, Any], spec: PipelineSpec, plan_id: str, run_id: str) -> RunPlan:
+    """The plan's ranges, when run ``run_id`` applying them still does what the plan showed.
+
+    The apply's own commits do not make its plan stale: its batches' commits, and the ledger they
+    moved, are exempt when a cleared apply resumes under the same run id.
 
     Raises
     ------
     StalePlanError
-        Naming each change: the spec (fingerprint), the ledger (a range that starts at it), a log
-        start moved past a range's start (records gone), or the plan applied already.
+        The plan showed a refusal, or it is stale, naming each change: the spec (fingerprint), any
+        other run's commit to the target since the diff, the ledger (a range that starts at it), a
+        log start moved past a range's start (records gone), or the plan applied already.
     """
     row = conn.execute(_LOAD, {"plan_id": plan_id}).one_or_none()
     if row is None or row.pipeline != spec.name:
@@ -163,7 +172,17 @@ def check_fresh(conn: Connection, kafka: Mapping[str, Any], spec: PipelineSpec, 
             f"{spec.name}: no plan {plan_id!r} of this pipeline; make one with `reprocess plan {spec.name}`",
             pipeline=spec.name,
         )
+    if row.report.get("refused"):
+        raise StalePlanError(
+            f"{spec.name}: plan {plan_id} showed its apply refused ({row.report['refused']}). Nothing was applied: "
+            f"fix the cause and make a new plan (`reprocess plan {spec.name}`).",
+            pipeline=spec.name,
+        )
     plan = store.load_plan(conn, plan_id)
+
+    def own(run: str) -> bool:  # the apply itself or one of its batches
+        return parent_run_id(run) == run_id
+
     changed = []
     if row.applied_state == RunState.COMMITTED:
         changed.append(f"it was applied already by run {row.applied_run_id}")
@@ -171,11 +190,17 @@ def check_fresh(conn: Connection, kafka: Mapping[str, Any], spec: PipelineSpec, 
         changed.append(
             f"the spec changed (fingerprint {row.spec_fingerprint[:12]} at planning, {spec.fingerprint[:12]} now)"
         )
+    others = [r for r in store.target_commits_since(conn, spec.name, row.target_commit or 0) if not own(r)]
+    if others:
+        shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+        changed.append(f"{len(others)} other run(s) committed to {spec.qualified_target} since ({shown})")
     if row.from_ledger:
         then = {(t, p): o for t, p, o in row.ledger}
-        now = {(tp.topic, tp.partition): offset for tp, offset in ledger_positions(conn, spec.name).items()}
-        changed += [f"the ledger of {t}[{p}] moved from {then.get((t, p))} to {o}" for (t, p), o in sorted(now.items())
-                    if then.get((t, p)) != o]  # fmt: skip
+        now = {
+            (tp.topic, tp.partition): (offset, mover) for tp, (offset, mover) in ledger_movers(conn, spec.name).items()
+        }
+        changed += [f"the ledger of {t}[{p}] moved from {then.get((t, p))} to {o}" for (t, p), (o, mover) in
+                    sorted(now.items()) if then.get((t, p)) != o and not own(mover)]  # fmt: skip
     starts = {(s.topic, s.partition): s.log_start for s in take_snapshot(kafka, spec, {r.topic for r in plan.ranges})}
     changed += [
         f"the log start of {r.topic}[{r.partition}] moved to {starts[(r.topic, r.partition)]}, past the plan's "

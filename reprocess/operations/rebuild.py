@@ -198,6 +198,7 @@ def swap_in(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResult:
             conn.execute(queries.RESET_LEDGER, params)
             conn.execute(queries.INSERT_COMMITTED_RANGE, params)
         conn.execute(_SET_LIVE_VERSION, {"pipeline": spec.name, "run_id": run_id, "spec": json.dumps(spec.as_dict())})
+        store.touch_target(conn, run_id)  # plans made before the swap describe another table
     log.info("rebuild run_id=%s pipeline=%s swapped in: %s, previous table kept as %s.%s %s", run_id,
              spec.name, checked, spec.target_schema, kept_table(spec.target_table, stamp), totals)  # fmt: skip
     return CommitResult(run_id, False, **totals)

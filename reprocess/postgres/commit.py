@@ -172,6 +172,8 @@ def _commit_once(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResul
             conn.execute(queries.ADVANCE_LEDGER, {**params, "start": starts[r.tp]})
             conn.execute(queries.INSERT_COMMITTED_RANGE, params)
         store.mark_committed(conn, run_id, counts)
+        if counts["records_read"] and not rebuild:  # a rebuild changes the live table at its swap
+            store.touch_target(conn, run_id)
 
         # 6. The stage has served its purpose.
         if has_stage:

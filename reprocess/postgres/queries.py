@@ -62,6 +62,9 @@ RUN_RANGES: Final = text(
 LEDGER_FOR_PIPELINE: Final = text(
     "SELECT topic, partition, next_offset FROM reprocess.consumer_offsets WHERE pipeline = :pipeline"
 )
+LEDGER_MOVERS: Final = text(
+    "SELECT topic, partition, next_offset, run_id FROM reprocess.consumer_offsets WHERE pipeline = :pipeline"
+)
 
 # Per topic, the partition count snapshotted by the pipeline's newest committed run that read the
 # topic (batch children have no snapshot of their own, so they are skipped by the join).
@@ -141,6 +144,19 @@ MARK_COMMITTED: Final = text(
     "dead_letters_new = :dead_letters_new, rows_deleted = :rows_deleted, rows_inserted = :rows_inserted, "
     "rows_rederived = :rows_rederived, records_filtered = :records_filtered, rows_restamped = :rows_restamped, "
     "values_incomplete = :values_incomplete, error = NULL WHERE run_id = :run_id"
+)
+
+# A commit that read records into the live target, or a rebuild's swap, takes the next number: a plan
+# keeps the pipeline's highest at its diff, and any other run's higher one makes it stale (plans).
+TOUCH_TARGET: Final = text(
+    "UPDATE reprocess.runs SET target_commit = nextval('reprocess.target_commits') WHERE run_id = :run_id"
+)
+LAST_TARGET_COMMIT: Final = text(
+    "SELECT coalesce(max(target_commit), 0) FROM reprocess.runs "
+    "WHERE pipeline = :pipeline AND target_commit IS NOT NULL"
+)
+TARGET_COMMITS_SINCE: Final = text(
+    "SELECT run_id FROM reprocess.runs WHERE pipeline = :pipeline AND target_commit > :since ORDER BY target_commit"
 )
 
 SET_SUMMARY: Final = text("UPDATE reprocess.runs SET summary = CAST(:summary AS jsonb) WHERE run_id = :run_id")

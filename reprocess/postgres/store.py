@@ -298,6 +298,21 @@ def mark_committed(conn: Connection, run_id: str, counts: Mapping[str, int]) -> 
     conn.execute(queries.MARK_COMMITTED, {"run_id": run_id, **counts})
 
 
+def touch_target(conn: Connection, run_id: str) -> None:
+    """The run changed the live target (a commit that read records, a swap): plans made before are stale."""
+    conn.execute(queries.TOUCH_TARGET, {"run_id": run_id})
+
+
+def last_target_commit(conn: Connection, pipeline: str) -> int:
+    """The number of the pipeline's last commit to its live target (0: none yet); a plan keeps it."""
+    return int(conn.execute(queries.LAST_TARGET_COMMIT, {"pipeline": pipeline}).scalar() or 0)
+
+
+def target_commits_since(conn: Connection, pipeline: str, since: int) -> list[str]:
+    """The runs that committed to the pipeline's live target after commit number ``since``, in order."""
+    return list(conn.execute(queries.TARGET_COMMITS_SINCE, {"pipeline": pipeline, "since": since}).scalars())
+
+
 def committed_counts(conn: Connection, run_id: str) -> Row[Any]:
     return conn.execute(queries.RUN_COUNTS, {"run_id": run_id}).one()
 

@@ -42,7 +42,7 @@ def start_apply(
         The plan's spec, ledger or log start changed since it was made; nothing is started.
     """
     with engine.begin() as conn:
-        plan = check_fresh(conn, kafka, spec, plan_id)
+        plan = check_fresh(conn, kafka, spec, plan_id, run_id)
         mark_applied(conn, plan_id, run_id)
     return start_run(engine, kafka, spec, apply_request(plan), run_id, **start)
 
