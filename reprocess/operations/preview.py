@@ -67,7 +67,24 @@ _PLAN_READINGS: Final = text(
 
 def diff_run(engine: Engine, spec: PipelineSpec, run_id: str) -> dict[str, Any]:
     """The Diff stage of a staged plan: the diff (rolled back), then the report stored, the run
-    ``dry_run`` and its stage dropped. Returns the report (:func:`load_report`'s form)."""
+    ``dry_run`` and its stage dropped. Returns the report (:func:`load_report`'s form).
+
+    A diff that raises (anything but the apply's own refusal, which the report shows) leaves no
+    ``staged`` plan behind: the run is marked ``failed`` with the cause and its stage, which no
+    commit will ever read, is dropped (the leftover cleanup keeps staged stages).
+    """
+    try:
+        return _diff_run(engine, spec, run_id)
+    except RunStateError:
+        raise  # not a staged plan: nothing of it is this call's to end
+    except Exception as exc:
+        with engine.begin() as conn:
+            store.mark_failed(conn, run_id, f"the plan's diff failed, nothing was written: {exc}")
+            drop_stage(conn.connection, spec, run_id)
+        raise
+
+
+def _diff_run(engine: Engine, spec: PipelineSpec, run_id: str) -> dict[str, Any]:
     refused: str | None = None
     with engine.connect() as conn:
         tx = conn.begin()
