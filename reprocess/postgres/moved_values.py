@@ -4,9 +4,11 @@
 key to its new one, for a create of the new key staged after the delete (a batch cut between them,
 or a copy the connector re-sent). They are needed while the new key's stored row may still be
 derived from that change. They are not once the new key's row has been rewritten by a later record
-of its own that left nothing out (its values are known without them), or the new key was deleted:
-kept for ever they grow with every key change, and every commit of the pipeline scans them
-(review V finding 11).
+of its own that left nothing out (its values are known without them), or the new key was deleted
+after the change: kept for ever they grow with every key change, and every commit of the pipeline
+scans them (review V finding 11). "Later" is Kafka order within the change's own partition: a record
+of the new key before the change (its earlier life, ended by a delete the change re-keys onto) must
+not prune it, and records of two partitions hold no order, so such a change stays kept.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ def prune_moved_values(cur: Any, spec: PipelineSpec, stage: sql.Composable, owne
     """After the merge and the deletes (the stage ``stage`` of table ``spec``, ``owner``'s moved
     values): delete the kept changes whose new key this stage rewrote with every value known (a stage
     row of the key's own, no old key, nothing listed, now the stored row) or deleted (a tombstone, or
-    the delete of a key change, and no stored row left). Returns how many went."""
+    the delete of a key change, and no stored row left), by a record after the change on the change's
+    partition. Returns how many went."""
     ident = sql.Identifier
     target = target_identifier(spec)
     new_key = sql.SQL(" AND ").join(
@@ -35,7 +38,9 @@ def prune_moved_values(cur: Any, spec: PipelineSpec, stage: sql.Composable, owne
     same_key = sql.SQL(" AND ").join(sql.SQL("_t.{k} = _s.{k}").format(k=ident(k)) for k in spec.key)
     cur.execute(
         sql.SQL(
-            "DELETE FROM {moved} AS _mv USING {stage} AS _s WHERE _mv.pipeline = %(owner)s AND {new_key} AND ("
+            "DELETE FROM {moved} AS _mv USING {stage} AS _s WHERE _mv.pipeline = %(owner)s AND {new_key} "
+            "AND (_s._kafka_topic, _s._kafka_partition) = (_mv.topic, _mv.partition) "
+            'AND _s._kafka_offset > _mv."offset" AND ('
             "(_s._kind = {row} AND _s.{old} IS NULL AND _s.{unchanged} IS NULL AND EXISTS (SELECT 1 FROM {target} "
             "AS _t WHERE {same_key} AND (_t._kafka_topic, _t._kafka_partition, _t._kafka_offset) = "
             "(_s._kafka_topic, _s._kafka_partition, _s._kafka_offset))) "

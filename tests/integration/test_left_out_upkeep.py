@@ -4,8 +4,9 @@
   index migration 019 left on ``(pipeline, md5(key::text), column)``: EXPLAINed on the real Postgres
   over a pipeline with many incomplete values, no plan scans ``reprocess.incomplete_values``.
 - A commit prunes ``reprocess.moved_values``: a kept key change goes once its new key's row was
-  rewritten by a record that left nothing out, or deleted; one whose new key still holds the moved
-  value stays.
+  rewritten by a record that left nothing out, or deleted, after the change; one whose new key still
+  holds the moved value stays, and so does one whose new key was deleted before the change (a re-key
+  onto it) while the create is still to come (a cut between the delete and the create).
 
 Records are staged by hand (no Spark) with the product's stage writer, as test_record_limits does.
 """
@@ -115,13 +116,14 @@ def _created(new: str, old: str, offset: int) -> Record:
 def test_a_commit_prunes_the_moved_values_whose_new_key_was_rewritten_or_deleted(engine, db_url, unique_name):
     spec = _spec(unique_name)
     stage_and_commit(engine, db_url, spec, f"{unique_name}-1", [Record(0, o, {"id": k, "s": f"{k}-notes"})
-                                                                for o, k in enumerate("ABC")])  # fmt: skip
-    changes = {"A": "J", "B": "K", "C": "L"}
+                                                                for o, k in enumerate("ABCDM")])  # fmt: skip
+    changes = {"A": "J", "B": "K", "C": "L", "D": "M"}  # M is deleted first: D is re-keyed onto it
     _stage_and_commit(
         engine, db_url, spec, f"{unique_name}-2",
-        [*(Record(0, 10 + i, {"id": old}, tombstone=True) for i, old in enumerate(changes)),
+        [Record(0, 9, {"id": "M"}, tombstone=True),
+         *(Record(0, 10 + i, {"id": old}, tombstone=True) for i, old in enumerate(changes)),
          *(Record(0, 10 + i, {"id": old, "s": f"{old}-notes"}) for i, old in enumerate(changes)),
-         *(_created(new, old, 20 + i) for i, (old, new) in enumerate(changes.items()))],
+         *(_created(new, old, 20 + i) for i, (old, new) in enumerate(changes.items()) if new != "M")],
         changes,
     )  # fmt: skip
 
@@ -132,8 +134,10 @@ def test_a_commit_prunes_the_moved_values_whose_new_key_was_rewritten_or_deleted
                                 {"p": spec.name}).scalars().all()  # fmt: skip
         return rows, [json.loads(k)["id"] for k in kept]
 
-    assert state() == ({"J": "A-notes", "K": "B-notes", "L": "C-notes"}, ["J", "K", "L"])
-    # J is rewritten by a record that sends s, K is deleted, L keeps the value its change moved.
-    later = [Record(0, 30, {"id": "J", "s": "J-notes"}), Record(0, 31, {"id": "K"}, tombstone=True)]
+    assert state() == ({"J": "A-notes", "K": "B-notes", "L": "C-notes"}, ["J", "K", "L", "M"])
+    # J is rewritten by a record that sends s, K is deleted, L keeps the value its change moved, and
+    # M's create comes in this run (the cut fell between D's delete and it).
+    later = [Record(0, 30, {"id": "J", "s": "J-notes"}), Record(0, 31, {"id": "K"}, tombstone=True),
+             _created("M", "D", 32)]  # fmt: skip
     stage_and_commit(engine, db_url, spec, f"{unique_name}-3", later)
-    assert state() == ({"J": "J-notes", "L": "C-notes"}, ["L"])
+    assert state() == ({"J": "J-notes", "L": "C-notes", "M": "D-notes"}, ["L", "M"])
