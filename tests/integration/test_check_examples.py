@@ -15,23 +15,18 @@ import json
 import psycopg2
 from sqlalchemy import text
 
-from reprocess.core.spec_parse import parse_spec
 from reprocess.postgres.db import libpq_url
 from reprocess.postgres.key_checks import key_checks_sql
 from reprocess.postgres.stage import drop_stage, stage_identifier
 from reprocess.postgres.value_checks import value_checks_sql
-from tests.support.staging import Record, stage_and_commit, write_stage
+from tests.support.staging import Record, stage_and_commit, text_spec, write_stage
 
 ROWS, WIDTH = 300, 6_000
 MOST_EXAMPLES, EXAMPLE_BYTES = 5, 1_000  # what a verdict's detail may hold per partition
 
 
 def test_value_check_over_many_wide_differing_rows_keeps_few_bounded_examples(engine, db_url, unique_name):
-    spec = parse_spec(
-        {"name": unique_name, "topics": [unique_name], "key": ["id"], "columns": {"id": "text", "s": "text"},
-         "target_table": f"{unique_name}.items"},
-        source=f"{unique_name}.yaml",
-    )  # fmt: skip
+    spec = text_spec(unique_name)
     stored = [Record(0, o, {"id": f"k{o:04}", "s": f"{o}" + "x" * WIDTH}) for o in range(ROWS)]
     stage_and_commit(engine, db_url, spec, f"{unique_name}-1", stored)
     with engine.begin() as conn:  # a person's UPDATE of every row: the same length, other values

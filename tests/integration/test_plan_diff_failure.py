@@ -12,21 +12,16 @@ import pytest
 from sqlalchemy import text
 
 from reprocess.core.ranges import OffsetRange
-from reprocess.core.spec_parse import parse_spec
 from reprocess.core.stages import Diff
 from reprocess.postgres import store
 from reprocess.postgres.stage import drop_leftover_stages
 from reprocess.runner.evaluate import RunContext, evaluate
 from tests.support.helpers import stage_count
-from tests.support.staging import Record, mark_staged, plan_ranges, stage_and_commit, write_stage
+from tests.support.staging import Record, mark_staged, plan_ranges, stage_and_commit, text_spec, write_stage
 
 
 def test_plan_whose_diff_raises_ends_failed_with_the_cause_and_drops_its_stage(engine, db_url, unique_name):
-    spec = parse_spec(
-        {"name": unique_name, "topics": [unique_name], "key": ["id"], "columns": {"id": "text", "s": "text"},
-         "target_table": f"{unique_name}.items"},
-        source=f"{unique_name}.yaml",
-    )  # fmt: skip
+    spec = text_spec(unique_name)
     stage_and_commit(engine, db_url, spec, f"{unique_name}-1", [Record(0, 0, {"id": "a", "s": "1"})])
     plan_id = f"{unique_name}-p"
     plan_ranges(engine, spec, plan_id, "backfill", [OffsetRange(unique_name, 0, 1, 3)])

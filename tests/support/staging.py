@@ -71,6 +71,16 @@ def ordering_spec(name: str, ordering: Any) -> PipelineSpec:
     )
 
 
+def text_spec(name: str) -> PipelineSpec:
+    """A spec of key ``id`` and one text column ``s`` on topic ``name``, offset-ordered: the smallest
+    a test that stages rows by hand needs."""
+    return parse_spec(
+        {"name": name, "topics": [name], "key": ["id"], "columns": {"id": "text", "s": "text"},
+         "target_table": f"{name}.items"},
+        source=f"{name}.yaml",
+    )  # fmt: skip
+
+
 def _schema(spec: PipelineSpec, as_text: bool = False) -> pa.Schema:
     """The Arrow schema of the stage's columns: a spec column's by its type (with ``as_text``, text
     in PostgreSQL's input syntax, which the COPY casts), the others' by the PostgreSQL type the
