@@ -19,10 +19,11 @@ STAGE_EXTRA: tuple[str, ...] = ("_records", "_error", "_raw_key", "_raw_value")
 # output an array of their names, in the stage their names joined by commas (NULL for none). The
 # commit resolves them (reprocess.postgres.left_out); what stays listed is an incomplete value.
 UNCHANGED: str = "_unchanged"
-# Beside it, the links a left-out value follows across a primary-key change: the row's own key,
-# the old key its segment was moved from (a create with header ``__debezium.oldkey``; NULL when
-# its values need no link), and a ``moved`` row's new key; each as the JSON text of the spec's key
-# columns (``{"id":3}``), written by Spark alone so that equal keys are equal texts.
+# Beside it, the links a left-out value follows across a primary-key change: the row's own key
+# (of a row listing a value, and of a moved row), the old key its segment was moved from (a create
+# with header ``__debezium.oldkey``; NULL when its values need no link), and a ``moved`` row's new
+# key; each as the JSON text of the spec's key columns (``{"id":3}``), written by Spark alone so
+# that equal keys are equal texts.
 ROW_KEY: str = "_row_key"
 OLD_KEY: str = "_old_key"
 NEW_KEY: str = "_new_key"

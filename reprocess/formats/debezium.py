@@ -103,16 +103,18 @@ class _Envelope:
         ``decimal_handling_mode``."""
         if self.avro:
             return avro_schema.typed_field(_VALUE, self.values, path, c)
-        return self._typed_text(self.text(path), c)
+        return self.typed_text(self.text(path), c)
 
     def key_field(self, c: ColumnSpec) -> str:
         """A key column from the Kafka key, typed."""
         if self.avro:
             return avro_schema.typed_field(_KEY, self.keys, c.path, c)
         payload, plain = record_parts.field_ref(f"{KEY_JSON}.payload", c.path), record_parts.field_ref(KEY_JSON, c.path)
-        return self._typed_text(f"coalesce({payload}, {plain})", c)
+        return self.typed_text(f"coalesce({payload}, {plain})", c)
 
-    def _typed_text(self, raw: str, c: ColumnSpec) -> str:
+    def typed_text(self, raw: str, c: ColumnSpec) -> str:
+        """JSON text typed as Debezium's JSON converter sends the column (the envelope's, and the
+        key-change headers', which the worker's JSON header converter writes whatever ``encoding``)."""
         return raw if c.type is ColumnType.TEXT else typed_sql(raw, c, debezium=True, precise=self.precise)
 
 
@@ -292,16 +294,17 @@ def _without_left_out(parsed: DataFrame, spec: PipelineSpec, env: _Envelope) -> 
     )
 
 
-def _header_key(spec: PipelineSpec, header: str) -> str:
+def _header_key(spec: PipelineSpec, env: _Envelope, header: str) -> str:
     """Spark SQL: the key a primary-key change's header names (``{"id":3}``, the source's column
     names; the Kafka Connect header converter writes it as JSON), as :func:`key_json` of the
-    spec's key columns, or NULL without the header."""
+    spec's key columns typed as the row's own key is (a ``date`` as Debezium's day count, a
+    ``timestamp`` as microseconds: a bare cast would make them NULL, and the link never match),
+    or NULL without the header."""
     text = record_parts.native(f"$headers.{header}")
     values = []
     for c in spec.key_columns:
         field = c.path if c.from_value else c.path.rsplit(".", 1)[-1]
-        raw = f"get_json_object({text}, {sql_string('$.' + field)})"
-        values.append(raw if c.type.spark_type == "string" else f"try_cast({raw} AS {c.type.spark_type})")
+        values.append(env.typed_text(f"get_json_object({text}, {sql_string('$.' + field)})", c))
     return f"CASE WHEN {text} IS NOT NULL THEN {key_json([c.name for c in spec.key_columns], values)} END"
 
 
@@ -315,8 +318,8 @@ def _with_links(parsed: DataFrame, spec: PipelineSpec, env: _Envelope) -> DataFr
     return parsed.withColumns(
         {
             CREATES: F.expr("coalesce(_op = 'c', false)"),
-            OLD_KEY: F.expr(f"CASE WHEN _op = 'c' THEN {_header_key(spec, '__debezium.oldkey')} END"),
-            NEW_KEY: F.expr(f"CASE WHEN _op = 'd' THEN {_header_key(spec, '__debezium.newkey')} END"),
+            OLD_KEY: F.expr(f"CASE WHEN _op = 'c' THEN {_header_key(spec, env, '__debezium.oldkey')} END"),
+            NEW_KEY: F.expr(f"CASE WHEN _op = 'd' THEN {_header_key(spec, env, '__debezium.newkey')} END"),
             MOVED_AT: F.expr(f"CASE WHEN _op IN ('c', 'd') THEN CAST({env.text('source.ts_ms')} AS STRING) END"),
         }
     )

@@ -11,15 +11,20 @@ Where a listed value is looked up, in order (each step only fills what is still 
 2. a row moved from an old key: the values an earlier commit kept of that very change
    (``reprocess.moved_values``: a batch cut between the delete and the create, or a re-sent
    copy), else the stage's ``moved`` row of that change (the old key's delete with its values),
-   else the target's stored row of the old key (the same commit deletes it after the merge);
-   repeated, so a chain of changes inside the range (1 → 2 → 3) resolves link by link;
+   else the target's stored row of the old key on the row's own partition (the same commit
+   deletes it after the merge); repeated, so a chain of changes inside the range (1 → 2 → 3)
+   resolves link by link. A row whose stored row's value is incomplete with a link takes that
+   link first (its segment began with that change in an earlier commit);
 3. a replayed row whose stored row is the same record: the stored value (a replay after the
    records with the full value left the topic writes nothing);
 4. a rebuild: the live table's row of the key.
 
 What is still listed is written NULL and recorded in ``reprocess.incomplete_values`` (key,
-column, the record that left it out), counted in the run; a later record of the key that sends
-the value clears it. The fix is the source's: ``REPLICA IDENTITY FULL`` and a new snapshot.
+column, the record that left it out, and the link it still follows), counted in the run; a later
+record of the key that sends the value clears it, and so does the commit that keeps the linked
+change's values (:func:`keep_moved_values`): on a topic of several partitions the new key's create
+may be committed before the old key's last events and delete, which sit on another partition. The
+fix is the source's: ``REPLICA IDENTITY FULL`` and a new snapshot.
 """
 
 from __future__ import annotations
@@ -56,6 +61,7 @@ def resolve(cur: Any, spec: PipelineSpec, stage: sql.Composable, owner: str, *, 
         match = sql.SQL("{}{}").format(_same_key(spec, "_s"), older)
         cur.execute(_fill(spec, stage, _stored_row(table, holder, stage, own, match), own))
     cur.execute(_fill(spec, stage, _moved_away(spec, stage, owner, own), own))
+    cur.execute(_take_links(spec, stage, owner, own, before))
     moved = sql.SQL("{} AND {} AND _s.{} IS NOT NULL").format(valued, listed, _ident(OLD_KEY))
     unmatched = sql.SQL("{} AND NOT EXISTS (SELECT 1 FROM {} AS _m WHERE {})").format(moved, stage, _links("_m"))
     for _ in range(_count(cur, stage, moved) + 1):  # 2. one link of a chain per round
@@ -63,7 +69,12 @@ def resolve(cur: Any, spec: PipelineSpec, stage: sql.Composable, owner: str, *, 
         for source, where in (  # a kept copy of the change was staged before any copy in this stage
             (_kept_change(spec, stage, owner, moved), moved),
             (_moved_row(stage, moved), moved),
-            (_stored_row(spec, owner, stage, unmatched, sql.SQL("{}{}").format(_old_key(spec), before)), unmatched),
+            (
+                _stored_row(
+                    spec, owner, stage, unmatched, sql.SQL("{}{}{}").format(_old_key(spec), before, _SAME_PARTITION)
+                ),
+                unmatched,
+            ),
         ):
             cur.execute(_fill(spec, stage, source, where))
             filled += cur.rowcount
@@ -80,6 +91,38 @@ def _stored_before(spec: PipelineSpec) -> sql.Composed:
     """A stored row is the state before a stage row only when it is not newer (a replay's target
     may hold a later life of the key: a re-insert after a move)."""
     return sql.SQL(" AND NOT {}").format(spec.ordering.newer_sql(sql.Identifier("_s"), sql.Identifier("_t")))
+
+
+# The old key's stored row is the state before a create of the new key only on the same partition:
+# two partitions hold no order between them, so a stored row on another may predate the old key's
+# last updates (a later batch or run holds them and the change's delete): the value stays listed,
+# linked to the change, until a commit holds it (:func:`keep_moved_values`).
+_SAME_PARTITION: Final = sql.SQL(" AND (_t._kafka_topic, _t._kafka_partition) = (_s._kafka_topic, _s._kafka_partition)")
+
+
+def _take_links(
+    spec: PipelineSpec, stage: sql.Composable, owner: str, where: sql.Composable, before: sql.Composable
+) -> sql.Composed:
+    """The stage rows ``where`` holds (no link) that still list a value their stored row lacks
+    with a link (:func:`record_incomplete`) take that link: the row continues a segment that an
+    earlier commit began with a primary-key change whose values it did not hold yet."""
+    return sql.SQL(
+        "UPDATE {stage} AS _s SET {old} = _i.old_key, {old_at} = _i.old_at FROM {target} AS _t, {incomplete} AS _i "
+        "WHERE {where} AND {same_key}{before} AND _i.pipeline = {owner} AND md5(_i.key::text) = md5({key}::text) "
+        "AND _i.key = {key} AND _i.old_key IS NOT NULL AND {listed}"
+    ).format(
+        stage=stage,
+        old=_ident(OLD_KEY),
+        old_at=_ident(OLD_AT),
+        target=target_identifier(spec),
+        incomplete=INCOMPLETE,
+        where=where,
+        same_key=_same_key(spec, "_s"),
+        before=before,
+        owner=sql.Literal(owner),
+        key=_key_object(spec, "_t"),
+        listed=sql.SQL("_i.\"column\" = ANY(string_to_array(_s.{}, ','))").format(_ident(UNCHANGED)),
+    )
 
 
 def _count(cur: Any, stage: sql.Composable, where: sql.Composable) -> int:
@@ -252,15 +295,20 @@ def _kept_change(spec: PipelineSpec, stage: sql.Composable, owner: str, where: s
 def _moved_away(spec: PipelineSpec, stage: sql.Composable, owner: str, where: sql.Composable) -> sql.Composed:
     """The stage rows with the values the latest kept change of their own key moved away (the old
     key's text as the Spark job wrote it, compared as the target's typed key)."""
-    old_key = sql.SQL("jsonb_build_object({})").format(
+    old_key = _typed_key(spec, sql.SQL("_mv.old_key"))
+    return _kept(spec, stage, owner, where, sql.SQL("{} = {}").format(old_key, _key_object(spec, "_s")), latest=True)
+
+
+def _typed_key(spec: PipelineSpec, key_text: sql.Composable) -> sql.Composed:
+    """A key's JSON text as the Spark job wrote it, as :func:`_key_object` of the target's typed key."""
+    return sql.SQL("jsonb_build_object({})").format(
         sql.SQL(", ").join(
-            sql.SQL("{}, (jsonb_populate_record(NULL::{}, _mv.old_key::jsonb)).{}").format(
-                sql.Literal(k), target_identifier(spec), _ident(k)
+            sql.SQL("{}, (jsonb_populate_record(NULL::{}, {}::jsonb)).{}").format(
+                sql.Literal(k), target_identifier(spec), key_text, _ident(k)
             )
             for k in spec.key
         )
     )
-    return _kept(spec, stage, owner, where, sql.SQL("{} = {}").format(old_key, _key_object(spec, "_s")), latest=True)
 
 
 def keep_moved_values(cur: Any, spec: PipelineSpec, stage: sql.Composable, owner: str, run_id: str) -> None:
@@ -269,7 +317,9 @@ def keep_moved_values(cur: Any, spec: PipelineSpec, stage: sql.Composable, owner
     or a copy the connector re-sent after a restart — still finds them (step 2), whatever the old
     key became since. Of a change the connector sent twice, the first copy holds the values (a
     re-sent delete may come after the old key's next life began): an earlier copy replaces a
-    later one, and the same copy replaces itself only when it now knows every value."""
+    later one, and the same copy replaces itself only when it now knows every value. Then the
+    rows an earlier commit left incomplete linked to a change kept here get its values
+    (:func:`_fill_linked`)."""
     values = sql.SQL(", ").join(sql.SQL("{}, _s.{}").format(sql.Literal(c), _ident(c)) for c in spec.unchanged_columns)
     cur.execute(
         sql.SQL(
@@ -295,6 +345,45 @@ def keep_moved_values(cur: Any, spec: PipelineSpec, stage: sql.Composable, owner
             kind=sql.Literal(MOVED),
         ),
         {"owner": owner, "run_id": run_id},
+    )
+    cur.execute(_fill_linked(spec, stage, owner))
+
+
+def _fill_linked(spec: PipelineSpec, stage: sql.Composable, owner: str) -> sql.Composed:
+    """The stored rows whose incomplete values link to a change this stage kept (the new key's
+    create committed before the change's delete, which sat on another partition) take the kept
+    values it knows, and those values are no longer incomplete."""
+    columns = spec.unchanged_columns
+    return sql.SQL(
+        'WITH _f AS (SELECT DISTINCT _i.key, _i."column", _mv."values" FROM {stage} AS _s '
+        "JOIN {moved} AS _mv ON _mv.pipeline = {owner} AND _mv.old_key = _s.{row_key} AND _mv.new_key = _s.{new} "
+        "AND _mv.moved_at = coalesce(_s.{at}, '') "
+        "JOIN {incomplete} AS _i ON _i.pipeline = {owner} AND md5(_i.key::text) = md5({new_key}::text) "
+        "AND _i.key = {new_key} AND _i.old_key = _mv.old_key AND coalesce(_i.old_at, '') = _mv.moved_at "
+        "WHERE _s._kind = {kind} AND NOT coalesce(_i.\"column\" = ANY(string_to_array(_mv.unchanged, ',')), false)), "
+        "_done AS (DELETE FROM {incomplete} AS _i USING _f WHERE _i.pipeline = {owner} "
+        'AND md5(_i.key::text) = md5(_f.key::text) AND _i.key = _f.key AND _i."column" = _f."column") '
+        'UPDATE {target} AS _t SET {sets} FROM (SELECT key, array_agg("column") AS columns, '
+        '(array_agg("values"))[1] AS "values" FROM _f GROUP BY key) AS _g '
+        'CROSS JOIN LATERAL jsonb_populate_record(NULL::{target}, _g."values") AS _v WHERE {key} = _g.key'
+    ).format(
+        stage=stage,
+        moved=MOVED_VALUES,
+        owner=sql.Literal(owner),
+        row_key=_ident(ROW_KEY),
+        new=_ident(NEW_KEY),
+        at=_ident(MOVED_AT),
+        incomplete=INCOMPLETE,
+        new_key=_typed_key(spec, sql.SQL("_mv.new_key")),
+        kind=sql.Literal(MOVED),
+        target=target_identifier(spec),
+        sets=sql.SQL(", ").join(
+            sql.SQL("{c} = CASE WHEN {n} = ANY(_g.columns) THEN _v.{c} ELSE _t.{c} END").format(
+                c=_ident(c), n=sql.Literal(c)
+            )
+            for c in columns
+        ),
+        key=_key_object(spec, "_t"),
     )
 
 
@@ -332,15 +421,23 @@ def record_incomplete(cur: Any, spec: PipelineSpec, stage: sql.Composable, owner
     )
     cur.execute(
         sql.SQL(
-            'INSERT INTO {incomplete} AS _i (pipeline, key, "column", topic, partition, "offset", run_id, reason) '
-            "SELECT %(owner)s, {key}, _c, _s._kafka_topic, _s._kafka_partition, _s._kafka_offset, %(run_id)s, "
-            "%(reason)s "
+            'INSERT INTO {incomplete} AS _i (pipeline, key, "column", topic, partition, "offset", run_id, reason, '
+            "old_key, old_at) SELECT %(owner)s, {key}, _c, _s._kafka_topic, _s._kafka_partition, _s._kafka_offset, "
+            "%(run_id)s, %(reason)s, _s.{old}, _s.{old_at} "
             "FROM {current} CROSS JOIN LATERAL unnest(string_to_array(_s.{unchanged}, ',')) AS _c "
             'ON CONFLICT (pipeline, md5(key::text), "column") DO UPDATE SET topic = EXCLUDED.topic, '
-            'partition = EXCLUDED.partition, "offset" = EXCLUDED."offset", run_id = EXCLUDED.run_id '
-            'WHERE (_i.topic, _i.partition, _i."offset") IS DISTINCT FROM '
-            '(EXCLUDED.topic, EXCLUDED.partition, EXCLUDED."offset")'
-        ).format(incomplete=INCOMPLETE, key=key, current=current, unchanged=_ident(UNCHANGED)),
+            'partition = EXCLUDED.partition, "offset" = EXCLUDED."offset", run_id = EXCLUDED.run_id, '
+            "old_key = EXCLUDED.old_key, old_at = EXCLUDED.old_at "
+            'WHERE (_i.topic, _i.partition, _i."offset", _i.old_key, _i.old_at) IS DISTINCT FROM '
+            '(EXCLUDED.topic, EXCLUDED.partition, EXCLUDED."offset", EXCLUDED.old_key, EXCLUDED.old_at)'
+        ).format(
+            incomplete=INCOMPLETE,
+            key=key,
+            current=current,
+            unchanged=_ident(UNCHANGED),
+            old=_ident(OLD_KEY),
+            old_at=_ident(OLD_AT),
+        ),
         params,
     )
     cur.execute(

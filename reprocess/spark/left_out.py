@@ -84,7 +84,8 @@ def resolve_in_range(rows: DataFrame, spec: PipelineSpec) -> DataFrame:
     )
     moved = (kind == TOMBSTONE) & F.col(NEW_KEY).isNotNull()
     rows = rows.withColumn("_kind", F.explode(F.when(moved, F.array(kind, F.lit(MOVED))).otherwise(F.array(kind))))
-    old_key = F.when(valued & (F.size(missing) > 0), F.col("_start.k"))
+    listing = valued & (F.size(missing) > 0)
+    old_key = F.when(listing, F.col("_start.k"))
     names = [c.name for c in spec.key_columns]
     own_key = key_json(names, [f"`{n}`" for n in names])
     resolved = rows.withColumns(
@@ -96,7 +97,7 @@ def resolve_in_range(rows: DataFrame, spec: PipelineSpec) -> DataFrame:
             NEW_KEY: F.when(kind == MOVED, F.col(NEW_KEY)),
             MOVED_AT: F.when(kind == MOVED, F.col(MOVED_AT)),
             OLD_AT: F.when(old_key.isNotNull(), F.col("_start.at")),
-            ROW_KEY: F.when(old_key.isNotNull() | (kind == MOVED), F.expr(own_key)),
+            ROW_KEY: F.when(listing | (kind == MOVED), F.expr(own_key)),  # a link the commit may find for it
             **{a: F.when(kind == MOVED, F.col(lineage)).otherwise(F.col(a)) for a, lineage in
                zip(ALONE, ("_kafka_topic", "_kafka_partition", "_kafka_offset"), strict=True)},
         }
