@@ -188,6 +188,8 @@ def test_a_partitioned_debezium_topic_gives_the_source_table_however_it_is_cut_i
         sizes = data.draw(st.lists(st.sampled_from([None, 1, 2, 3]), min_size=runs, max_size=runs), "batch sizes")
         spec = _spec(name, name, {"id": "integer", "status": "text", "notes": "text"}, ["id"])
         for i in range(runs):
+            if bounds[i] == bounds[i + 1]:  # nothing to read: no run
+                continue
             result = _run(engine, kafka_config, spec, f"{name}-{i}", name, bounds[i], bounds[i + 1], sizes[i])
             assert result.dead_letters == 0, (i, result)
         with engine.connect() as conn:
