@@ -181,13 +181,19 @@ def source(*statements: str | sql.Composable | tuple[str | sql.Composable, Seque
         conn.close()
 
 
+def _partitions(consumer: Consumer, topic: str) -> list[int]:
+    """The topic's partitions (a life's topic may have several: keys spread over them)."""
+    return sorted(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
+
+
 def wait_for(kafka_config: Mapping[str, Any], topic: str, marker: bytes, seconds: float = 120) -> int:
-    """The offset after the first event whose value holds ``marker`` (e.g. a row's name), once it arrived.
+    """The offset after the first event whose value holds ``marker`` (e.g. a row's name), once it
+    arrived, in its partition (every partition is searched).
 
     Read from the log start, not offset 0: after delete-records offset 0 is out of range, and the
     reset to the latest offset would skip a marker that arrived meanwhile."""
     consumer = Consumer({**kafka_config, "group.id": f"{topic}-wait", "enable.auto.commit": False})
-    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in _partitions(consumer, topic)])
     deadline = time.monotonic() + seconds
     try:
         while time.monotonic() < deadline:
@@ -199,21 +205,37 @@ def wait_for(kafka_config: Mapping[str, Any], topic: str, marker: bytes, seconds
     raise AssertionError(f"no change event holding {marker!r} reached {topic} in {seconds:.0f}s")
 
 
+def ends(kafka_config: Mapping[str, Any], topic: str) -> dict[int, int]:
+    """Per partition, the offset after its last record now (its high watermark)."""
+    consumer = Consumer({**kafka_config, "group.id": f"{topic}-ends", "enable.auto.commit": False})
+    try:
+        return {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)[1]
+            for p in _partitions(consumer, topic)
+        }
+    finally:
+        consumer.close()
+
+
 def events(kafka_config: Mapping[str, Any], topic: str) -> list[tuple[int, dict[str, Any] | None]]:
-    """Every record of ``topic`` (partition 0) up to its end now: (offset, the JSON envelope or None).
-    Offsets below the log start (delete-records) or compacted away are skipped."""
+    """Every record of ``topic`` up to its end now: (offset, the JSON envelope or None), partition by
+    partition, each in offset order (a key's events stay on one partition). Offsets below the log
+    start (delete-records) or compacted away are skipped."""
     consumer = Consumer({**kafka_config, "group.id": f"{topic}-events", "enable.auto.commit": False})
     try:
-        start, end = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
-        consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
         out: list[tuple[int, dict[str, Any] | None]] = []
-        deadline = time.monotonic() + 60
-        while (not out or out[-1][0] < end - 1) and end > start:
-            msg = consumer.poll(1)
-            assert time.monotonic() < deadline, f"{topic}: records up to {end} did not arrive in 60 s"
-            if msg is None or msg.error():
-                continue
-            out.append((int(msg.offset() or 0), json.loads(msg.value()) if msg.value() else None))
+        for p in _partitions(consumer, topic):
+            start, end = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+            consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING)])
+            got: list[tuple[int, dict[str, Any] | None]] = []
+            deadline = time.monotonic() + 60
+            while (not got or got[-1][0] < end - 1) and end > start:
+                msg = consumer.poll(1)
+                assert time.monotonic() < deadline, f"{topic}[{p}]: records up to {end} did not arrive in 60 s"
+                if msg is None or msg.error() or msg.partition() != p:
+                    continue
+                got.append((int(msg.offset() or 0), json.loads(msg.value()) if msg.value() else None))
+            out += got
         return out
     finally:
         consumer.close()

@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,7 @@ from devstack import debezium, kafka_connect
 from reprocess.core.runs import RunKind, RunMode, RunRequest
 from reprocess.core.spec import PipelineSpec
 from reprocess.core.spec_parse import read_spec
+from reprocess.kafka import demo_data
 from reprocess.operations.rebuild import swap_in
 from reprocess.postgres.commit import commit_run
 from reprocess.runner.start import start_run
@@ -77,9 +79,9 @@ def _run(engine: Any, kafka_config: dict[str, Any], spec: PipelineSpec, run_id: 
     return commit_run(engine, spec, run_id)
 
 
-def _offsets(topic: str, start: int, end: int) -> dict[str, str]:
-    return {"start_mode": "offsets", "start_value": json.dumps({topic: {"0": start}}),
-            "end_mode": "offsets", "end_value": json.dumps({topic: {"0": end}})}  # fmt: skip
+def _offsets(topic: str, start: dict[int, int], end: dict[int, int]) -> dict[str, str]:
+    return {"start_mode": "offsets", "start_value": json.dumps({topic: {str(p): o for p, o in start.items()}}),
+            "end_mode": "offsets", "end_value": json.dumps({topic: {str(p): o for p, o in end.items()}})}  # fmt: skip
 
 
 def _target(engine: Any, spec: PipelineSpec) -> dict[cdc.Key, cdc.Row]:
@@ -117,11 +119,30 @@ class Checks:
         assert not self.failed, "the target differs from the source table:\n" + "\n".join(self.failed)
 
 
-def _phase_end(kafka_config: dict[str, Any], topic: str, table: str, phase: int) -> int:
-    """Insert the phase's end row and wait for its event: the offset after it."""
+@dataclass(frozen=True)
+class Lane:
+    """One connector streaming the life table into a topic of ``partitions`` partitions (created
+    before the connector starts; keys spread over them by the connector's partitioner), and the
+    pipeline that replays it."""
+
+    connector: str
+    topic: str
+    partitions: int
+    live: PipelineSpec
+
+    @property
+    def label(self) -> str:
+        return f"{self.partitions} partition{'s' if self.partitions > 1 else ''}"
+
+
+def _phase_end(kafka_config: dict[str, Any], topics: list[str], table: str, phase: int) -> dict[str, dict[int, int]]:
+    """Insert the phase's end row and wait for its event in every topic: per topic, each partition's end."""
     marker = f"end-of-phase-{phase}"
     cdc.source(cdc.insert(table, {**cdc.life_row("zz", phase), "name": marker}))
-    return cdc.wait_for(kafka_config, topic, marker.encode())
+    for topic in topics:
+        cdc.wait_for(kafka_config, topic, marker.encode())
+    time.sleep(0.5)  # the events before it on the other partitions: sent with it, before any later change
+    return {topic: cdc.ends(kafka_config, topic) for topic in topics}
 
 
 def _snapshot_reads(kafka_config: dict[str, Any], topic: str) -> int:
@@ -129,19 +150,34 @@ def _snapshot_reads(kafka_config: dict[str, Any], topic: str) -> int:
     return sum(1 for _, e in cdc.events(kafka_config, topic) if e and e["source"].get("snapshot") == "last")
 
 
-@pytest.mark.parametrize("identity", ["DEFAULT", "FULL"])
+# The life on one partition under both replica identities, and (DEFAULT) on a 2- and a 3-partition
+# topic at once, two connectors on the same table: a key change's delete and create then land on
+# different partitions, and batches take the same offset counts of every partition (review V, 2).
+@pytest.mark.parametrize(("identity", "partitions"), [("DEFAULT", (1,)), ("FULL", (1,)), ("DEFAULT", (2, 3))],
+                         ids=["DEFAULT", "FULL", "DEFAULT-2-and-3-partitions"])  # fmt: skip
 def test_a_cdc_life_replays_into_exactly_the_source_table_value_for_value(
-    identity, debezium_connector, kafka_config, engine, unique_name
+    identity, partitions, debezium_connector, kafka_config, engine, unique_name
 ):
     started = time.monotonic()
-    table, prefix = unique_name, f"dbz_{unique_name}"
-    topic = f"{prefix}.public.{table}"
+    table = unique_name
     eu = [cdc.life_row("eu", i) for i in range(1, 41)]
     eu[19] = cdc.life_row("eu", 20, nulls=True)  # every non-key value NULL
     eu[20] = {**eu[20], "body": "short, stored inline"}  # a small value: never left out
     cdc.source(*cdc.create_table(table, identity=identity), cdc.insert(table, *eu))
-    config = debezium.connector_config(unique_name, [f"public.{table}"], prefix, **{"decimal.handling.mode": "string"})
-    debezium_connector(unique_name, config)  # the snapshot: op r for ('eu', 1..40)
+    lanes, configs = [], {}
+    for n in partitions:
+        connector = unique_name if n == 1 else f"{unique_name}_p{n}"
+        topic = f"dbz_{connector}.public.{table}"
+        if n > 1:
+            demo_data.create_topic(kafka_config, topic, n)
+        configs[connector] = debezium.connector_config(connector, [f"public.{table}"], f"dbz_{connector}",
+                                                       **{"decimal.handling.mode": "string"})  # fmt: skip
+        debezium_connector(connector, configs[connector])  # the snapshot: op r for ('eu', 1..40)
+        lanes.append(Lane(connector, topic, n, _spec(f"{connector}_live", topic)))
+
+    def wait_for(marker: bytes) -> None:
+        for lane in lanes:
+            cdc.wait_for(kafka_config, lane.topic, marker)
 
     # Phase 1, read by the first run (a backfill from the log start).
     for n in range(3):  # updates leaving the large values unchanged: the placeholder every time
@@ -154,11 +190,12 @@ def test_a_cdc_life_replays_into_exactly_the_source_table_value_for_value(
     cdc.source(cdc.rekey(table, ("eu", 8), ("eu", 7)))  # a re-key onto a key deleted in the same run
     cdc.source(cdc.update(table, ("eu", 20), {"name": "was NULL"}))
     cdc.source(cdc.update(table, ("eu", 20), {"name": None}))
-    end_1 = _phase_end(kafka_config, topic, table, 1)
+    end_1 = _phase_end(kafka_config, [lane.topic for lane in lanes], table, 1)
 
     checks = Checks(engine, table)
-    live = _spec(f"{unique_name}_live", topic)
-    checks.exact("run 1: backfill", live, _run(engine, kafka_config, live, f"{live.name}-1", {}))
+    for lane in lanes:
+        checks.exact(f"run 1: backfill, {lane.label}", lane.live,
+                     _run(engine, kafka_config, lane.live, f"{lane.live.name}-1", {}))  # fmt: skip
 
     # Phase 2: a transaction open across a re-snapshot, changes inside one run, the worker SIGKILLed.
     holder = psycopg2.connect(debezium.source_dsn())
@@ -166,27 +203,35 @@ def test_a_cdc_life_replays_into_exactly_the_source_table_value_for_value(
         with holder.cursor() as cur:
             cur.execute(*cdc.update(table, ("eu", 14), {"name": "committed-late", "amount": 14.5}))
         cdc.source(cdc.update(table, ("eu", 15), {"name": "while-open"}))  # the WAL moves on
-        cdc.wait_for(kafka_config, topic, b"while-open")
-        kafka_connect.put_connector(unique_name, {**config, "snapshot.mode": "always"})  # re-snapshot: op r again
-        cdc.until("the re-snapshot's end", lambda: _snapshot_reads(kafka_config, topic) >= 2)
+        wait_for(b"while-open")
+        for connector, config in configs.items():  # re-snapshot: op r again
+            kafka_connect.put_connector(connector, {**config, "snapshot.mode": "always"})
+        cdc.until(
+            "the re-snapshot's end", lambda: all(_snapshot_reads(kafka_config, lane.topic) >= 2 for lane in lanes)
+        )
         holder.commit()  # its update streams after the snapshot's read of ('eu', 14), at a lower LSN
     finally:
         holder.close()
-    cdc.wait_for(kafka_config, topic, b"committed-late")
-    events = cdc.events(kafka_config, topic)
-    read_at, read = [(o, e) for o, e in events if e and e["op"] == "r" and e["after"]["id"] == 14
-                     and e["after"]["region"] == "eu"][-1]  # fmt: skip
-    (update_at, update), *_ = [(o, e) for o, e in events if e and e["after"] and e["after"]["name"] == "committed-late"]
-    assert read["after"]["name"] != "committed-late", "the re-snapshot saw the open transaction's update"
-    # The race itself: the update comes later in Kafka but at a lower WAL position than the read.
-    assert update_at > read_at and update["source"]["lsn"] < read["source"]["lsn"], (update, read)
+    wait_for(b"committed-late")
+    reads = {}
+    for lane in lanes:
+        events = cdc.events(kafka_config, lane.topic)  # ('eu', 14)'s events: one partition, in order
+        read_at, read = [(o, e) for o, e in events if e and e["op"] == "r" and e["after"]["id"] == 14
+                         and e["after"]["region"] == "eu"][-1]  # fmt: skip
+        (update_at, update), *_ = [
+            (o, e) for o, e in events if e and e["after"] and e["after"]["name"] == "committed-late"
+        ]
+        assert read["after"]["name"] != "committed-late", "the re-snapshot saw the open transaction's update"
+        # The race itself: the update comes later in Kafka but at a lower WAL position than the read.
+        assert update_at > read_at and update["source"]["lsn"] < read["source"]["lsn"], (update, read)
+        reads[lane.topic] = read
     cdc.source(cdc.rekey(table, ("eu", 17), ("eu", 170)))  # the old key's value: the re-snapshot's read
     cdc.source(cdc.update(table, ("eu", 10), {"name": "updated"}))  # update → delete → re-insert → update
     cdc.source(cdc.delete(table, ("eu", 10)))
     cdc.source(cdc.insert(table, cdc.life_row("eu", 10, 1)))
     cdc.source(cdc.update(table, ("eu", 10), {"amount": -1, "name": "streaming"}))
     cdc.source(cdc.insert(table, cdc.life_row("us", 200)))
-    cdc.wait_for(kafka_config, topic, b"streaming")
+    wait_for(b"streaming")
     # Streaming, and its offsets flushed (every second): a worker killed now resumes streaming where its
     # offsets say and re-sends what came after. Killed before, it would snapshot again (its offsets
     # saying the re-snapshot was under way), and a snapshot cannot say which rows went meanwhile.
@@ -194,7 +239,7 @@ def test_a_cdc_life_replays_into_exactly_the_source_table_value_for_value(
     for i in range(1, 6):  # a stream of single-row transactions, the worker killed right after them
         cdc.source(cdc.update(table, ("eu", i), {"name": f"stream {i}"}))
     cdc.source(cdc.rekey(table, ("us", 200), ("us", 201)), cdc.update(table, ("eu", 19), {"name": "burst end"}))
-    cdc.wait_for(kafka_config, topic, b"burst end")
+    wait_for(b"burst end")
     # The kill is the DEFAULT life's alone: resuming from offsets and slot is the connector's, whatever
     # the table's replica identity, and the worker's JVM restart was ~30 s of the FULL life's CPU.
     if identity == "DEFAULT":
@@ -202,10 +247,15 @@ def test_a_cdc_life_replays_into_exactly_the_source_table_value_for_value(
     cdc.source(cdc.update(table, ("eu", 2), {"name": "while down"}), cdc.rekey(table, ("eu", 18), ("eu", 180)))
     if identity == "DEFAULT":
         kafka_connect.start()
-        kafka_connect.put_connector(unique_name, config)  # resumes from its flushed offsets and its slot
-    end_2 = _phase_end(kafka_config, topic, table, 2)
-    assert _snapshot_reads(kafka_config, topic) == 2, "the restart snapshotted again: the life lost its deletes"
-    checks.exact("run 2: incremental", live, _run(engine, kafka_config, live, f"{live.name}-2"))
+        for connector, config in configs.items():
+            kafka_connect.put_connector(connector, config)  # resumes from its flushed offsets and its slot
+    end_2 = _phase_end(kafka_config, [lane.topic for lane in lanes], table, 2)
+    for lane in lanes:
+        assert _snapshot_reads(kafka_config, lane.topic) == 2, (
+            "the restart snapshotted again: the life lost its deletes"
+        )
+        checks.exact(f"run 2: incremental, {lane.label}", lane.live,
+                     _run(engine, kafka_config, lane.live, f"{lane.live.name}-2"))  # fmt: skip
 
     # Phase 3: key changes across runs (the old key's full value committed by an earlier run).
     cdc.source(cdc.rekey(table, ("eu", 11), ("eu", 110)))
@@ -225,33 +275,39 @@ def test_a_cdc_life_replays_into_exactly_the_source_table_value_for_value(
     )
     for n in range(2):
         cdc.source(*(cdc.update(table, ("eu", i), {"flag": n == 1}) for i in (1, 3, 5, 110, 6)))
-    end_3 = _phase_end(kafka_config, topic, table, 3)
-    checks.exact("run 3: incremental", live, _run(engine, kafka_config, live, f"{live.name}-3"))
+    end_3 = _phase_end(kafka_config, [lane.topic for lane in lanes], table, 3)
+    runs = 0
+    for lane in lanes:
+        live, topic = lane.live, lane.topic
+        checks.exact(f"run 3: incremental, {lane.label}", live, _run(engine, kafka_config, live, f"{live.name}-3"))
+        zero = dict.fromkeys(end_1[topic], 0)
+        older = _run(engine, kafka_config, live, f"{live.name}-4", _offsets(topic, zero, end_1[topic]))
+        checks.exact(f"run 4: older slice [0, {end_1[topic]}) replayed, {lane.label}", live, older, writes_nothing=True)
+        again = _run(engine, kafka_config, live, f"{live.name}-5", _offsets(topic, zero, end_3[topic]))
+        checks.exact(f"run 5: whole range [0, {end_3[topic]}) replayed, {lane.label}", live, again, writes_nothing=True)
 
-    older = _run(engine, kafka_config, live, f"{live.name}-4", _offsets(topic, 0, end_1))
-    checks.exact(f"run 4: older slice [0, {end_1}) replayed", live, older, writes_nothing=True)
-    again = _run(engine, kafka_config, live, f"{live.name}-5", _offsets(topic, 0, end_3))
-    checks.exact(f"run 5: whole range [0, {end_3}) replayed", live, again, writes_nothing=True)
-
-    whole = _spec(f"{unique_name}_whole", topic)
-    checks.exact("one backfill of the whole topic", whole, _run(engine, kafka_config, whole, f"{whole.name}-1", {}))
-    batched = _spec(f"{unique_name}_batched", topic)
-    result = _run(engine, kafka_config, batched, f"{batched.name}-1", {"batch_size": BATCH})
-    checks.exact(f"a backfill in batches of {BATCH}", batched, result)
-    runs = 7
-    if identity == "DEFAULT":  # ordered by $source.lsn, the re-snapshot's older read of ('eu', 14) wins for good
-        by_lsn = _spec(f"{unique_name}_lsn", topic, by_lsn=True)
-        _run(engine, kafka_config, by_lsn, f"{by_lsn.name}-1", {})
-        kept, now = _target(engine, by_lsn)[("eu", 14)]["name"], cdc.source_rows(table)[("eu", 14)]["name"]
-        verdict = "the older read" if (kept, now) == (read["after"]["name"], "committed-late") else "wrong"
-        print(f"[by $source.lsn] ('eu', 14): {kept!r} (the source: {now!r}): {verdict}")
-        if verdict == "wrong":
-            checks.failed.append(f"[by $source.lsn] ('eu', 14) holds {kept!r}, not the re-snapshot's older read")
-        runs += 1
-    print(
-        f"{identity}: {end_3} events ({end_1}, {end_2 - end_1}, {end_3 - end_2} per phase; "
-        f"{cdc.resent(kafka_config, topic)} re-sent after the kill), {runs} runs in {time.monotonic() - started:.1f} s"
-    )
+        whole = _spec(f"{lane.connector}_whole", topic)
+        checks.exact(f"one backfill of the whole topic, {lane.label}", whole,
+                     _run(engine, kafka_config, whole, f"{whole.name}-1", {}))  # fmt: skip
+        batched, size = _spec(f"{lane.connector}_batched", topic), BATCH // lane.partitions
+        result = _run(engine, kafka_config, batched, f"{batched.name}-1", {"batch_size": size})
+        checks.exact(f"a backfill in batches of {size}, {lane.label}", batched, result)
+        runs += 7
+        if identity == "DEFAULT" and lane.partitions == 1:  # by $source.lsn, the re-snapshot's older read wins
+            by_lsn = _spec(f"{lane.connector}_lsn", topic, by_lsn=True)
+            _run(engine, kafka_config, by_lsn, f"{by_lsn.name}-1", {})
+            kept, now = _target(engine, by_lsn)[("eu", 14)]["name"], cdc.source_rows(table)[("eu", 14)]["name"]
+            verdict = "the older read" if (kept, now) == (reads[topic]["after"]["name"], "committed-late") else "wrong"
+            print(f"[by $source.lsn] ('eu', 14): {kept!r} (the source: {now!r}): {verdict}")
+            if verdict == "wrong":
+                checks.failed.append(f"[by $source.lsn] ('eu', 14) holds {kept!r}, not the re-snapshot's older read")
+            runs += 1
+        print(
+            f"{identity}, {lane.label}: {sum(end_3[topic].values())} events (per partition {end_1[topic]}, "
+            f"{end_2[topic]}, {end_3[topic]} at the phases' ends; {cdc.resent(kafka_config, topic)} re-sent after the "
+            "kill)"
+        )
+    print(f"{identity}: {runs} runs in {time.monotonic() - started:.1f} s")
     checks.assert_none_failed()
 
 
@@ -280,16 +336,16 @@ def test_a_rebuild_after_the_full_values_left_the_topic_keeps_every_value(
     config = debezium.connector_config(unique_name, [f"public.{table}"], prefix, **{"decimal.handling.mode": "string"})
     debezium_connector(unique_name, config)
     cdc.source(cdc.insert(table, cdc.life_row("us", 1)))
-    end_1 = _phase_end(kafka_config, topic, table, 1)
+    end_1 = _phase_end(kafka_config, [topic], table, 1)[topic][0]
     checks = Checks(engine, table)
     spec = _spec(f"{unique_name}_live", topic)
     checks.exact("run 1: backfill", spec, _run(engine, kafka_config, spec, f"{spec.name}-1", {}))
 
     for n in range(2):  # every key's newest events: updates leaving the large values unchanged
         cdc.source(*(cdc.update(table, k, {"amount": n + k[1] / 8, "name": f"v{n}"}) for k in cdc.source_rows(table)))
-    _phase_end(kafka_config, topic, table, 2)
+    _phase_end(kafka_config, [topic], table, 2)
     time.sleep(0.2)  # past segment.ms: the next event rolls the segment, and the cleaner sees the updates
-    _phase_end(kafka_config, topic, table, 3)  # (it never reads the active segment)
+    _phase_end(kafka_config, [topic], table, 3)  # (it never reads the active segment)
     checks.exact("run 2: incremental", spec, _run(engine, kafka_config, spec, f"{spec.name}-2"))
 
     full = [o for o, e in cdc.events(kafka_config, topic) if e and e["op"] in ("r", "c")]
