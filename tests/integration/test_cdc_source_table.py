@@ -13,7 +13,9 @@ After every run the target must equal the source table value for value, read wit
 (:mod:`bench.cdc_source`, which imports nothing of the product); a failure lists every wrong value
 (key, column, source, target) of every stage, then fails. Under REPLICA IDENTITY FULL the same life
 (less the worker kill) must be exact too. A rebuild after the full values left the topic
-(delete-records, compaction) must keep every value.
+(delete-records, compaction) must keep every value. The DEFAULT life runs on a 2- and a
+3-partition topic too, two connectors streaming the same table at once: a key change's delete and
+create then sit on different partitions, cut apart by batches (review V, finding 2).
 
 The open transaction's update streams after the re-snapshot's read of its row but at a lower
 ``source.lsn`` (the race itself is checked on the events): the default order (Kafka offset) keeps
@@ -35,6 +37,7 @@ import pytest
 import yaml
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from sqlalchemy import text
 
 from bench import cdc_source as cdc
 from devstack import debezium, kafka_connect
@@ -92,6 +95,12 @@ def _target(engine: Any, spec: PipelineSpec) -> dict[cdc.Key, cdc.Row]:
         conn.close()
 
 
+def _still_incomplete(engine: Any, spec: PipelineSpec) -> int:
+    with engine.connect() as conn:
+        query = text("SELECT count(*) FROM reprocess.incomplete_values WHERE pipeline = :p")
+        return int(conn.execute(query, {"p": spec.name}).scalar_one())
+
+
 class Checks:
     """Soft checks over the stages of one life: each stage's differences are printed and kept, so one
     test run shows every stage that went wrong (a later stage may heal or keep an earlier error)."""
@@ -100,14 +109,30 @@ class Checks:
         self.engine, self.table = engine, table
         self.failed: list[str] = []
 
-    def exact(self, stage: str, spec: PipelineSpec, result: Any = None, *, writes_nothing: bool = False) -> None:
+    def exact(
+        self,
+        stage: str,
+        spec: PipelineSpec,
+        result: Any = None,
+        *,
+        writes_nothing: bool = False,
+        batches_fill_in: bool = False,
+    ) -> None:
         expected = cdc.source_rows(self.table)
         diffs = cdc.differences(expected, _target(self.engine, spec))
         problems = [cdc.report(diffs, len(expected))] if diffs else []
         if result is not None and result.dead_letters:
             problems.append(f"{result.dead_letters} dead letters")
         if result is not None and result.values_incomplete:  # every value of this life is known to the run
-            problems.append(f"{result.values_incomplete} values recorded incomplete")
+            if batches_fill_in:  # a batch may record a value the batch holding its key change's delete fills
+                still = _still_incomplete(self.engine, spec)
+                print(
+                    f"[{stage}] {result.values_incomplete} values incomplete when their batch committed; {still} still"
+                )
+                if still:
+                    problems.append(f"{still} values still incomplete")
+            else:
+                problems.append(f"{result.values_incomplete} values recorded incomplete")
         if writes_nothing and (result.rows_upserted, result.rows_deleted) != (0, 0):
             problems.append(f"wrote rows_upserted={result.rows_upserted} rows_deleted={result.rows_deleted}, not 0/0")
         verdict = "exact" if not problems else "\n".join(problems)
@@ -291,7 +316,8 @@ def test_a_cdc_life_replays_into_exactly_the_source_table_value_for_value(
                      _run(engine, kafka_config, whole, f"{whole.name}-1", {}))  # fmt: skip
         batched, size = _spec(f"{lane.connector}_batched", topic), BATCH // lane.partitions
         result = _run(engine, kafka_config, batched, f"{batched.name}-1", {"batch_size": size})
-        checks.exact(f"a backfill in batches of {size}, {lane.label}", batched, result)
+        checks.exact(f"a backfill in batches of {size}, {lane.label}", batched, result,
+                     batches_fill_in=lane.partitions > 1)  # fmt: skip
         runs += 7
         if identity == "DEFAULT" and lane.partitions == 1:  # by $source.lsn, the re-snapshot's older read wins
             by_lsn = _spec(f"{lane.connector}_lsn", topic, by_lsn=True)
