@@ -22,9 +22,9 @@ Where a listed value is looked up, in order (each step only fills what is still 
 What is still listed is written NULL and recorded in ``reprocess.incomplete_values`` (key,
 column, the record that left it out, and the link it still follows), counted in the run; a later
 record of the key that sends the value clears it, and so does the commit that keeps the linked
-change's values (:func:`keep_moved_values`): on a topic of several partitions the new key's create
-may be committed before the old key's last events and delete, which sit on another partition. The
-fix is the source's: ``REPLICA IDENTITY FULL`` and a new snapshot.
+change's values (:mod:`reprocess.postgres.linked_values`): on a topic of several partitions the
+new key's create may be committed before the old key's last events and delete, which sit on
+another partition. The fix is the source's: ``REPLICA IDENTITY FULL`` and a new snapshot.
 """
 
 from __future__ import annotations
@@ -35,10 +35,18 @@ from psycopg2 import sql
 
 from reprocess.core.spec import PipelineSpec
 from reprocess.core.stage_rows import MOVED, MOVED_AT, NEW_KEY, OLD_AT, OLD_KEY, ROW, ROW_KEY, TOMBSTONE, UNCHANGED
+from reprocess.postgres.linked_values import (
+    INCOMPLETE,
+    MOVED_VALUES,
+    fill_linked,
+    incomplete_of,
+    key_object,
+    same_key,
+    take_links,
+    typed_key,
+)
 from reprocess.postgres.target import target_identifier
 
-INCOMPLETE: Final = sql.SQL("reprocess.incomplete_values")
-MOVED_VALUES: Final = sql.SQL("reprocess.moved_values")
 FIX: Final = (  # an incomplete value's reason, and the fix
     "the connector left the value out (an unchanged TOASTed value under REPLICA IDENTITY DEFAULT) and no record "
     "in the run's range, no stored row and no moved key held it: set REPLICA IDENTITY FULL on the source table "
@@ -58,10 +66,10 @@ def resolve(cur: Any, spec: PipelineSpec, stage: sql.Composable, owner: str, *, 
     before = _stored_before(spec)
     stored = [(spec, owner, before), (live, live.name, sql.SQL(""))] if live is not None else [(spec, owner, before)]
     for table, holder, older in stored:  # 1. the segment began before the range
-        match = sql.SQL("{}{}").format(_same_key(spec, "_s"), older)
+        match = sql.SQL("{}{}").format(same_key(spec, "_s"), older)
         cur.execute(_fill(spec, stage, _stored_row(table, holder, stage, own, match), own))
     cur.execute(_fill(spec, stage, _moved_away(spec, stage, owner, own), own))
-    cur.execute(_take_links(spec, stage, owner, own, before))
+    cur.execute(take_links(spec, stage, owner, own, before))
     moved = sql.SQL("{} AND {} AND _s.{} IS NOT NULL").format(valued, listed, _ident(OLD_KEY))
     unmatched = sql.SQL("{} AND NOT EXISTS (SELECT 1 FROM {} AS _m WHERE {})").format(moved, stage, _links("_m"))
     for _ in range(_count(cur, stage, moved) + 1):  # 2. one link of a chain per round
@@ -81,10 +89,10 @@ def resolve(cur: Any, spec: PipelineSpec, stage: sql.Composable, owner: str, *, 
         if filled == 0:
             break
     same = sql.SQL("{} AND {}").format(valued, listed)
-    same_record = _stored_row(spec, owner, stage, same, _same_key(spec, "_s"), same_record=True)
+    same_record = _stored_row(spec, owner, stage, same, same_key(spec, "_s"), same_record=True)
     cur.execute(_fill(spec, stage, same_record, same))  # 3.
     if live is not None:  # 4.
-        cur.execute(_fill(spec, stage, _stored_row(live, live.name, stage, same, _same_key(spec, "_s")), same))
+        cur.execute(_fill(spec, stage, _stored_row(live, live.name, stage, same, same_key(spec, "_s")), same))
 
 
 def _stored_before(spec: PipelineSpec) -> sql.Composed:
@@ -96,33 +104,8 @@ def _stored_before(spec: PipelineSpec) -> sql.Composed:
 # The old key's stored row is the state before a create of the new key only on the same partition:
 # two partitions hold no order between them, so a stored row on another may predate the old key's
 # last updates (a later batch or run holds them and the change's delete): the value stays listed,
-# linked to the change, until a commit holds it (:func:`keep_moved_values`).
+# linked to the change, until a commit holds it (:mod:`reprocess.postgres.linked_values`).
 _SAME_PARTITION: Final = sql.SQL(" AND (_t._kafka_topic, _t._kafka_partition) = (_s._kafka_topic, _s._kafka_partition)")
-
-
-def _take_links(
-    spec: PipelineSpec, stage: sql.Composable, owner: str, where: sql.Composable, before: sql.Composable
-) -> sql.Composed:
-    """The stage rows ``where`` holds (no link) that still list a value their stored row lacks
-    with a link (:func:`record_incomplete`) take that link: the row continues a segment that an
-    earlier commit began with a primary-key change whose values it did not hold yet."""
-    return sql.SQL(
-        "UPDATE {stage} AS _s SET {old} = _i.old_key, {old_at} = _i.old_at FROM {target} AS _t, {incomplete} AS _i "
-        "WHERE {where} AND {same_key}{before} AND _i.pipeline = {owner} AND md5(_i.key::text) = md5({key}::text) "
-        "AND _i.key = {key} AND _i.old_key IS NOT NULL AND {listed}"
-    ).format(
-        stage=stage,
-        old=_ident(OLD_KEY),
-        old_at=_ident(OLD_AT),
-        target=target_identifier(spec),
-        incomplete=INCOMPLETE,
-        where=where,
-        same_key=_same_key(spec, "_s"),
-        before=before,
-        owner=sql.Literal(owner),
-        key=_key_object(spec, "_t"),
-        listed=sql.SQL("_i.\"column\" = ANY(string_to_array(_s.{}, ','))").format(_ident(UNCHANGED)),
-    )
 
 
 def _count(cur: Any, stage: sql.Composable, where: sql.Composable) -> int:
@@ -163,11 +146,6 @@ def _fill(spec: PipelineSpec, stage: sql.Composable, source: sql.Composable, whe
     )
 
 
-def _same_key(spec: PipelineSpec, alias: str) -> sql.Composed:
-    """The stored row's key equals the stage row ``alias``'s own key."""
-    return sql.SQL(" AND ").join(sql.SQL("_t.{k} = {a}.{k}").format(k=_ident(k), a=_ident(alias)) for k in spec.key)
-
-
 def _old_key(spec: PipelineSpec) -> sql.Composed:
     """The stored row's key equals the stage row's old key (its JSON text, :mod:`reprocess.spark.left_out`)."""
     return sql.SQL(" AND ").join(
@@ -202,7 +180,7 @@ def _stored_row(
     ).format(
         incomplete=INCOMPLETE,
         owner=sql.Literal(owner),
-        key=_incomplete_of(_key_object(table, "_t")),
+        key=incomplete_of(key_object(table, "_t")),
         stage=stage,
         where=where,
         values=sql.SQL(", ").join(sql.SQL("_t.{}").format(_ident(c)) for c in table.unchanged_columns),
@@ -295,20 +273,8 @@ def _kept_change(spec: PipelineSpec, stage: sql.Composable, owner: str, where: s
 def _moved_away(spec: PipelineSpec, stage: sql.Composable, owner: str, where: sql.Composable) -> sql.Composed:
     """The stage rows with the values the latest kept change of their own key moved away (the old
     key's text as the Spark job wrote it, compared as the target's typed key)."""
-    old_key = _typed_key(spec, sql.SQL("_mv.old_key"))
-    return _kept(spec, stage, owner, where, sql.SQL("{} = {}").format(old_key, _key_object(spec, "_s")), latest=True)
-
-
-def _typed_key(spec: PipelineSpec, key_text: sql.Composable) -> sql.Composed:
-    """A key's JSON text as the Spark job wrote it, as :func:`_key_object` of the target's typed key."""
-    return sql.SQL("jsonb_build_object({})").format(
-        sql.SQL(", ").join(
-            sql.SQL("{}, (jsonb_populate_record(NULL::{}, {}::jsonb)).{}").format(
-                sql.Literal(k), target_identifier(spec), key_text, _ident(k)
-            )
-            for k in spec.key
-        )
-    )
+    old_key = typed_key(spec, sql.SQL("_mv.old_key"))
+    return _kept(spec, stage, owner, where, sql.SQL("{} = {}").format(old_key, key_object(spec, "_s")), latest=True)
 
 
 def keep_moved_values(cur: Any, spec: PipelineSpec, stage: sql.Composable, owner: str, run_id: str) -> None:
@@ -317,20 +283,21 @@ def keep_moved_values(cur: Any, spec: PipelineSpec, stage: sql.Composable, owner
     or a copy the connector re-sent after a restart — still finds them (step 2), whatever the old
     key became since. Of a change the connector sent twice, the first copy holds the values (a
     re-sent delete may come after the old key's next life began): an earlier copy replaces a
-    later one, and the same copy replaces itself only when it now knows every value. Then the
-    rows an earlier commit left incomplete linked to a change kept here get its values
-    (:func:`_fill_linked`)."""
+    later one, and the same copy replaces itself only when it now knows every value. A change's
+    values still unknown keep the link they follow (``from_key``/``from_at``)."""
     values = sql.SQL(", ").join(sql.SQL("{}, _s.{}").format(sql.Literal(c), _ident(c)) for c in spec.unchanged_columns)
     cur.execute(
         sql.SQL(
             'INSERT INTO {moved} AS _mv (pipeline, old_key, new_key, moved_at, topic, partition, "offset", "values", '
-            "unchanged, run_id) SELECT DISTINCT ON (_s.{row_key}, _s.{new}, coalesce(_s.{at}, '')) %(owner)s, "
-            "_s.{row_key}, _s.{new}, coalesce(_s.{at}, ''), _s._kafka_topic, _s._kafka_partition, _s._kafka_offset, "
-            "jsonb_build_object({values}), _s.{unchanged}, %(run_id)s FROM {stage} AS _s WHERE _s._kind = {kind} "
+            "unchanged, run_id, from_key, from_at) SELECT DISTINCT ON (_s.{row_key}, _s.{new}, coalesce(_s.{at}, '')) "
+            "%(owner)s, _s.{row_key}, _s.{new}, coalesce(_s.{at}, ''), _s._kafka_topic, _s._kafka_partition, "
+            "_s._kafka_offset, jsonb_build_object({values}), _s.{unchanged}, %(run_id)s, _s.{old}, _s.{old_at} "
+            "FROM {stage} AS _s WHERE _s._kind = {kind} "
             "ORDER BY _s.{row_key}, _s.{new}, coalesce(_s.{at}, ''), _s._kafka_partition, _s._kafka_offset "
             "ON CONFLICT (pipeline, md5(old_key), md5(new_key), moved_at) DO UPDATE SET topic = EXCLUDED.topic, "
             'partition = EXCLUDED.partition, "offset" = EXCLUDED."offset", "values" = EXCLUDED."values", '
-            "unchanged = EXCLUDED.unchanged, run_id = EXCLUDED.run_id "
+            "unchanged = EXCLUDED.unchanged, run_id = EXCLUDED.run_id, from_key = EXCLUDED.from_key, "
+            "from_at = EXCLUDED.from_at "
             'WHERE (EXCLUDED.partition, EXCLUDED."offset") < (_mv.partition, _mv."offset") '
             'OR ((EXCLUDED.partition, EXCLUDED."offset") = (_mv.partition, _mv."offset") '
             "AND _mv.unchanged IS NOT NULL AND EXCLUDED.unchanged IS NULL)"
@@ -343,80 +310,31 @@ def keep_moved_values(cur: Any, spec: PipelineSpec, stage: sql.Composable, owner
             unchanged=_ident(UNCHANGED),
             stage=stage,
             kind=sql.Literal(MOVED),
+            old=_ident(OLD_KEY),
+            old_at=_ident(OLD_AT),
         ),
         {"owner": owner, "run_id": run_id},
     )
-    cur.execute(_fill_linked(spec, stage, owner))
-
-
-def _fill_linked(spec: PipelineSpec, stage: sql.Composable, owner: str) -> sql.Composed:
-    """The stored rows whose incomplete values link to a change this stage kept (the new key's
-    create committed before the change's delete, which sat on another partition) take the kept
-    values it knows, and those values are no longer incomplete."""
-    columns = spec.unchanged_columns
-    return sql.SQL(
-        'WITH _f AS (SELECT DISTINCT _i.key, _i."column", _mv."values" FROM {stage} AS _s '
-        "JOIN {moved} AS _mv ON _mv.pipeline = {owner} AND _mv.old_key = _s.{row_key} AND _mv.new_key = _s.{new} "
-        "AND _mv.moved_at = coalesce(_s.{at}, '') "
-        "JOIN {incomplete} AS _i ON _i.pipeline = {owner} AND md5(_i.key::text) = md5({new_key}::text) "
-        "AND _i.key = {new_key} AND _i.old_key = _mv.old_key AND coalesce(_i.old_at, '') = _mv.moved_at "
-        "WHERE _s._kind = {kind} AND NOT coalesce(_i.\"column\" = ANY(string_to_array(_mv.unchanged, ',')), false)), "
-        "_done AS (DELETE FROM {incomplete} AS _i USING _f WHERE _i.pipeline = {owner} "
-        'AND md5(_i.key::text) = md5(_f.key::text) AND _i.key = _f.key AND _i."column" = _f."column") '
-        'UPDATE {target} AS _t SET {sets} FROM (SELECT key, array_agg("column") AS columns, '
-        '(array_agg("values"))[1] AS "values" FROM _f GROUP BY key) AS _g '
-        'CROSS JOIN LATERAL jsonb_populate_record(NULL::{target}, _g."values") AS _v WHERE {key} = _g.key'
-    ).format(
-        stage=stage,
-        moved=MOVED_VALUES,
-        owner=sql.Literal(owner),
-        row_key=_ident(ROW_KEY),
-        new=_ident(NEW_KEY),
-        at=_ident(MOVED_AT),
-        incomplete=INCOMPLETE,
-        new_key=_typed_key(spec, sql.SQL("_mv.new_key")),
-        kind=sql.Literal(MOVED),
-        target=target_identifier(spec),
-        sets=sql.SQL(", ").join(
-            sql.SQL("{c} = CASE WHEN {n} = ANY(_g.columns) THEN _v.{c} ELSE _t.{c} END").format(
-                c=_ident(c), n=sql.Literal(c)
-            )
-            for c in columns
-        ),
-        key=_key_object(spec, "_t"),
-    )
-
-
-def _key_object(spec: PipelineSpec, alias: str) -> sql.Composed:
-    """A row's key as jsonb, ``{"column": value}``: how an incomplete value names its row."""
-    return sql.SQL("jsonb_build_object({})").format(
-        sql.SQL(", ").join(sql.SQL("{}, {}.{}").format(sql.Literal(k), _ident(alias), _ident(k)) for k in spec.key)
-    )
-
-
-def _incomplete_of(key: sql.Composable) -> sql.Composed:
-    """The incomplete value ``_i`` names the row of ``key`` (:func:`_key_object`): by its digest first,
-    so the lookup uses the index on ``(pipeline, md5(key::text), column)`` (sql/019: a key's jsonb
-    may exceed btree's row limit, its digest never does), then by the key itself."""
-    return sql.SQL("md5(_i.key::text) = md5(({key})::text) AND _i.key = {key}").format(key=key)
 
 
 def record_incomplete(cur: Any, spec: PipelineSpec, stage: sql.Composable, owner: str, run_id: str) -> int:
     """After the merge and the deletes: the incomplete values of the keys whose stored row is now
-    this stage's row are exactly the ones it lists; a deleted key has none. Returns how many values
-    of the stored rows this stage made are incomplete."""
+    this stage's row are exactly the ones it lists, with the link each follows; a deleted key has
+    none. Then what is linked to a change this commit kept is filled in
+    (:func:`reprocess.postgres.linked_values.fill_linked`). Returns how many values of the stored
+    rows this stage made are still incomplete."""
     current = sql.SQL(
         "(SELECT _s.* FROM {stage} AS _s JOIN {target} AS _t ON {same_key} AND (_t._kafka_topic, "
         "_t._kafka_partition, _t._kafka_offset) = (_s._kafka_topic, _s._kafka_partition, _s._kafka_offset) "
         "WHERE _s._kind = {row}) AS _s"
-    ).format(stage=stage, target=target_identifier(spec), same_key=_same_key(spec, "_s"), row=sql.Literal(ROW))
-    key = _key_object(spec, "_s")
+    ).format(stage=stage, target=target_identifier(spec), same_key=same_key(spec, "_s"), row=sql.Literal(ROW))
+    key = key_object(spec, "_s")
     params = {"owner": owner, "run_id": run_id, "reason": FIX}
     cur.execute(
         sql.SQL(
             "DELETE FROM {incomplete} AS _i USING {current} WHERE _i.pipeline = %(owner)s AND {key} "
             "AND NOT coalesce(_i.\"column\" = ANY(string_to_array(_s.{unchanged}, ',')), false)"
-        ).format(incomplete=INCOMPLETE, current=current, key=_incomplete_of(key), unchanged=_ident(UNCHANGED)),
+        ).format(incomplete=INCOMPLETE, current=current, key=incomplete_of(key), unchanged=_ident(UNCHANGED)),
         params,
     )
     cur.execute(
@@ -448,15 +366,18 @@ def record_incomplete(cur: Any, spec: PipelineSpec, stage: sql.Composable, owner
             incomplete=INCOMPLETE,
             stage=stage,
             tombstone=sql.Literal(TOMBSTONE),
-            key=_incomplete_of(key),
+            key=incomplete_of(key),
             target=target_identifier(spec),
-            same=_same_key(spec, "_s"),
+            same=same_key(spec, "_s"),
         ),
         params,
     )
+    fill_linked(cur, spec, stage, owner, run_id)
     cur.execute(
-        sql.SQL("SELECT coalesce(sum(cardinality(string_to_array(_s.{}, ','))), 0) FROM {}").format(
-            _ident(UNCHANGED), current
-        )
+        sql.SQL(
+            "SELECT count(*) FROM {current} JOIN {incomplete} AS _i ON _i.pipeline = %(owner)s AND {key} "
+            'AND (_i.topic, _i.partition, _i."offset") = (_s._kafka_topic, _s._kafka_partition, _s._kafka_offset)'
+        ).format(current=current, incomplete=INCOMPLETE, key=incomplete_of(key)),
+        params,
     )
     return int(cur.fetchone()[0])

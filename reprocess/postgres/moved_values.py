@@ -19,7 +19,7 @@ from psycopg2 import sql
 
 from reprocess.core.spec import PipelineSpec
 from reprocess.core.stage_rows import MOVED, OLD_KEY, ROW, TOMBSTONE, UNCHANGED
-from reprocess.postgres.left_out import MOVED_VALUES
+from reprocess.postgres.linked_values import MOVED_VALUES
 from reprocess.postgres.target import target_identifier
 
 

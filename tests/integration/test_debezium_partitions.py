@@ -66,12 +66,12 @@ def test_a_new_key_created_in_an_earlier_batch_than_the_old_keys_last_update_tak
 ):
     """The review's recipe (V, finding 2): the old key A on partition 0 behind a thousand-record
     backlog in the recipe, here a few; the new key J on partition 1. A's large value changes, then
-    A becomes J (J's create leaves the value out) and J is updated. Cut so that J's events commit
-    first — batches of two, or two runs — J must hold the changed value, nothing incomplete, and a
-    whole replay writes nothing."""
+    A becomes J (J's create leaves the value out), J is updated and becomes K (a chain). Cut so
+    that J's events commit first — batches of two, or two runs — K must hold the changed value,
+    nothing incomplete, and a whole replay writes nothing."""
     topic = unique_name
     demo_data.create_topic(kafka_config, topic, 2)
-    partition = {1: 0, 2: 1, 3: 0}  # A = 1, J = 2, a busy key 3
+    partition = {1: 0, 2: 1, 3: 0, 4: 1}  # A = 1, J = 2, a busy key 3, K = 4
     source = SourceTable(("id",), ("status", "notes"), frozenset({"notes"}), lambda k: partition[k[0]])
     source.insert((1,), status="new", notes="N1 " * 1000)
     first = source.ends(2)
@@ -81,9 +81,10 @@ def test_a_new_key_created_in_an_earlier_batch_than_the_old_keys_last_update_tak
     source.update((1,), notes="N2 " * 1000)
     source.rekey((1,), (2,))
     source.update((2,), status="moved")
+    source.rekey((2,), (4,))
     produce(make_producer(kafka_config), topic, source.events)
     end = source.ends(2)
-    assert first == {0: 1, 1: 0} and end == {0: 8, 1: 2}
+    assert first == {0: 1, 1: 0} and end == {0: 8, 1: 5}
     expected = {k[0]: (r["status"], r["notes"]) for k, r in source.rows.items()}
     columns = {"id": "integer", "status": "text", "notes": "text"}
 
@@ -97,9 +98,11 @@ def test_a_new_key_created_in_an_earlier_batch_than_the_old_keys_last_update_tak
     for way in ("batches", "runs"):
         spec = _spec(f"{unique_name}_{way}", topic, columns, ["id"])
         assert _run(engine, kafka_config, spec, f"{spec.name}-0", topic, {0: 0, 1: 0}, first).values_incomplete == 0
-        if way == "batches":  # batch 0: p0 [1, 3) and p1 [0, 2), J's create and update; A's update and delete: batch 2
+        # batch 0: p0 [1, 3) and p1 [0, 2), J's create and update; batch 1: J → K's delete; batch 2: A's update
+        # and delete, K's create. Two runs: the first holds J's create and update, the second the rest.
+        if way == "batches":
             results = [_run(engine, kafka_config, spec, f"{spec.name}-1", topic, first, end, batch_size=2)]
-        else:  # an incremental schedule's runs: the first holds J's events, the second A's
+        else:
             cut = {0: 3, 1: 2}
             results = [_run(engine, kafka_config, spec, f"{spec.name}-1", topic, first, cut),
                        _run(engine, kafka_config, spec, f"{spec.name}-2", topic, cut, end)]  # fmt: skip
