@@ -182,8 +182,10 @@ def source(*statements: str | sql.Composable | tuple[str | sql.Composable, Seque
 
 
 def _partitions(consumer: Consumer, topic: str) -> list[int]:
-    """The topic's partitions (a life's topic may have several: keys spread over them)."""
-    return sorted(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
+    """The topic's partitions (a life's topic may have several: keys spread over them); none while
+    the connector has not created it yet."""
+    found = consumer.list_topics(topic, timeout=10).topics.get(topic)
+    return sorted(found.partitions) if found is not None and found.error is None else []
 
 
 def wait_for(kafka_config: Mapping[str, Any], topic: str, marker: bytes, seconds: float = 120) -> int:
@@ -193,9 +195,11 @@ def wait_for(kafka_config: Mapping[str, Any], topic: str, marker: bytes, seconds
     Read from the log start, not offset 0: after delete-records offset 0 is out of range, and the
     reset to the latest offset would skip a marker that arrived meanwhile."""
     consumer = Consumer({**kafka_config, "group.id": f"{topic}-wait", "enable.auto.commit": False})
-    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in _partitions(consumer, topic)])
     deadline = time.monotonic() + seconds
     try:
+        while not (partitions := _partitions(consumer, topic)) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
         while time.monotonic() < deadline:
             msg = consumer.poll(0.5)
             if msg is not None and not msg.error() and marker in (msg.value() or b""):
