@@ -50,8 +50,12 @@ def airflow_env(tmp_path_factory: pytest.TempPathFactory, engine: Any) -> dict[s
 def test_status_answers_from_connections_stored_only_in_the_metadata_db(airflow_env: dict[str, str]) -> None:
     assert not [k for k in airflow_env if k.startswith("AIRFLOW_CONN_")]
     done = _run(airflow_env, "reprocess", "status", "--json")
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "orders" in {p["name"] for p in json.loads(done.stdout)}
+    pipelines = json.loads(done.stdout)
+    assert "orders" in {p["name"] for p in pipelines}
+    # The database is the suite's: another test may have left the orders pipeline's newest run failed,
+    # which status reports with exit 1; any other code is an error.
+    failed = any(p.get("latest_state") == "failed" for p in pipelines)
+    assert done.returncode == (1 if failed else 0), done.stderr[-3000:]
 
 
 def test_a_wrong_kafka_port_is_one_line_naming_kafka_default_and_a_json_error(airflow_env: dict[str, str]) -> None:
