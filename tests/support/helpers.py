@@ -137,17 +137,26 @@ def start_spark_stage(
 @contextmanager
 def connect_session(conf: dict[str, str] | None = None) -> Iterator[Any]:
     """A Spark Connect client of the test server (``make services``, restarted for this code), as
-    the DAG's Connect launcher opens it; the library check runs first."""
+    the DAG's Connect launcher opens it: the server's shared session, the library checked first.
+
+    ``conf`` (Spark settings for this test alone) gets a session of its own instead, released after:
+    a setting made in the shared session would reach every later run. A new session costs its
+    Python daemons' start (~5 s a run on 2 cores: ``reprocess.spark.connect.shared_session``).
+    """
     from pyspark.sql import SparkSession
 
     from devstack import connect
-    from reprocess.spark.connect import check_library, client_env
+    from reprocess.spark.connect import check_library, checked_session, client_env
 
+    if not conf:
+        with checked_session(connect.url()) as spark:
+            yield spark
+        return
     with client_env():
         spark = SparkSession.builder.remote(connect.url()).getOrCreate()
         try:
             check_library(spark, connect.url())
-            for name, value in (conf or {}).items():
+            for name, value in conf.items():
                 spark.conf.set(name, value)
             yield spark
         finally:
