@@ -102,9 +102,13 @@ def uncovered(start: int, end: int, committed: list[tuple[int, int]]) -> list[tu
     [(3, 5), (8, 10)]
     >>> uncovered(4, 6, [(0, 10)])
     []
+    >>> uncovered(0, 2, [(1, 1)])  # an empty range covers nothing and splits no gap
+    [(0, 2)]
     """
     gaps, position = [], start
     for a, b in sorted(committed):
+        if a >= b:
+            continue
         if a > position:
             gaps.append((position, min(a, end)))
         position = max(position, b)
