@@ -4,6 +4,8 @@ window's committed ranges leave. The oracles are sets of offsets, written out he
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -57,7 +59,7 @@ def test_batches_hold_every_offset_once_in_order_and_none_wider_than_the_size(ra
         assert len({r.tp for r in batch}) == len(batch)  # one range per partition in a batch
     for tp in {r.tp for r in ranges}:  # a partition's batches follow each other, offset after offset
         mine = [r for batch in batches for r in batch if r.tp == tp]
-        assert all(a.end == b.start for a, b in zip(mine, mine[1:], strict=False))
+        assert all(a.end == b.start for a, b in pairwise(mine))
 
 
 @EXAMPLES
@@ -82,7 +84,8 @@ def test_the_stages_read_exactly_what_is_left_and_the_three_tasks_split_them_wit
         assert reads == [Read("r", ranges)]
         return
     # Every batch not yet committed is read once and committed right after its read.
-    assert [r.stage_id for r in reads] == [child_run_id("r", k) for k in range(len(batches)) if child_run_id("r", k) not in done]
+    left_ids = [child_run_id("r", k) for k in range(len(batches)) if child_run_id("r", k) not in done]
+    assert [r.stage_id for r in reads] == left_ids
     assert [s for s in stages if isinstance(s, CutBatches)] == [CutBatches("r", tuple(batches))]
     for i, stage in enumerate(stages):
         if isinstance(stage, Read):
@@ -100,7 +103,7 @@ def test_uncovered_is_the_window_minus_the_committed_ranges_in_ascending_runs(st
     gaps = uncovered(start, end, committed)
     held = {o for a, b in committed for o in range(a, b)}
     assert [o for a, b in gaps for o in range(a, b)] == [o for o in range(start, end) if o not in held]
-    assert all(a < b for a, b in gaps) and all(b < c for (_, b), (c, _) in zip(gaps, gaps[1:], strict=False))
+    assert all(a < b for a, b in gaps) and all(b < c for (_, b), (c, _) in pairwise(gaps))
 
 
 @EXAMPLES
