@@ -67,8 +67,9 @@ CLUSTER_FIXTURES = frozenset({"cluster", "schema_registry"})
 # order (most tests first) started the one-test files last, and the run ended with one worker
 # on test_ui_browser and the cores 50-86 % idle for its last ~100 s.
 LONG_FILES = (
-    "test_faults.py", "test_broker_restart.py", "test_ui_browser.py", "test_progress.py", "test_transforms.py",
-    "test_reconcile.py", "test_batches.py", "test_task_retries.py", "test_end_to_end.py",
+    "test_progress.py", "test_reconcile.py", "test_faults.py", "test_end_to_end.py", "test_airflow_home.py",
+    "test_coverage.py", "test_wheel.py", "test_validate.py", "test_batches.py", "test_spark_connect_command.py",
+    "test_task_retries.py", "test_transforms.py",
 )  # fmt: skip
 
 

@@ -89,9 +89,9 @@ def test_long_backfill_reports_progress_in_the_log_and_on_the_page_and_ends_exac
     kafka_config, engine, unique_name, monkeypatch, tmp_path
 ):
     ensure_chromium()
-    spec = orders_spec(unique_name, unique_name, batch_size=2_500)
+    spec = orders_spec(unique_name, unique_name, batch_size=2_000)
     demo_data.create_topic(kafka_config, unique_name, 2)
-    produced = demo_data.produce(kafka_config, unique_name, 2, demo_data.order_events(20_000, 3))
+    produced = demo_data.produce(kafka_config, unique_name, 2, demo_data.order_events(10_000, 3))
     expected_records = len(produced.messages)  # no transactions: every produced record is read
     monkeypatch.setenv("REPROCESS_PROGRESS_INTERVAL_S", str(INTERVAL_S))
     lines = Lines()
