@@ -31,6 +31,8 @@ from typing import Any
 
 import pytest
 
+from tests.support.tiers import long_tier_ids
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -76,18 +78,12 @@ LONG_FILES = (
 # The long tier (`make test-all` runs it; `make test` leaves it out): the test ids, or files, that
 # tests/long_tier.txt lists, one per line (`#` starts a comment): the ones over 60 s in the measured
 # runs (scripts/test_times.py, docs/testing.md), the install, the standalone cluster, the CDC lives.
-LONG_TIER = REPO / "tests" / "long_tier.txt"
-
-
-def _long_tier() -> tuple[str, ...]:
-    lines = (line.split("#", 1)[0].strip() for line in LONG_TIER.read_text().splitlines())
-    return tuple(line for line in lines if line)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark ``lane`` the tests that use Kafka Connect, ``cluster_lane`` the others that run the
     standalone cluster or use the registry, ``long`` those of the long tier, and put the long files first."""
-    long_tier = _long_tier()
+    long_tier = long_tier_ids()
     for item in items:
         if item.nodeid.startswith(long_tier):
             item.add_marker(pytest.mark.long)
