@@ -5,7 +5,9 @@ spark-submit first prints Ivy's report: the settings, every artifact found, a ta
 retrieval, some 30 lines that bury the job's own lines in a task log. Spark's log level does not
 reach them (Ivy writes to stderr itself), so the report is replaced here by one line that says
 what Ivy resolved. A report that shows a problem (an unresolved dependency, a failed download, an
-exception) is kept from that line on, so the reason a submit failed is never left out.
+exception, a warning) is kept from that line on, so the reason a submit failed is never left out; the
+one line still follows it when Ivy resolved everything in the end (a first run's report warns of every
+artifact one resolver lacked before the next one found it).
 """
 
 from __future__ import annotations
@@ -48,23 +50,31 @@ def without_ivy_report(lines: Iterable[str]) -> Iterator[str]:
       its report is left out ([reprocess] spark_log_level = INFO keeps it)', 'hello']
     >>> list(without_ivy_report([":: loading settings :: x", ":: org.x#y;1: not found", "at z"]))
     [':: org.x#y;1: not found', 'at z']
+    >>> first_run = [":: loading settings :: x", "found a#b;1", ":::: WARNINGS", "[NOT FOUND ] a#b",
+    ...              "1 artifacts copied, 0 already retrieved (5kB/1ms)"]
+    >>> list(without_ivy_report(first_run))  # doctest: +NORMALIZE_WHITESPACE
+    [':::: WARNINGS', '[NOT FOUND ] a#b', '1 artifacts copied, 0 already retrieved (5kB/1ms)',
+     'Ivy resolved the --packages coordinates: 1 artifacts (1 downloaded, 0 from its cache);
+      the rest of its report is left out ([reprocess] spark_log_level = INFO keeps it)']
     """
-    in_report = False
+    hidden = kept = False  # inside Ivy's report: left out, or kept from a problem on
     for line in lines:
         text = line.strip()
-        if not in_report and _REPORT_START.match(text):
-            in_report = True
-        if not in_report:
+        if not (hidden or kept) and _REPORT_START.match(text):
+            hidden = True
+        if not (hidden or kept):
             yield line
             continue
+        if hidden and _PROBLEM.search(text):
+            hidden, kept = False, True
+        if kept:
+            yield line
         end = _REPORT_END.match(text)
         if end:
-            in_report = False
             copied, cached = int(end.group(1)), int(end.group(2))
+            rest = "the rest of its report is left out" if kept else "its report is left out"
+            hidden = kept = False
             yield (
                 f"Ivy resolved the --packages coordinates: {copied + cached} artifacts ({copied} downloaded, "
-                f"{cached} from its cache); its report is left out ([reprocess] spark_log_level = INFO keeps it)"
+                f"{cached} from its cache); {rest} ([reprocess] spark_log_level = INFO keeps it)"
             )
-        elif _PROBLEM.search(text):
-            in_report = False
-            yield line
