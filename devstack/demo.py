@@ -24,6 +24,10 @@ from reprocess.kafka.clients import make_admin
 NAME: Final = "demo"
 SUMMARY: Final = "produce the demo topics and run their backfills through Airflow (airflow dags test)"
 DESCRIPTION: Final = ""
+EXAMPLES: Final = (
+    ("produce the demo topics and run the orders, payments and customers backfills", "reprocess demo"),
+    ("a smaller demo", "reprocess demo --orders 2000"),
+)
 
 
 def configure(cmd: argparse.ArgumentParser) -> None:

@@ -18,6 +18,7 @@ from reprocess.kafka.clients import make_admin
 NAME: Final = "produce"
 SUMMARY: Final = "only create and fill the demo topics (no Airflow, no Spark)"
 DESCRIPTION: Final = ""
+EXAMPLES: Final = (("only create and fill the demo topics", "reprocess produce --orders 5000"),)
 DEFAULT_ORDERS: Final = 20_000
 
 

@@ -16,6 +16,9 @@ DESCRIPTION: Final = (
     "the spec's fingerprint, the ledger (for a range that starts at it) or a partition's log start moved "
     "since the plan, or when the plan was applied already."
 )
+EXAMPLES: Final = (
+    ("apply what the plan showed (refused, saying what changed, when it is stale)", "reprocess apply fix-amounts"),
+)
 
 
 def configure(cmd: argparse.ArgumentParser) -> None:

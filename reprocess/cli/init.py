@@ -17,6 +17,10 @@ DESCRIPTION: Final = (
     "the Connect server answers and holds this library, or spark-submit and Java are found). Prints each "
     "finding with its fix; safe to run again."
 )
+EXAMPLES: Final = (
+    ("create the spark pool, check each connection by connecting, migrate the app database", "reprocess init"),
+    ("the same findings as JSON, for a deploy script", "reprocess init --json"),
+)
 
 SPEC_FIX: Final = "`reprocess validate` lists every problem of the specs"
 

@@ -25,7 +25,7 @@ COMMANDS_GROUP: Final = "reprocess.commands"
 
 
 class Command(Protocol):
-    """A command module: its name, its help, its arguments and what it does (an exit code)."""
+    """A command module: its name, its help, its examples, its arguments and what it does (an exit code)."""
 
     @property
     def NAME(self) -> str: ...
@@ -35,6 +35,11 @@ class Command(Protocol):
 
     @property
     def DESCRIPTION(self) -> str: ...
+
+    @property
+    def EXAMPLES(self) -> tuple[tuple[str, str], ...]:
+        """(what it does, the command line) pairs: docs/cli.md shows them, its test parses them."""
+        ...
 
     def configure(self, parser: argparse.ArgumentParser) -> None: ...
 

@@ -27,6 +27,18 @@ DESCRIPTION: Final = (
     "as older, deleted by tombstones, the dead letters, and up to 20 sample keys per kind. The plan is "
     "stored; `reprocess apply PLAN_ID` applies exactly its ranges, or refuses it when stale."
 )
+EXAMPLES: Final = (
+    ("what a replay of the whole log would change", "reprocess plan orders"),
+    (
+        "from the ledger to the log end, under a plan id of your own",
+        "reprocess plan orders --start-mode ledger --plan-id fix-amounts",
+    ),
+    (
+        "partition 0 from a time, the report also written as JSON; exit 2 when it changes something",
+        "reprocess plan orders --start-mode timestamp --start-value 2026-11-01T00:00:00Z --partitions 0 "
+        "--out plan.json --detailed-exitcode",
+    ),
+)
 EXIT_CHANGES: Final = 2  # --detailed-exitcode: the plan changes something (0: nothing, 1: its apply is refused)
 
 

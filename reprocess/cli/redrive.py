@@ -16,6 +16,10 @@ DESCRIPTION: Final = (
     "The fewest backfill confs that re-read exactly the offsets of the open dead letters, and the "
     "`airflow dags trigger` commands that run them."
 )
+EXAMPLES: Final = (
+    ("the backfill confs that re-read every open dead letter", "reprocess redrive orders"),
+    ("one error kind only, as JSON", "reprocess redrive orders --kind 'missing required field amount' --json"),
+)
 
 
 def configure(cmd: argparse.ArgumentParser) -> None:

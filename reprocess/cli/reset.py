@@ -16,6 +16,17 @@ DESCRIPTION: Final = (
     "Move a pipeline's ledger (dry run unless --execute), like kafka-consumer-groups "
     "--reset-offsets. Prints current -> new per partition and what the next incremental run would read."
 )
+EXAMPLES: Final = (
+    (
+        "dry run: current -> new per partition to re-read from a time",
+        "reprocess reset orders --to-datetime 2026-11-01T00:00:00Z",
+    ),
+    (
+        "re-read the last 1000 offsets of partitions 0 and 2: applied, recorded, mirrored to the group",
+        "reprocess reset orders --shift-by -1000 --partitions 0,2 --execute --reason 'replay after the producer fix'",
+    ),
+    ("skip everything unread", "reprocess reset orders --to-latest --execute --reason 'topic refilled by hand'"),
+)
 
 
 def configure(cmd: argparse.ArgumentParser) -> None:

@@ -25,6 +25,15 @@ DESCRIPTION: Final = (
     "server runs and holds this library. Host and port: the options, else the spark_default connection "
     "(type spark_connect), else 127.0.0.1:15002."
 )
+EXAMPLES: Final = (
+    ("start where spark_default points (restarts a server whose library changed)", "reprocess spark-connect start"),
+    ("running, and holding this library? (exit 0 only then)", "reprocess spark-connect status --json"),
+    (
+        "on another port, with Spark's INFO lines in its log",
+        "reprocess spark-connect start --port 15003 --log-level INFO",
+    ),
+    ("stop it", "reprocess spark-connect stop"),
+)
 ACTIONS: Final = ("start", "status", "stop")
 SPARK_CONN_ID: Final = "spark_default"
 
@@ -39,7 +48,9 @@ def configure(cmd: argparse.ArgumentParser) -> None:
         "--state-dir",
         type=Path,
         default=None,
-        help=f"the server's pid, log and fingerprint (default {default_state_dir()})",
+        # Said, not resolved: the help (and docs/cli.md, made from it) reads the same on every machine.
+        help="the server's pid, log and fingerprint (default $XDG_STATE_HOME/reprocess/spark-connect, "
+        "else ~/.local/state/reprocess/spark-connect)",
     )
     cmd.add_argument(
         "--master",

@@ -34,6 +34,11 @@ DESCRIPTION: Final = (
     "(exit 1). A spec file that does not load is reported with its error and fix (exit 1); the other pipelines "
     "are still listed."
 )
+EXAMPLES: Final = (
+    ("every pipeline: coverage and lag per partition, the newest run when it failed", "reprocess status"),
+    ("one pipeline, as JSON", "reprocess status orders --json"),
+    ("also the broker's backlog of the spec'd pipelines that never ran", "reprocess status --live"),
+)
 
 
 def configure(cmd: argparse.ArgumentParser) -> None:

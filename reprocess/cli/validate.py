@@ -22,6 +22,11 @@ DESCRIPTION: Final = (
     "one they do, and an optional column NULL in every row are warnings), the target table takes the spec in "
     "place or what mode=rebuild would change."
 )
+EXAMPLES: Final = (
+    ("every spec of [reprocess] pipelines_dir, offline and online", "reprocess validate"),
+    ("one file: schema and rules, no services", "reprocess validate pipelines/orders.yaml --offline"),
+    ("decode the newest 500 records of each partition", "reprocess validate pipelines/orders.yaml --sample 500"),
+)
 
 
 def configure(cmd: argparse.ArgumentParser) -> None:
