@@ -1,4 +1,4 @@
-"""The README's "Install into the Airflow you run", followed literally by a team whose Airflow is
+"""The README's install steps (in full: docs/getting-started/install.md), followed literally by a team whose Airflow is
 the previous 3.3 patch release: the wheel moves none of its packages, and its first backfill commits.
 
 A fresh venv gets ``apache-airflow[postgres]==3.<minor>.<patch - 1>`` resolved by pip alone, as a team
@@ -8,12 +8,13 @@ off the network for the downloads (pyspark's 450 MB sdist is built once); what i
 resolution and writing the 1.3 GB venv (pyspark's jars are most of it), no bytecode compiled.
 
 That venv is then the team's Airflow: a scratch ``AIRFLOW_HOME`` runs ``airflow standalone`` on
-loopback with the settings the README names, the connections are stored in its metadata DB with
+loopback with the settings the install page names, the connections are stored in its metadata DB with
 ``airflow connections add`` (none in the environment), ``reprocess spark-connect start`` and
 ``reprocess init`` run from the venv, a spec lands in a folder of its own, and a backfill triggered
 over the REST API ends committed with rows equal to the oracle (the produced records); then
 ``reprocess status`` answers from the stored connections. Each step's time goes to
-``$REPROCESS_STATE_DIR/test-reports/readme-install.txt``.
+``$REPROCESS_STATE_DIR/test-reports/readme-install.txt``. tests/unit/test_install_page.py checks, without
+the venv, that the page gives this test's DAG file, commands and REST bodies.
 """
 
 from __future__ import annotations
