@@ -22,7 +22,7 @@ TOPIC: Final = "demo.public.customers"
 ROWS: Final = 1_000
 
 # Rows 1-3 change their primary key below; their notes are short (stored inline) because the new
-# key's event of a large, unchanged value carries only Debezium's placeholder (README, debezium).
+# key's event of a large, unchanged value carries only Debezium's placeholder (docs/formats/debezium.md).
 _NOTES: Final = "CASE WHEN i <= 3 THEN 'short note' ELSE repeat(md5(i::text), 100) END"
 _LIFE: Final = (
     f"CREATE TABLE {TABLE} (id bigint PRIMARY KEY, name text NOT NULL, balance numeric(12, 2), "

@@ -2,8 +2,8 @@
 when the provider's listener asks for them, so this module alone needs ``reprocess[openlineage]``.
 
 Custom facets carry a ``reprocess_`` key prefix (OpenLineage's rule for facets outside its spec)
-and a ``urn:`` schema URL; their fields are camelCase, as OpenLineage's own (the README's OpenLineage
-section describes them).
+and a ``urn:`` schema URL; their fields are camelCase, as OpenLineage's own (docs/operations/lineage.md
+describes them).
 """
 
 from __future__ import annotations

@@ -46,7 +46,7 @@ _LEFT_OUT_TRANSFORM: Final = (
     "Debezium leaves an unchanged large (TOASTed) value out of an update, and reprocess resolves it from the "
     "stored row at the commit, after Spark ran the function, so the function would get NULL there and the row "
     "would keep what it derived from NULL. Derive with `expr` columns and `where` instead (they follow "
-    "left-out values: README, Debezium), or stream the table with REPLICA IDENTITY FULL through Debezium's "
+    "left-out values: docs/formats/debezium.md), or stream the table with REPLICA IDENTITY FULL through Debezium's "
     "ExtractNewRecordState as a `format: json` pipeline, whose records carry every value"
 )
 

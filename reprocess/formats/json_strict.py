@@ -4,7 +4,7 @@
 keeps the last of a key written twice, turns an escape naming half of a UTF-16 pair (``"\\ud800"``)
 into ``?``, and renders a number, an object or an array read as a string field in its own way
 (``12.50`` → ``12.5``). Each would store data the producer did not write, so each makes the
-record a dead letter here, naming the reason (README, "The JSON format").
+record a dead letter here, naming the reason (docs/formats/json.md).
 
 The decoder's Jackson UDF (:mod:`reprocess.formats.json_udf`) tells which records break a rule in
 its one parse; the reason is named here in Spark SQL for those records alone, as it was named

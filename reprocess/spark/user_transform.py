@@ -3,7 +3,7 @@ records before ordering and dedupe (:func:`reprocess.spark.transform.to_stage`).
 
 The function is imported where the Spark client runs (the Airflow task over Spark Connect, the
 spark-submit driver) and builds a plan; only Python UDFs inside it run on executors, which
-then need its module too (README, "transform"). What it returns is checked before anything is
+then need its module too (docs/concepts/transforms.md, "transform:"). What it returns is checked before anything is
 read: the spec's columns and the lineage columns must be there (a SpecError naming the file and
 the missing columns). Each row it returns is cast to the spec's types; a non-null ``_error``, a
 value that does not cast or a required column left NULL makes the row a dead letter.

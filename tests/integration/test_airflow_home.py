@@ -1,7 +1,8 @@
 """A scratch Airflow home whose metadata DB holds the connections, none in the environment, as the
-README has a team add them: the ``reprocess`` command finds them as Airflow does, a Kafka
-connection that points nowhere is one line naming it (and a JSON error with ``--json``), and the
-plugin's pages send a logged-out browser to that Airflow's login while its API answers 401."""
+install page (docs/getting-started/install.md) has a team add them: the ``reprocess`` command finds
+them as Airflow does, a Kafka connection that points nowhere is one line naming it (and a JSON error
+with ``--json``), and the plugin's pages send a logged-out browser to that Airflow's login while its
+API answers 401."""
 
 from __future__ import annotations
 

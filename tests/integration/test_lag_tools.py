@@ -4,7 +4,7 @@ against ``reprocess status``, on the consumer group the commit mirrors the ledge
 A backfill ends at chosen offsets, so every partition keeps a lag the test knows in advance: the
 oracle is the producer's own delivery reports (log ends) minus those offsets, and both tools must
 print exactly it. (LinkedIn's Burrow, the lag tool Debian ships, was tried too and cannot read an
-Apache Kafka 4 cluster: README, "Lag in other tools".)
+Apache Kafka 4 cluster: docs/operations/status.md, "Lag in other tools".)
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def _kafka_consumer_groups(kafka: dict[str, Any], group: str) -> dict[tuple[str,
     """``kafka-consumer-groups --describe --group G`` (the class behind the script, from the jars the
     broker runs on), its table as ``{(topic, partition): {column: value}}``."""
     home = java.java_home()
-    assert home is not None, "Java 17 is needed: see README"
+    assert home is not None, "Java 17 is needed: see docs/getting-started/index.md"
     out = subprocess.run(
         [str(home / "bin" / "java"), "-Xmx256m", "-cp", jvm.classpath("kafka"), GROUP_COMMAND,
          "--bootstrap-server", kafka["bootstrap.servers"], "--describe", "--group", group],

@@ -5,7 +5,7 @@ shipped docker-compose.yml's postgres image creates it).
 
 Each case is a pair of records of one key, ``a`` then ``b`` (``b`` at the higher offset), with the
 winner written out by hand from the values: the larger value by the type's own order, ties to the later
-record; text byte-wise (``"a" > "B"``), as the README states. Each pair is sent twice: key ``one-<i>``
+record; text byte-wise (``"a" > "B"``), as docs/concepts/ordering.md states. Each pair is sent twice: key ``one-<i>``
 has both records in one Spark run; key ``cut-<i>`` has ``a`` in the run before, which the test stages
 by hand as PostgreSQL's input text of the value (the tests' stage writer, no Spark), and ``b`` in that
 same Spark run, whose merge then decides. One Spark run per ordering type, in one Connect session.

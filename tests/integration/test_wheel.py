@@ -51,7 +51,7 @@ print(json.dumps({
 """
 
 
-# The DAG file a user writes (README "Install into your Airflow"), pointed at a folder of specs.
+# The DAG file a user writes (docs/getting-started/install.md, "The DAG file"), pointed at a folder of specs.
 USER_DAG_FILE = """from reprocess.airflow.factory import dags_from_specs
 globals().update(dags_from_specs())
 """

@@ -1,6 +1,6 @@
 """The hostile-value corpus: values a producer can legally write, built from PostgreSQL's type and
 encoding rules, Spark's cast and JSON rules and librdkafka's limits, each with what it must become
-(README, "The JSON format"). It imports nothing of the product: every expectation is stated here.
+(docs/formats/json.md). It imports nothing of the product: every expectation is stated here.
 
 The spec (:data:`COLUMNS`) has a column of every type; each case is one Kafka value whose ``id``
 is unique, so it ends as exactly one row (:attr:`Case.row`: the columns it sets, the others NULL)

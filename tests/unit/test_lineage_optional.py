@@ -1,5 +1,5 @@
 """OpenLineage is an optional extra: the DAGs build without the one module that needs the provider
-(the facets). With it, a run's facts become the datasets and facets the README names."""
+(the facets). With it, a run's facts become the datasets and facets docs/operations/lineage.md names."""
 
 from __future__ import annotations
 
