@@ -52,6 +52,10 @@ class Transform:
 
     function: str
     version: str
+    # The spec columns the function sets (``transform_derives``); None: undeclared, any column. A
+    # declared list names neither a key column nor the ordering column (the parser checks), so a
+    # change of the function re-derives rows in place, even under column ordering.
+    derives: tuple[str, ...] | None = None
 
     @property
     def module(self) -> str:
@@ -62,17 +66,23 @@ class Transform:
         return self.function.partition(":")[2]
 
 
-def parse_transform(raw: object, version: object, fail: Callable[[str, str], SpecError]) -> Transform | None:
-    """``transform:`` and ``transform_version:`` from a spec: both or neither.
+def parse_transform(
+    raw: object, version: object, fail: Callable[[str, str], SpecError], derives: object = None
+) -> Transform | None:
+    """``transform:``, ``transform_version:`` (both or neither) and the optional ``transform_derives:``
+    (checked against the spec's columns by the parser).
 
     Examples
     --------
     >>> parse_transform("shop.fixes:fix_amounts", 3, lambda f, p: SpecError(p)).module
     'shop.fixes'
+    >>> parse_transform("shop.fixes:fix_amounts", 3, lambda f, p: SpecError(p), ["net"]).derives
+    ('net',)
     """
     if raw is None:
-        if version is not None:
-            raise fail("transform_version", "is only meaningful with 'transform: package.module:function'")
+        for name, value in (("transform_version", version), ("transform_derives", derives)):
+            if value is not None:
+                raise fail(name, "is only meaningful with 'transform: package.module:function'")
         return None
     if not isinstance(raw, str) or not _FUNCTION.match(raw):
         raise fail("transform", f"must be 'package.module:function' (a DataFrame → DataFrame), got {raw!r}")
@@ -82,7 +92,11 @@ def parse_transform(raw: object, version: object, fail: Callable[[str, str], Spe
             f"required with 'transform' (got {version!r}): a version string or number you bump whenever the function "
             "derives different values, so the next backfill re-derives the rows it changes",
         )
-    return Transform(raw, str(version))
+    if derives is not None and (
+        not isinstance(derives, list) or not derives or not all(isinstance(d, str) for d in derives)
+    ):
+        raise fail("transform_derives", f"must list the spec columns the function sets, got {derives!r}")
+    return Transform(raw, str(version), tuple(derives) if derives is not None else None)
 
 
 def _parse(text: object, fail: Callable[[str], SpecError]) -> Any:

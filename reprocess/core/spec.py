@@ -131,7 +131,9 @@ class PipelineSpec:
     source_file: str = field(default="", metadata=_read_from())  # the file it was read from
     tags: tuple[str, ...] = field(default_factory=tuple)
     where: str | None = None  # Spark SQL predicate: records it does not keep are counted, not staged
-    transform: Transform | None = field(default=None, metadata=_read_from("transform", "transform_version"))
+    transform: Transform | None = field(
+        default=None, metadata=_read_from("transform", "transform_version", "transform_derives")
+    )
     # Paths of the decoded value the expressions read beyond the path-mapped columns (core.derive).
     value_fields: tuple[str, ...] = field(default=(), metadata=_read_from())
     # The deletion markers' table (schema reprocess_deleted); empty: the pipeline's name. Not a
@@ -245,6 +247,11 @@ class PipelineSpec:
             "where": self.where,
             "transform": self.transform.function if self.transform else None,
             "transform_version": self.transform.version if self.transform else None,
+            **(
+                {"transform_derives": list(self.transform.derives)}
+                if self.transform is not None and self.transform.derives is not None
+                else {}
+            ),
         }
 
 

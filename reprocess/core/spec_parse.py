@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Collection, Mapping
+from difflib import get_close_matches
 from pathlib import Path
 from typing import Any, Final
 
@@ -48,6 +49,15 @@ _LEFT_OUT_TRANSFORM: Final = (
     "would keep what it derived from NULL. Derive with `expr` columns and `where` instead (they follow "
     "left-out values: docs/formats/debezium.md), or stream the table with REPLICA IDENTITY FULL through Debezium's "
     "ExtractNewRecordState as a `format: json` pipeline, whose records carry every value"
+)
+
+# A function declared to set the key or the ordering column gains nothing from the declaration.
+_DERIVES_KEY_OR_ORDER: Final = (
+    "lists {name!r}, {role}: a function that sets it cannot re-derive rows in place (a changed key leaves the "
+    "old key's row behind; stored rows hold ordering values the old function gave, which a new one's could not be "
+    "compared with), and declaring what the function sets is how a changed function avoids a rebuild. If the "
+    "function does not set {name!r}, remove it from the list; if it does, leave transform_derives out (then, under "
+    "column ordering, a change of the function needs mode=rebuild)"
 )
 
 
@@ -185,12 +195,30 @@ class _SpecParser:
             source_file=self.source,
             tags=self.tags(raw.get("tags")),
             where=where,
-            transform=parse_transform(raw.get("transform"), raw.get("transform_version"), self.fail),
+            transform=parse_transform(
+                raw.get("transform"), raw.get("transform_version"), self.fail, raw.get("transform_derives")
+            ),
             value_fields=fields,
         )
         if spec.transform is not None and spec.unchanged_columns:
             raise self.fail("transform", _LEFT_OUT_TRANSFORM.format(columns=list(spec.unchanged_columns)))
+        self.transform_derives(spec)
         return spec
+
+    def transform_derives(self, spec: PipelineSpec) -> None:
+        """``transform_derives`` names spec columns, and neither a key column nor the ordering column:
+        the declaration is what lets a changed function re-derive rows in place (the key says which
+        row a record updates, the ordering column whether it is newer than the stored one)."""
+        derives = spec.transform.derives if spec.transform is not None else None
+        names = [c.name for c in spec.columns]
+        for name in derives or ():
+            if name not in names:
+                close = get_close_matches(name, names, n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                raise self.fail("transform_derives", f"{name!r} is not a column of the spec ({names}){hint}")
+            role = "a key column" if name in spec.key else "the ordering column" if name == spec.ordering.column else ""
+            if role:
+                raise self.fail("transform_derives", _DERIVES_KEY_OR_ORDER.format(name=name, role=role))
 
     def derivations(
         self, columns: tuple[ColumnSpec, ...], where: object, tombstone_key: Collection[str], fmt: Format

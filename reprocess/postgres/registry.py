@@ -19,7 +19,8 @@ pipeline's lock and before the new spec is written to ``reprocess.pipelines``:
   letters before; a switch either way needs a rebuild, as an ordering switch does;
 - a changed ``format``, ``encoding``, ``schema_registry`` connection or derivation of the ordering
   column (its ``path``, e.g. ``$source.lsn`` → ``$source.ts_ms``, its ``expr``, or the
-  ``transform:`` that may rewrite it): the same records would decode
+  ``transform:`` that may rewrite it, unless both the old and the new function declare what they
+  set with ``transform_derives``, which never names it): the same records would decode
   to other rows, or order by values the stored ones cannot be compared with, while the ledger
   says they are loaded. Only a rebuild, which re-derives every row, may make it.
 """
@@ -146,7 +147,8 @@ def _decoding_changes(old: dict[str, Any], spec: PipelineSpec) -> list[str]:
 
 def _ordering_derivation_changes(column: str, old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """How the ordering column's value is derived differently: its ``path``, its ``expr``, or (with
-    a ``transform:``, which may rewrite it) the function or its version; a type change is refused
+    a ``transform:`` that may rewrite it: one without ``transform_derives``, before or after the
+    change) the function or its version; a type change is refused
     as any column's is (evolve.py: it cannot be applied in place). Stored rows keep values of the
     old derivation, which newer records would be compared with (a new scale makes every later
     record lose), so only a rebuild may make such a change."""
@@ -156,10 +158,25 @@ def _ordering_derivation_changes(column: str, old: dict[str, Any], new: dict[str
         was, now = _derived_by(before, field, column), _derived_by(after, field, column)
         if was != now:
             out.append(f"the ordering column {column!r}'s {field} {was!r} → {now!r}")
+    if not (_may_set(old, column) or _may_set(new, column)):
+        return out  # each function declares what it sets, the ordering column not among it: rows re-derive in place
+    why = (
+        f"the new function may derive the ordering column {column!r}: if it does not, declare what it sets with "
+        "transform_derives"
+        if _may_set(new, column)
+        else f"the old function declared nothing, so the stored rows' ordering column {column!r} may hold values it set"
+    )
     for field in ("transform", "transform_version"):
         if old.get(field) != new[field]:
-            out.append(f"{field} {old.get(field)!r} → {new[field]!r} (it may derive the ordering column {column!r})")
+            out.append(f"{field} {old.get(field)!r} → {new[field]!r} ({why})")
     return out
+
+
+def _may_set(spec: dict[str, Any], column: str) -> bool:
+    """Whether a registered spec's transform may set ``column``: it has one, and it does not declare
+    what it sets (``transform_derives``, which the parser keeps the ordering column out of) or names it."""
+    derives = spec.get("transform_derives")
+    return spec.get("transform") is not None and (derives is None or column in derives)
 
 
 def _derived_by(stored: dict[str, Any], field: str, column: str) -> str | None:

@@ -6,14 +6,15 @@ spark-submit driver) and builds a plan; only Python UDFs inside it run on execut
 then need its module too (docs/concepts/transforms.md, "transform:"). What it returns is checked before anything is
 read: the spec's columns and the lineage columns must be there (a SpecError naming the file and
 the missing columns). Each row it returns is cast to the spec's types; a non-null ``_error``, a
-value that does not cast or a required column left NULL makes the row a dead letter.
+value that does not cast, a required column left NULL or (under ``transform_derives``) a changed
+key or ordering column makes the row a dead letter.
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Final, cast
 
 from reprocess.core.errors import SpecError
 from reprocess.core.spec import ColumnSpec, ColumnType, PipelineSpec
@@ -28,6 +29,10 @@ if TYPE_CHECKING:
 # What the function is given besides the spec's columns: the lineage, ``_error`` (NULL) and the
 # record's raw ``key`` and ``value`` (binary; kept, they are a dead letter's raw bytes).
 RAW: tuple[str, ...] = ("key", "value")
+# Under ``transform_derives``, a copy of each key column and of the ordering column as given: the
+# function must return them unchanged (a changed one would re-key or re-order rows the declaration
+# let re-derive in place), which each returned row is checked for.
+GIVEN: Final = "_reprocess_given_"
 
 
 def load(spec: PipelineSpec) -> Callable[[DataFrame], DataFrame]:
@@ -57,14 +62,18 @@ def apply(rows: DataFrame, spec: PipelineSpec) -> DataFrame:
     names = [c.name for c in spec.columns]
     # The columns a Debezium event left out stay listed, with their links, whatever the function returns.
     kept = [UNCHANGED, *LINKS] if spec.unchanged_columns else []
-    good = rows.where(F.col("_kind") == ROW).select(*names, *LINEAGE, "_error", *RAW, *kept)
+    given = [GIVEN + c for c in _kept_as_given(spec)]
+    good = rows.where(F.col("_kind") == ROW).select(
+        *names, *LINEAGE, "_error", *RAW, *kept, *(F.col(c.removeprefix(GIVEN)).alias(c) for c in given)
+    )
     out = load(spec)(good)
-    missing = [c for c in (*names, *LINEAGE) if c not in out.columns]
+    missing = [c for c in (*names, *LINEAGE, *given) if c not in out.columns]
     if missing:
+        copies = f" and, under transform_derives, the copies {given} it is given" if given else ""
         raise SpecError(
             f"{spec.source_file}: field 'transform': {spec.transform.function!r} returned a DataFrame without "
-            f"{missing}; it must keep every spec column and the lineage columns {list(LINEAGE)} (add or replace "
-            "columns, never drop them; mark a row it rejects with a non-null _error)"
+            f"{missing}; it must keep every spec column and the lineage columns {list(LINEAGE)}{copies} (add or "
+            "replace columns, never drop them; mark a row it rejects with a non-null _error)"
         )
     # An array column is given to the function as its staged literal (text); returned as text, it is that literal.
     literals = {f.name for f in out.schema.fields if f.dataType.typeName() == "string"}
@@ -89,6 +98,13 @@ def apply(rows: DataFrame, spec: PipelineSpec) -> DataFrame:
     return rest.unionByName(out.select(*carried))
 
 
+def _kept_as_given(spec: PipelineSpec) -> list[str]:
+    """The columns a function declaring ``transform_derives`` must return as it was given them."""
+    if spec.transform is None or spec.transform.derives is None:
+        return []
+    return [c.name for c in spec.columns if c.name in spec.key or c.name == spec.ordering.column]
+
+
 def _absent(column: str) -> Column:
     """A kept column the function dropped: no value listed as left out, no link."""
     from pyspark.sql import functions as F
@@ -98,10 +114,11 @@ def _absent(column: str) -> Column:
 
 def _error(spec: PipelineSpec, out: DataFrame, literals: set[str]) -> Column:
     """The first problem of a returned row: its own ``_error``, a value the column's type cannot
-    hold, a required column left NULL, a value PostgreSQL's COPY would refuse (text or an array
-    element holding a NUL, text PostgreSQL's json or jsonb input refuses), a key too long for the
-    target's index. Each is found here, before the dedupe, so the key's newest good record lands
-    (a refusal at the COPY would come after the dedupe and keep the key's stored row)."""
+    hold, a required column left NULL, a key or ordering column changed under ``transform_derives``,
+    a value PostgreSQL's COPY would refuse (text or an array element holding a NUL, text
+    PostgreSQL's json or jsonb input refuses), a key too long for the target's index. Each is
+    found here, before the dedupe, so the key's newest good record lands (a refusal at the COPY
+    would come after the dedupe and keep the key's stored row)."""
     from pyspark.sql import functions as F
 
     checks = [F.col("_error").cast("string")] if "_error" in out.columns else []
@@ -117,6 +134,14 @@ def _error(spec: PipelineSpec, out: DataFrame, literals: set[str]) -> Column:
         )
         if c.required:
             checks.append(F.when(value.isNull(), F.lit(f"transform: required column {c.name} is null")))
+        if c.name in _kept_as_given(spec):
+            was = F.expr(typed_value_sql(f"`{GIVEN}{c.name}`", c))
+            checks.append(
+                F.when(
+                    ~F.expr(_typed(c, literals)).eqNullSafe(was),
+                    F.lit(f"transform: changed column {c.name}, which transform_derives does not list"),
+                )
+            )
         # As a decoded value's, on the staged value: never a COPY refusal that hides the key's older record.
         unstorable = unstorable_error_sql(c.name, c.type, c.sql_type, _typed(c, literals))
         checks += [F.expr(unstorable)] if unstorable else []

@@ -194,11 +194,17 @@ _FN = {"transform": "tests.support.transform_fns:v1", "transform_version": "1"}
         (_BY_EXPR, {**_BY_EXPR, "columns": {**_BY_EXPR["columns"], "v": {**_MILLIS, "expr": "unix_seconds(ts)"}}},
          r"changes the ordering column 'v''s expr 'unix_millis\(ts\)' → 'unix_seconds\(ts\)'"),
         ({**_BY_EXPR, **_FN}, {**_BY_EXPR, **_FN, "transform_version": "2"},
-         r"changes transform_version '1' → '2' \(it may derive the ordering column 'v'\)"),
+         r"changes transform_version '1' → '2' \(the new function may derive the ordering column 'v': if it does "
+         r"not, declare what it sets with transform_derives\)"),
+        # Declared on the new side only: the stored rows were ordered by what the old function may have set.
+        ({**_BY_EXPR, **_FN}, {**_BY_EXPR, **_FN, "transform_version": "2", "transform_derives": ["s"]},
+         r"changes transform_version '1' → '2' \(the old function declared nothing, so the stored rows' "
+         r"ordering column 'v' may hold values it set\)"),
         ({}, {"tombstones": "delete"}, r"changes tombstones 'dead_letter' → 'delete'"),
         ({"tombstones": "delete"}, {}, r"changes tombstones 'delete' → 'dead_letter'"),
     ],
-    ids=["format", "encoding", "registry", "ordering-source", "ordering-expr", "ordering-transform", "tombstones-on",
+    ids=["format", "encoding", "registry", "ordering-source", "ordering-expr", "ordering-transform",
+         "ordering-transform-declared-after", "tombstones-on",
          "tombstones-off"],
 )  # fmt: skip
 def test_a_change_of_how_records_decode_needs_a_rebuild(engine, db_url, kafka_config, unique_name, v1, v2, says):

@@ -195,3 +195,89 @@ def test_the_example_spec_loads() -> None:
     spec = read_spec(SPEC)
     assert spec.value_fields == ("amount_cents",) and spec.transform is not None
     assert yaml.safe_load(SPEC.read_text())["where"] == spec.where
+
+
+def _versioned_events(n: int) -> list[tuple[str, dict[str, Any]]]:
+    """Invoices with 1-3 updates each, carrying a ``version``; half the keys send theirs in reverse
+    (the newest version first in the log), so keeping the last offset would keep the wrong row."""
+    out = []
+    for key, ev in _events(n):
+        out.append((key, {**ev, "version": 0}))
+    by_key: dict[str, list[int]] = {}
+    for i, (key, _) in enumerate(out):
+        by_key.setdefault(key, []).append(i)
+    for n_key, (key, places) in enumerate(by_key.items()):
+        versions = list(range(1, len(places) + 1))
+        for place, version in zip(places, versions[::-1] if n_key % 2 else versions, strict=True):
+            out[place] = (key, {**out[place][1], "version": version})
+    return out
+
+
+def _newest_by_version(produced: Any, vat: bool) -> dict[str, tuple[Any, ...]]:
+    """key → (region, status, amount, label, net, version, partition, offset) of the highest
+    version among each key's kept good records (``where`` drops test traffic, v1 rejects negative
+    amounts), computed from the produced messages alone."""
+    best: dict[str, tuple[Any, ...]] = {}
+    for partition, offset, key, value in sorted(produced.messages):
+        ev = json.loads(value)
+        amount = Decimal(ev["amount_cents"]) / 100
+        if ev["status"] == "test" or amount < 0:
+            continue
+        net = amount * Decimal("1.2") if vat and ev["region"] == "eu" else amount
+        label = f"{ev['region']}:{key.decode()}"
+        row = (ev["region"], ev["status"], amount.normalize(), label, net.normalize(), ev["version"], partition, offset)
+        if ev["id"] not in best or best[ev["id"]][5] < ev["version"]:
+            best[ev["id"]] = row
+    return best
+
+
+def test_a_declared_transform_on_a_column_ordered_pipeline_rederives_its_columns_without_a_rebuild(
+    kafka_config, engine, unique_name
+):
+    """Issue 59 item 7: a transform bump on a pipeline ordered by a column was refused (it might
+    rewrite the ordering column). Declaring ``transform_derives: [net]`` lets the bump re-derive
+    exactly the rows whose ``net`` changes, with no rebuild, each key keeping its highest version;
+    a returned row whose ordering column the function changed anyway is a dead letter."""
+    demo_data.create_topic(kafka_config, unique_name, 2)
+    produced = demo_data.produce(kafka_config, unique_name, 2, _versioned_events(300), malformed=(), base_time=BASE)
+    raw = yaml.safe_load(SPEC.read_text())
+
+    def spec(function: str, version: int) -> PipelineSpec:
+        return orders_spec(unique_name, unique_name, base=SPEC, transform=f"tests.support.transform_fns:{function}",
+                           transform_version=version, transform_derives=["net"],
+                           ordering={"mode": "column", "column": "version"},
+                           columns={**raw["columns"], "version": {"type": "bigint", "required": True}})  # fmt: skip
+
+    def target() -> dict[str, tuple[Any, ...]]:
+        with engine.connect() as conn:
+            result = conn.execute(text(f"SELECT id, region, status, amount, label, net, version, _kafka_partition, "
+                                       f"_kafka_offset, _updated_at FROM {v1.qualified_target}"))  # fmt: skip
+            return {r[0]: (*r[1:3], r[3].normalize(), r[4], r[5].normalize(), *r[6:]) for r in result}
+
+    v1 = spec("v1", 1)  # each spec is written to the pipeline's file when made: a run checks it is the one planned
+    expected = _newest_by_version(produced, vat=False)
+    last_offset_wins = {k for k, row in expected.items() if any(
+        p == row[6] and o > row[7] and json.loads(v)["id"] == k for p, o, _, v in produced.messages)}  # fmt: skip
+    assert last_offset_wins  # the ordering is exercised: some keys' newest version is not their last record
+    backfill(engine, kafka_config, v1, f"{unique_name}-1")
+    loaded = target()
+    assert {k: v[:8] for k, v in loaded.items()} == expected
+
+    # v2 adds VAT for eu and, against its declaration, raises inv-1's version: those records become
+    # dead letters (never re-ordered), and inv-1's row, which no record of v2 keeps, is deleted.
+    bumped = backfill(engine, kafka_config, spec("v2_moving_one_version", 2), f"{unique_name}-2")
+
+    expected_v2 = _newest_by_version(produced, vat=True)
+    changed = {k for k in expected if expected[k] != expected_v2[k]}
+    assert changed == {k for k, row in expected.items() if row[0] == "eu"} and "inv-1" not in changed
+    counts = (bumped.rows_upserted, bumped.rows_inserted, bumped.rows_rederived, bumped.rows_deleted)
+    assert counts == (len(changed), 0, len(changed), 1)
+    after = target()
+    del expected_v2["inv-1"]
+    assert {k: v[:8] for k, v in after.items()} == expected_v2  # the highest version still, net re-derived
+    assert {k for k in after if after[k][8] != loaded[k][8]} == changed  # only those rows were written
+    with engine.connect() as conn:
+        dead = conn.execute(text("SELECT error, count(*) FROM reprocess.dead_letters WHERE pipeline = :p AND "
+                                 "run_id = :r GROUP BY 1"), {"p": v1.name, "r": f"{unique_name}-2"}).all()  # fmt: skip
+    inv_1 = sum(1 for *_, v in produced.messages if (ev := json.loads(v))["id"] == "inv-1" and ev["status"] != "test")
+    assert dead == [("transform: changed column version, which transform_derives does not list", inv_1)]

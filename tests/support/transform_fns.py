@@ -57,3 +57,10 @@ def refused_values(df: DataFrame) -> DataFrame:
     for column, value in refused.items():
         df = df.withColumn(column, F.when(F.col("t") == f"bad-{column}", value).otherwise(F.col(column)))
     return df
+
+
+def v2_moving_one_version(df: DataFrame) -> DataFrame:
+    """v2, and it also raises ``version`` of key ``inv-1``: a change of the ordering column, which a
+    spec declaring ``transform_derives: [net]`` does not allow (those records become dead letters)."""
+    moved = F.when(F.col("id") == "inv-1", F.col("version") + 100).otherwise(F.col("version"))
+    return v2(df).withColumn("version", moved)

@@ -25,6 +25,7 @@ columns:
   status: text
 {extra}"""
 
+FN = "transform: shop.fixes:fix\ntransform_version: 1\n"  # a transform (not imported offline)
 COLUMNS = "columns:\n  id: {type: text, required: true}\n"
 
 
@@ -88,6 +89,14 @@ CORPUS: dict[str, tuple[str, str]] = {
     "expr_syntax": (_columns("  v: {type: bigint, expr: 'a +* 2'}\n"), "expr"),
     "expr_reads_expr": (_columns("  a: {type: bigint, expr: 'x + 1'}\n  v: {type: bigint, expr: 'a + 1'}\n"), "expr"),
     "transform_not_module_function": (_appended("transform: nomodule\n"), "transform"),
+    "transform_derives_unknown_column": (_appended(FN + "transform_derives: [statsu]\n"), "did you mean 'status'"),
+    "transform_derives_ordering_column": (
+        _appended("ordering: {mode: column, column: v}\n" + FN + "transform_derives: [status, v]\n"),
+        "the ordering column",
+    ),
+    "transform_derives_key_column": (_appended(FN + "transform_derives: [id]\n"), "a key column"),
+    "transform_derives_not_a_list": (_appended(FN + "transform_derives: status\n"), "transform_derives"),
+    "transform_derives_without_transform": (_appended("transform_derives: [status]\n"), "only meaningful"),
     # the file itself
     "ratio_given_twice": (
         _appended("max_dead_letter_ratio: 0.05\nbatch_size: 10\nmax_dead_letter_ratio: 0.5\n"), "twice"
@@ -123,6 +132,7 @@ VALID = (
     "",
     "ordering: {mode: column, column: v}\nschedule: '0 * * * *'\n",
     "reconcile: {cron: '@daily', auto_heal: true}\nschedule: on_new_records\n",
+    "ordering: {mode: column, column: v}\n" + FN + "transform_derives: [status, amount]\n",
 )
 
 
