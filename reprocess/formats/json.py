@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING
 
-from reprocess.core.spec import ColumnSpec, ColumnType, PipelineSpec, TombstoneMode
+from reprocess.core.spec import KEPT_TOMBSTONE, ColumnSpec, ColumnType, PipelineSpec, TombstoneMode
 from reprocess.formats import derive, json_strict, json_udf, record_parts
 from reprocess.formats.contract import (
     DELETES,
@@ -308,7 +308,7 @@ def empty_value_cases() -> list[str]:
     such (it is the spec's rule, not a broken producer: the dead-letter ratio does not count it),
     and an empty value."""
     return [
-        "WHEN value IS NULL THEN 'tombstone (null value) kept as a dead letter by tombstones dead_letter'",
+        f"WHEN value IS NULL THEN {sql_string(KEPT_TOMBSTONE)}",
         "WHEN length(value) = 0 THEN 'empty value'",
     ]
 

@@ -23,7 +23,7 @@ from sqlalchemy import Engine
 from reprocess.core.errors import SpecError, SpecSchemaError
 from reprocess.core.ordering import UNORDERED_POSITIONS
 from reprocess.core.sample import SampleRecord, SampleResult
-from reprocess.core.spec import PipelineSpec
+from reprocess.core.spec import KEPT_TOMBSTONE, PipelineSpec
 from reprocess.core.spec_parse import parse_spec
 from reprocess.core.spec_schema import schema_problems
 from reprocess.core.spec_yaml import load_spec_yaml
@@ -32,6 +32,11 @@ from reprocess.operations.findings import Finding, Severity
 from reprocess.postgres.evolve import table_diff
 
 SAMPLE_TIMEOUT_S: Final = 10
+_TOMBSTONE_FIX: Final = (
+    "a tombstone (a record with a null value) is a dead letter by the spec's `tombstones: dead_letter` (the "
+    "default), not counted in max_dead_letter_ratio; to have it delete its key's row, set `tombstones: delete` "
+    "(it needs `ordering: offset`)"
+)
 
 
 Decoder = Callable[[PipelineSpec, Sequence[SampleRecord]], SampleResult]
@@ -253,16 +258,22 @@ def _sample(spec: PipelineSpec, kafka: Mapping[str, Any], decode: Decoder | None
         )
     ]
     if dead:
-        severity = Severity.ERROR if dead / result.records > spec.max_dead_letter_ratio else Severity.WARNING
+        # As a run's ratio: tombstones the spec keeps as dead letters are its rule, not a producer's fault.
+        kept = result.errors.get(KEPT_TOMBSTONE, (0,))[0]
+        landable = result.records - kept
+        broken = landable and (dead - kept) / landable > spec.max_dead_letter_ratio
         for kind, (n, offset, example) in sorted(result.errors.items(), key=lambda e: -e[1][0]):
+            tombstone = kind == KEPT_TOMBSTONE
             out.append(
                 Finding(
                     src,
                     "sample",
-                    severity,
+                    Severity.ERROR if broken and not tombstone else Severity.WARNING,
                     f"{n} of {result.records} sampled records would be dead letters: "
-                    f"{kind} (e.g. offset {offset}: {example})",
-                    "correct the column's path, type or `required` in the spec, or the producer; a run fails "
+                    + (f"{kind} (e.g. offset {offset})" if tombstone else f"{kind} (e.g. offset {offset}: {example})"),
+                    _TOMBSTONE_FIX
+                    if tombstone
+                    else "correct the column's path, type or `required` in the spec, or the producer; a run fails "
                     f"when dead letters exceed max_dead_letter_ratio {spec.max_dead_letter_ratio}",
                 )
             )

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import yaml
+from confluent_kafka import Producer
 from sqlalchemy import text
 
 from reprocess.kafka import demo_data
@@ -185,3 +186,24 @@ def test_a_typod_path_and_an_always_null_column_are_warned_and_the_dry_run_shows
     dry = [w for w in summary["warnings"] if w.startswith("validate: ")]
     assert any("found in 0 of" in w and "did you mean `reading.temp_c`?" in w for w in dry), dry
     assert any("is NULL in all" in w for w in dry), dry
+
+
+def test_a_tombstone_the_spec_keeps_is_named_with_its_setting(unique_name, kafka_config):
+    """Issue 59 item 7: a tombstone the spec keeps as a dead letter (``tombstones: dead_letter``,
+    the default) was an error of the sample telling to fix a column's path or the producer. It is
+    named so, with the ``tombstones`` setting as its fix, and counts in the sample's dead-letter
+    ratio no more than in a run's."""
+    demo_data.create_topic(kafka_config, unique_name, 1)
+    demo_data.produce(kafka_config, unique_name, 1, demo_data.order_events(2, 1), malformed=())
+    producer = Producer(kafka_config)
+    producer.produce(unique_name, key=b"o-1", value=None)  # 1 of 3 records: 33 % > max_dead_letter_ratio 5 %
+    assert producer.flush(30) == 0
+    orders = orders_spec(unique_name, unique_name)
+
+    out = _validate("--json", orders.source_file)
+
+    assert out.returncode == 0, out.stdout + out.stderr
+    findings = json.loads(out.stdout)["findings"]
+    (tombstone,) = [f for f in findings if "would be dead" in f["problem"]]
+    assert tombstone["problem"].startswith("1 of 3 sampled records would be dead letters: tombstone (null value)")
+    assert tombstone["severity"] == "warning" and "set `tombstones: delete`" in tombstone["fix"], tombstone
