@@ -28,7 +28,11 @@ class SampleResult:
     # (count, an example's offset, its whole error)
     errors: Mapping[str, tuple[int, int, str]]
     missing: Mapping[str, int]  # column (every one) → good records without a value
-    rows: int = 0  # good records: neither a dead letter nor a tombstone
+    rows: int = 0  # good records: neither a dead letter, a tombstone nor filtered out by ``where``
+    # Why the spec's transform was not run on the sample (None: it ran, or there is none): the
+    # values of the columns it may derive are then not known.
+    transform_not_run: str | None = None
+    transform_failed: bool = False  # it was imported and failed (a run would too), not merely not installed here
 
 
 @dataclass(frozen=True, slots=True)

@@ -162,6 +162,16 @@ class PipelineSpec:
         return tuple(c.name for c in self.columns if (c.from_value or c.expr) and c.name not in self.key)
 
     @property
+    def transform_columns(self) -> tuple[str, ...]:
+        """The columns the ``transform:`` function may set: those its ``transform_derives`` lists, else
+        every column but the key's (none without a function)."""
+        if self.transform is None:
+            return ()
+        if self.transform.derives is not None:
+            return self.transform.derives
+        return tuple(c.name for c in self.columns if c.name not in self.key)
+
+    @property
     def needs_registry(self) -> bool:
         """Whether records are Avro whose writer schemas come from the Schema Registry."""
         return self.encoding is Encoding.AVRO

@@ -1,6 +1,6 @@
 """Columns a sample of records never fills (``reprocess validate``'s online check, after the
-decode): a mapped path or header no sampled record holds, and an optional column NULL in every
-decoded row."""
+decode and the spec's transform): a mapped path or header no sampled record holds, and an optional
+column NULL in every decoded row."""
 
 from __future__ import annotations
 
@@ -19,7 +19,12 @@ def dead_columns(spec: PipelineSpec, records: Sequence[SampleRecord], result: Sa
     src = spec.source_file
     values, headers = value_census(spec, records), header_census(records)
     out, dead = [], set()
+    # A column the transform sets has values whatever its path; when the function was not run, it is not judged.
+    unknown = set(spec.transform_columns if result.transform_not_run else ())
+    filled = {c.name for c in spec.columns if result.rows and result.missing.get(c.name, 0) < result.rows}
     for c in spec.columns:
+        if c.name in unknown or c.name in filled:
+            continue
         header = c.path.startswith("$headers.")
         census = headers if header else values if c.from_value else None
         prefix = "$headers." if header else ""
@@ -40,7 +45,7 @@ def dead_columns(spec: PipelineSpec, records: Sequence[SampleRecord], result: Sa
             )
         )
     for c in spec.columns:
-        if c.required or c.name in dead or not result.rows or result.missing.get(c.name, 0) < result.rows:
+        if c.required or c.name in dead or c.name in unknown or c.name in filled or not result.rows:
             continue
         source = f"expr {c.expr!r}" if c.expr else f"`{c.path}`"
         out.append(

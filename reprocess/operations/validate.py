@@ -290,6 +290,23 @@ def _sample(spec: PipelineSpec, kafka: Mapping[str, Any], decode: Decoder | None
                 f"point columns.{column}.path at the field that holds it, and mark it required",
             )
         )
+    if result.transform_not_run and spec.transform is not None:
+        unjudged = f"the columns it may set ({', '.join(spec.transform_columns)}) were not checked for NULLs"
+        out.append(
+            Finding(
+                src,
+                "transform",
+                Severity.ERROR if result.transform_failed else Severity.WARNING,
+                f"the transform {spec.transform.function!r} failed on the sample ({result.transform_not_run}); "
+                f"{unjudged}"
+                if result.transform_failed
+                else f"the transform {spec.transform.function!r} was not run on the sample "
+                f"({result.transform_not_run}), so {unjudged}",
+                "fix the function: a run fails the same way"
+                if result.transform_failed
+                else "run validate where the function's module is installed (as it is where a run's Spark client runs)",
+            )
+        )
     return out + dead_columns(spec, records, result)
 
 

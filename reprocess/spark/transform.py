@@ -83,6 +83,22 @@ def to_stage(records: DataFrame, spec: PipelineSpec, schemas: WriterSchemas | No
     """
     from pyspark.sql import functions as F
 
+    rows = record_rows(records, spec, schemas)
+    carried = [c for c in stage_columns(spec) if c not in spec.key and c not in ("_kind", "_records")]
+    newest = rows.groupBy("_kind", *spec.key, "_key_partition", *left_out.ALONE).agg(
+        F.max_by(F.struct(*carried), F.struct(*map(F.expr, ordering_sql(spec)))).alias("_newest"),
+        F.count(F.when(F.col("_kind") != MOVED, 1)).alias("_records"),  # a moved row's record is its tombstone
+    )
+    return newest.select(*(_stage_column(spec, c) for c in stage_columns(spec)))
+
+
+def record_rows(records: DataFrame, spec: PipelineSpec, schemas: WriterSchemas | None = None) -> DataFrame:
+    """Kafka records → one row per record, before the dedupe: its ``_kind`` (a row, a dead letter, a
+    tombstone, filtered out by ``where``), the spec's columns as the stage holds them (the
+    ``transform:`` function applied to the good rows), the lineage and ``_error``. :func:`to_stage`
+    keeps the newest per key; ``reprocess validate``'s sample judges each (:mod:`reprocess.spark.sample`)."""
+    from pyspark.sql import functions as F
+
     parsed = decode(records, spec, schemas)
     deletes = spec.tombstones is TombstoneMode.DELETE
     ok = F.col("_error").isNull()
@@ -136,14 +152,7 @@ def to_stage(records: DataFrame, spec: PipelineSpec, schemas: WriterSchemas | No
         rows = left_out.resolve_in_range(rows, spec)
     elif left_out.removes_filtered(spec):
         rows = rows.drop(left_out.OUT_OF_WHERE)
-    if spec.transform is not None:
-        rows = user_transform.apply(rows, spec)
-    carried = [c for c in stage_columns(spec) if c not in spec.key and c not in ("_kind", "_records")]
-    newest = rows.groupBy("_kind", *spec.key, "_key_partition", *left_out.ALONE).agg(
-        F.max_by(F.struct(*carried), F.struct(*map(F.expr, ordering_sql(spec)))).alias("_newest"),
-        F.count(F.when(F.col("_kind") != MOVED, 1)).alias("_records"),  # a moved row's record is its tombstone
-    )
-    return newest.select(*(_stage_column(spec, c) for c in stage_columns(spec)))
+    return user_transform.apply(rows, spec) if spec.transform is not None else rows
 
 
 def _stage_column(spec: PipelineSpec, column: str) -> Column:

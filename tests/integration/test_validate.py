@@ -9,7 +9,10 @@ from the product's decoder.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,6 +25,8 @@ from tests.support.helpers import orders_spec, run_dag
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("spark"), pytest.mark.integration("postgres")]
 
+FNS = "tests.support.transform_fns"
+INVOICES = Path(__file__).resolve().parents[2] / "pipelines" / "examples" / "invoices.yaml"
 BROKEN = {
     "name": "Orders-2",
     "topics": ["orders"],
@@ -35,8 +40,9 @@ BROKEN = {
 }
 
 
-def _validate(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["reprocess", "validate", *args], capture_output=True, text=True, timeout=300)
+def _validate(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    merged = {**os.environ, **(env or {})}
+    return subprocess.run(["reprocess", "validate", *args], capture_output=True, text=True, timeout=300, env=merged)
 
 
 def test_broken_spec_prints_every_problem_with_its_fix_and_exits_1(tmp_path):
@@ -188,22 +194,48 @@ def test_a_typod_path_and_an_always_null_column_are_warned_and_the_dry_run_shows
     assert any("is NULL in all" in w for w in dry), dry
 
 
-def test_a_tombstone_the_spec_keeps_is_named_with_its_setting(unique_name, kafka_config):
-    """Issue 59 item 7: a tombstone the spec keeps as a dead letter (``tombstones: dead_letter``,
-    the default) was an error of the sample telling to fix a column's path or the producer. It is
-    named so, with the ``tombstones`` setting as its fix, and counts in the sample's dead-letter
-    ratio no more than in a run's."""
-    demo_data.create_topic(kafka_config, unique_name, 1)
-    demo_data.produce(kafka_config, unique_name, 1, demo_data.order_events(2, 1), malformed=())
+def test_the_sample_runs_the_transform_and_a_kept_tombstone_is_named_with_its_setting(unique_name, kafka_config):
+    """Issue 59 item 7: the sample ran the decoder alone, so ``net`` (which the spec's transform
+    computes, ``tests.support.transform_fns:v1``) was 'found in 0 of N records'. The sample now
+    runs the transform as the Spark job does; where the function cannot be imported it is not run,
+    and the columns it may set are not judged (a warning says why; an error when it fails). And a
+    tombstone the spec keeps as a dead letter is named so, with the ``tombstones`` setting as its
+    fix, and counts in the sample's dead-letter ratio no more than in a run's."""
+    topic, tombstones = unique_name, f"{unique_name}_t"
+    demo_data.create_topic(kafka_config, topic, 1)
+    events = [(f"inv-{n}", {"id": f"inv-{n}", "region": "eu", "status": "test" if n % 5 == 0 else "paid",
+                            "amount_cents": 100 + n, "note": None}) for n in range(40)]  # fmt: skip
+    demo_data.produce(kafka_config, topic, 1, events, malformed=())
+    rows = sum(1 for _, e in events if e["status"] != "test")  # the oracle: `where` drops test traffic
+    note = {"type": "text", "path": "note"}
+    invoices = yaml.safe_load(INVOICES.read_text())
+    ran = orders_spec(unique_name, topic, base=INVOICES, columns={**invoices["columns"], "note": note})
+    unimportable = orders_spec(f"{unique_name}_x", topic, base=INVOICES, columns={**invoices["columns"], "note": note},
+                               transform="no_such_package.fns:v1")  # fmt: skip
+    failing = orders_spec(f"{unique_name}_f", topic, base=INVOICES, transform=f"{FNS}:drops_lineage")
+    demo_data.create_topic(kafka_config, tombstones, 1)
+    demo_data.produce(kafka_config, tombstones, 1, demo_data.order_events(2, 1), malformed=())
     producer = Producer(kafka_config)
-    producer.produce(unique_name, key=b"o-1", value=None)  # 1 of 3 records: 33 % > max_dead_letter_ratio 5 %
+    producer.produce(tombstones, key=b"o-1", value=None)  # 1 of 3 records: 33 % > max_dead_letter_ratio 5 %
     assert producer.flush(30) == 0
-    orders = orders_spec(unique_name, unique_name)
+    orders = orders_spec(f"{unique_name}_o", tombstones)
+    root = str(INVOICES.parents[2])  # tests.support.transform_fns, importable as the Spark task's worker has it
 
-    out = _validate("--json", orders.source_file)
+    started = time.monotonic()
+    specs = (ran.source_file, unimportable.source_file, failing.source_file, orders.source_file)
+    out = _validate("--json", *specs, env={"PYTHONPATH": root})
+    print(f"validate: {time.monotonic() - started:.1f} s")
 
-    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.returncode == 1, out.stdout + out.stderr
     findings = json.loads(out.stdout)["findings"]
-    (tombstone,) = [f for f in findings if "would be dead" in f["problem"]]
+    (failed,) = [f for f in findings if f["severity"] == "error"]  # a run would fail: an error, the others judged
+    assert failed["source"] == failing.source_file and failed["check"] == "transform", failed
+    assert "failed on the sample" in failed["problem"] and "returned a DataFrame without" in failed["problem"]
+    dead = {(f["source"], f["problem"]) for f in findings if f["check"] == "path"}
+    assert dead == {(ran.source_file, f"column 'note' (`note`) is NULL in all {rows} decoded rows")}, dead
+    (skipped,) = [f for f in findings if f["source"] == unimportable.source_file and f["check"] == "transform"]
+    assert skipped["severity"] == "warning" and "no_such_package" in skipped["problem"]
+    assert "(amount, label, net, note, region, status)" in skipped["problem"], skipped
+    (tombstone,) = [f for f in findings if f["source"] == orders.source_file and "would be dead" in f["problem"]]
     assert tombstone["problem"].startswith("1 of 3 sampled records would be dead letters: tombstone (null value)")
     assert tombstone["severity"] == "warning" and "set `tombstones: delete`" in tombstone["fix"], tombstone
