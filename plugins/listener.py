@@ -79,31 +79,48 @@ def _write_note(dag_run: Any, *, failed: bool) -> None:
     if not _noted(dag_id):
         return
     try:
-        from sqlalchemy import text
-
-        from reprocess.core.names import run_key
         from reprocess.operations.summary import format_note
-        from reprocess.postgres.store import mark_failed
 
-        key = run_key(dag_id, run_id)
-        engine = _app_engine()
-        with engine.begin() as conn:
-            row = conn.execute(
-                text("SELECT summary, state, error FROM reprocess.runs WHERE run_id = :r"), {"r": key}
-            ).one_or_none()
-            if row is not None:
-                summary, state, error = row.summary, row.state, row.error
-                if failed and state != "committed":
-                    state, error = "failed", error or _failed_tasks_text(dag_run)
-                    mark_failed(conn, key, error)  # a run the DAG failed is failed, not left planned or staged
-        engine.dispose()
+        try:
+            row = _finished_row(dag_run, failed=failed)
+        except Exception:  # the app database out of reach (the run's own fault, say): the pushed error
+            if not failed:
+                raise
+            log.exception("could not read the run of %s %s from the app database", dag_id, run_id)
+            row = None
         if row is not None:
-            _set_note(dag_run, format_note(summary, state, error)[:NOTE_LIMIT])
+            _set_note(dag_run, format_note(*row)[:NOTE_LIMIT])
         elif failed:  # failed before the run had a row (planning could not reach Kafka, say)
             said = _pushed_error(dag_run) or _failed_tasks_text(dag_run)
             _set_note(dag_run, f"reprocess run failed: {said}"[:NOTE_LIMIT])
     except Exception:  # a note must never fail a run
         log.exception("could not write the run note of %s %s", dag_id, run_id)
+
+
+def _finished_row(dag_run: Any, *, failed: bool) -> tuple[Any, str, str | None] | None:
+    """The run's ``(summary, state, error)`` from the app database (None: it has no row); a run the
+    DAG failed is marked failed there, not left planned or staged."""
+    from sqlalchemy import text
+
+    from reprocess.core.names import run_key
+    from reprocess.postgres.store import mark_failed
+
+    key = run_key(dag_run.dag_id, dag_run.run_id)
+    engine = _app_engine()
+    try:
+        with engine.begin() as conn:
+            row = conn.execute(
+                text("SELECT summary, state, error FROM reprocess.runs WHERE run_id = :r"), {"r": key}
+            ).one_or_none()
+            if row is None:
+                return None
+            summary, state, error = row.summary, row.state, row.error
+            if failed and state != "committed":
+                state, error = "failed", error or _failed_tasks_text(dag_run)
+                mark_failed(conn, key, error)
+            return summary, state, error
+    finally:
+        engine.dispose()
 
 
 def _pushed_error(dag_run: Any) -> str | None:

@@ -24,8 +24,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from airflow.sdk import Asset, task
+from airflow.sdk import Asset
 
+from reprocess.airflow.faults import pipeline_task
 from reprocess.airflow.hooks import AppDatabaseHook, KafkaConfigHook, connection
 from reprocess.airflow.payloads import PlannedRun, PlannedWindow
 from reprocess.core.errors import ConnectionConfigError
@@ -151,7 +152,7 @@ def _event_task_args(assets: PipelineAssets, doc_md: str) -> dict[str, Any]:
 def run_event_task(spec: PipelineSpec, assets: PipelineAssets) -> Any:
     """The task that emits a committed backfill's or incremental's event on the table."""
 
-    @task(**_event_task_args(
+    @pipeline_task(**_event_task_args(
         assets, "One asset event on the target table with the committed run's offsets and counts; skipped "
         "(no event) for a run that did not commit."
     ))  # fmt: skip
@@ -174,7 +175,9 @@ def run_event_task(spec: PipelineSpec, assets: PipelineAssets) -> Any:
 def reconcile_event_task(spec: PipelineSpec, assets: PipelineAssets) -> Any:
     """The task that emits a gap-free reconciliation's event on the table."""
 
-    @task(**_event_task_args(assets, "One asset event on the target table with the reconciled window and its verdict."))
+    @pipeline_task(
+        **_event_task_args(assets, "One asset event on the target table with the reconciled window and its verdict.")
+    )
     def emit_asset_event(
         planned: dict[str, Any], verdicts: list[str], run_id: str | None = None, outlet_events: Any = None
     ) -> Any:

@@ -74,8 +74,16 @@ def app_engine() -> Any:
 
 
 def kafka_config() -> dict[str, Any]:
-    """The Kafka client config from the ``kafka_default`` connection's extra."""
-    return KafkaConfigHook().client_config()
+    """The Kafka client config from the ``kafka_default`` connection's extra; a connection none of
+    whose brokers accepts a connect is its error at once, not librdkafka's "transport failure" after
+    a request's timeout (:mod:`reprocess.airflow.faults`)."""
+    from reprocess.kafka.clients import no_broker_answers
+
+    hook = KafkaConfigHook()
+    config = hook.client_config()
+    if refused := no_broker_answers(config):
+        raise hook.unreachable(refused)
+    return config
 
 
 def dry_run_findings(spec: PipelineSpec) -> list[Any]:
@@ -124,6 +132,7 @@ def pipeline_spark_task(
         conn_id=SPARK_CONN_ID,
         name=name,
         pool=SPARK_POOL,
+        registry_conn=spec.schema_registry if spec.needs_registry else None,
         args={"spec": spec.source_file, "fingerprint": spec.fingerprint, **args},
         secrets={
             "db_url": AppDatabaseHook.url_template(),

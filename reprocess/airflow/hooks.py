@@ -58,6 +58,15 @@ def connection(conn_id: str, add: str) -> Connection:
         ) from exc
 
 
+def spark_unreachable(reason: str, conn_id: str = SPARK_CONN_ID) -> ConnectionConfigError:
+    """No Spark Connect server answers at the connection's URL."""
+    url = (spark_connect_url(conn_id) or "").split(";")[0].rstrip("/")  # its parameters may hold a token
+    return ConnectionConfigError(
+        f"`{conn_id}` `{url}`: {reason}; check the connection's host and port, or start the server there "
+        "(`reprocess spark-connect start`; the embedded one: `make services`)"
+    )
+
+
 def spark_connect_url(conn_id: str = SPARK_CONN_ID) -> str | None:
     """``conn_id``'s Spark Connect URL when it is a ``spark_connect`` connection; None for a
     spark-submit one (type ``spark``). A missing connection is the product's error saying how to add it."""
@@ -89,11 +98,21 @@ class AppDatabaseHook(BaseHook):
     def setting(self) -> str:
         """The connection and where it points (no secrets), for an error that it did not answer."""
         conn = connection(self.conn_id, self.ADD)
-        return f"`{self.conn_id}` `host={conn.host} port={conn.port} schema={conn.schema}`"
+        return f"`{self.conn_id}` `host={conn.host} port={conn.port} schema={conn.schema} login={conn.login}`"
 
     def unreachable(self, reason: str) -> ConnectionConfigError:
         return ConnectionConfigError(
             f"{self.setting()}: {reason}; check the connection's host, port, schema (the database), login and password"
+        )
+
+    def denied(self, reason: str) -> ConnectionConfigError:
+        """The connection's login lacks a right (Postgres's ``permission denied for ...``): the fix is the grant."""
+        from reprocess.postgres.db import grant_for
+
+        login = connection(self.conn_id, self.ADD).login or "the connection's login"
+        return ConnectionConfigError(
+            f"{self.setting()}: {reason}; as the object's owner or a superuser, {grant_for(reason, login)}, or set "
+            "the connection's login to a role that has it"
         )
 
     def engine(self) -> Any:

@@ -11,9 +11,10 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Final
 
-from airflow.sdk import DAG, task
+from airflow.sdk import DAG
 
 from reprocess.airflow.common import epoch
+from reprocess.airflow.faults import pipeline_task
 from reprocess.core.spec import PipelineSpec
 
 LAG_DAG_ID: Final = "reprocess_lag"
@@ -41,7 +42,9 @@ def build_lag_dag(specs: Sequence[PipelineSpec]) -> DAG:
 
 
 def lag_task(spec: PipelineSpec) -> object:
-    @task(task_id=f"lag_{spec.name}", doc_md=f"Lag of {spec.name} ({', '.join(spec.topics)}), read live and sent.")
+    @pipeline_task(
+        task_id=f"lag_{spec.name}", doc_md=f"Lag of {spec.name} ({', '.join(spec.topics)}), read live and sent."
+    )
     def send_lag() -> None:
         from reprocess.airflow.common import app_engine, kafka_config
         from reprocess.airflow.metrics import emit_lag

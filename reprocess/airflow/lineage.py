@@ -21,9 +21,9 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
-from airflow.providers.standard.decorators.python import _PythonDecoratedOperator
 from airflow.sdk.bases.decorator import task_decorator_factory
 
+from reprocess.airflow.faults import PipelinePythonOperator
 from reprocess.airflow.lineage_facts import Failure, RunFacts
 from reprocess.core.errors import ReprocessError
 from reprocess.core.ranges import OffsetRange
@@ -132,7 +132,7 @@ class RunLineageMixin:
         return operator_lineage(run_facts(task_instance, self.lineage_target), failure)
 
 
-class RunLineagePythonOperator(RunLineageMixin, _PythonDecoratedOperator):
+class RunLineagePythonOperator(RunLineageMixin, PipelinePythonOperator):
     """The ``@task`` operator with the run's lineage."""
 
     custom_operator_name = "@task"

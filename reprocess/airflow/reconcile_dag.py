@@ -6,10 +6,11 @@ from __future__ import annotations
 import logging
 from typing import Any, cast
 
-from airflow.sdk import DAG, task
+from airflow.sdk import DAG
 
 from reprocess.airflow.assets import PipelineAssets, reconcile_event_task
 from reprocess.airflow.common import app_engine, default_args, epoch, kafka_config, pipeline_spark_task
+from reprocess.airflow.faults import pipeline_task
 from reprocess.airflow.payloads import PlannedWindow
 from reprocess.core import names
 from reprocess.core.errors import ReprocessError
@@ -61,7 +62,7 @@ Past days: `airflow backfill create --dag-id {spec.dag_id("reconcile")} --from-d
     )
     with dag:
 
-        @task(
+        @pipeline_task(
             task_id=PlannedWindow.TASK,
             doc_md="The window's offset range per partition and this attempt's check id; drops the stages that "
             "earlier checks left when they failed.",
@@ -117,7 +118,7 @@ Past days: `airflow backfill create --dag-id {spec.dag_id("reconcile")} --from-d
             {"check_id": window("check_id"), "starting": window("starting"), "ending": window("ending")},
         )
 
-        @task(
+        @pipeline_task(
             task_id="reconcile",
             doc_md="Anti-join the staged newest records with the target and the ledger in Postgres; record verdicts.",
         )
@@ -145,7 +146,7 @@ Past days: `airflow backfill create --dag-id {spec.dag_id("reconcile")} --from-d
             reconcile_event_task(spec, assets)(planned, checked)
         if spec.auto_heal:
 
-            @task(
+            @pipeline_task(
                 task_id="recorded_gap",
                 trigger_rule="all_failed",
                 doc_md="The backfill conf stored on this run's gap rows; skips the heal when none was recorded.",
@@ -179,7 +180,7 @@ Past days: `airflow backfill create --dag-id {spec.dag_id("reconcile")} --from-d
                 },
             )
 
-            @task(
+            @pipeline_task(
                 task_id="check_failed",
                 trigger_rule="one_failed",
                 retries=0,

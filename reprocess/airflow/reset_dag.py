@@ -5,9 +5,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from airflow.sdk import DAG, Param, task
+from airflow.sdk import DAG, Param
 
 from reprocess.airflow.common import app_engine, default_args, kafka_config, topic_partition_params
+from reprocess.airflow.faults import pipeline_task
 from reprocess.core.spec import PipelineSpec
 
 log = logging.getLogger(__name__)
@@ -76,7 +77,7 @@ CLI: `reprocess reset {spec.name} --to-datetime 2026-11-01T00:00:00Z --dry-run`.
     )
     with dag:
 
-        @task(task_id="reset_ledger", doc_md="Dry run or apply the reset; the table is in the log and XCom.")
+        @pipeline_task(task_id="reset_ledger", doc_md="Dry run or apply the reset; the table is in the log and XCom.")
         def reset_ledger(params: dict[str, Any] | None = None, dag_run: Any = None) -> str:
             from reprocess.operations.reset import ResetMode, ResetRequest, execute_reset, format_reset, plan_reset
 

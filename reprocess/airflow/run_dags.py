@@ -18,6 +18,7 @@ from reprocess.airflow.common import (
     pipeline_spark_task,
     topic_partition_params,
 )
+from reprocess.airflow.faults import pipeline_task
 from reprocess.airflow.lineage import lineage_task
 from reprocess.airflow.new_records import incremental_schedule
 from reprocess.airflow.payloads import PlannedRun
@@ -193,7 +194,7 @@ def build_run_dag(spec: PipelineSpec, kind: RunKind, assets: PipelineAssets | No
     )
     with dag:
 
-        @task(
+        @pipeline_task(
             task_id=PlannedRun.TASK,
             doc_md="Snapshot offsets into Postgres, store the planned ranges, build the stages.",
         )
@@ -291,7 +292,7 @@ def build_run_dag(spec: PipelineSpec, kind: RunKind, assets: PipelineAssets | No
                 )
             return result_dict(result)
 
-        @task(
+        @pipeline_task(
             task_id="mirror_group_offsets",
             doc_md="Copy the committed positions to the Kafka consumer group (for lag tools); idempotent.",
         )
@@ -300,7 +301,7 @@ def build_run_dag(spec: PipelineSpec, kind: RunKind, assets: PipelineAssets | No
 
             return mirror_group_offsets(app_engine(), kafka_config(), spec)
 
-        @task(task_id="report", trigger_rule="none_failed", doc_md="Summary of the run from Postgres.")
+        @pipeline_task(task_id="report", trigger_rule="none_failed", doc_md="Summary of the run from Postgres.")
         def report(planned: dict[str, Any]) -> dict[str, Any]:
             from reprocess.airflow import metrics
             from reprocess.operations.summary import format_summary, run_summary

@@ -29,6 +29,7 @@ from airflow.providers.apache.spark.operators.spark_pyspark import PySparkOperat
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Connection
 
+from reprocess.airflow.faults import ConfigFaultMixin
 from reprocess.airflow.hooks import SPARK_CONN_ID
 from reprocess.airflow.lineage import RunLineageMixin
 from reprocess.airflow.settings import spark_log_level
@@ -69,13 +70,15 @@ class _IvyQuietSubmitOperator(SparkSubmitOperator):
         return hook
 
 
-class SparkJobOperator(RunLineageMixin, PySparkOperator):
+class SparkJobOperator(RunLineageMixin, ConfigFaultMixin, PySparkOperator):
     """Run ``job`` through Spark Connect or spark-submit, as the connection ``conn_id`` says.
 
     :param job: ``module:function`` called as ``function(spark, **args, **secrets)``.
     :param args: the job's arguments (templated), strings.
     :param secrets: the job's secret arguments (templated, e.g. ``{{ conn.x.get_uri() }}``).
     :param lineage_target: the run's table, for OpenLineage (:mod:`reprocess.airflow.lineage`).
+    :param registry_conn: the Schema Registry connection the job reads, for its configuration
+        faults (:mod:`reprocess.airflow.faults`).
     """
 
     template_fields = (*PySparkOperator.template_fields, "args", "secrets")
@@ -89,9 +92,11 @@ class SparkJobOperator(RunLineageMixin, PySparkOperator):
         conn_id: str = SPARK_CONN_ID,
         name: str | None = None,
         lineage_target: str | None = None,
+        registry_conn: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(python_callable=_connect_job, conn_id=conn_id, **kwargs)
+        self.registry_conn = registry_conn
         self.job = job
         self.args = dict(args)
         self.secrets = dict(secrets)

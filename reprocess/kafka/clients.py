@@ -24,16 +24,29 @@ def probe_brokers(config: KafkaConfig, timeout: float = 3.0) -> str:
     """Why no broker answered, in the words of a plain TCP connect to each ``bootstrap.servers``
     entry ("127.0.0.1:19099 connection refused"); empty when all accept one (the fault is then Kafka's
     own: TLS/SASL settings, advertised listeners). librdkafka's error says only "transport failure"."""
+    return "; ".join(_refusals(config, timeout)[1])
+
+
+def no_broker_answers(config: KafkaConfig, timeout: float = 3.0) -> str:
+    """Why no ``bootstrap.servers`` entry accepts a TCP connect (:func:`probe_brokers`'s words);
+    empty when one does. A client would retry them until its request times out."""
+    servers, reasons = _refusals(config, timeout)
+    return "; ".join(reasons) if servers and len(reasons) == len(servers) else ""
+
+
+def _refusals(config: KafkaConfig, timeout: float) -> tuple[list[str], list[str]]:
+    """The bootstrap servers, and the reason of each one a TCP connect failed on."""
     import socket
 
+    servers = [s.strip() for s in str(config.get("bootstrap.servers") or "").split(",") if s.strip()]
     reasons = []
-    for server in str(config.get("bootstrap.servers") or "").split(","):
-        host, _, port = server.strip().rpartition(":")
+    for server in servers:
+        host, _, port = server.rpartition(":")
         try:
             socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
         except (OSError, ValueError) as exc:
-            reasons.append(f"{server.strip()} {getattr(exc, 'strerror', None) or exc}".rstrip())
-    return "; ".join(r.lower() for r in reasons)
+            reasons.append(f"{server} {getattr(exc, 'strerror', None) or exc}".rstrip().lower())
+    return servers, reasons
 
 
 def librdkafka_config(config: KafkaConfig) -> dict[str, Any]:

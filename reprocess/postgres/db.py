@@ -75,3 +75,28 @@ def one_row(cur: psycopg2.extensions.cursor) -> tuple[Any, ...]:
     if row is None:
         raise QueryResultError(f"expected one row from {cur.query!r}, got none")
     return row
+
+
+# The rights a pipeline's login needs on each kind of object Postgres names in "permission denied for ...".
+_GRANTS: Final = {
+    "schema": "CREATE, USAGE ON SCHEMA",
+    "table": "SELECT, INSERT, UPDATE, DELETE, TRUNCATE ON TABLE",
+    "sequence": "USAGE, SELECT, UPDATE ON SEQUENCE",
+    "database": "CONNECT, CREATE ON DATABASE",
+}
+
+
+def grant_for(reason: str, login: str) -> str:
+    """The fix of Postgres's "permission denied for <kind> <name>" for ``login``.
+
+    Examples
+    --------
+    >>> grant_for("permission denied for schema sales", "etl")
+    'run `GRANT CREATE, USAGE ON SCHEMA sales TO etl`'
+    >>> grant_for("must be owner of table orders", "etl")
+    'grant etl the right it lacks (must be owner of table orders)'
+    """
+    denied = re.search(r"permission denied for (\w+) (\S+)", reason)
+    if denied is None or denied.group(1) not in _GRANTS:
+        return f"grant {login} the right it lacks ({reason})"
+    return f"run `GRANT {_GRANTS[denied.group(1)]} {denied.group(2)} TO {login}`"

@@ -10,7 +10,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 
 from devstack.process import free_port
 from reprocess.airflow.spark_task import SparkJobOperator
-from reprocess.core.errors import SparkConnectError
+from reprocess.core.errors import ConnectionConfigError, SparkConnectError
 
 
 def _task() -> SparkJobOperator:
@@ -36,9 +36,15 @@ def test_a_spark_connection_runs_spark_submit_with_secrets_only_in_the_environme
     assert seen["env"] == {"REPROCESS_DB_URL": "postgresql://u:secret@db/app"}
 
 
-def test_a_spark_connect_connection_to_a_dead_server_names_the_port_and_make_services(monkeypatch):
+def test_a_spark_connect_connection_to_a_dead_server_is_its_config_error_naming_the_url_and_make_services(
+    monkeypatch,
+):
+    """Not retried (the retry policy fails a ConnectionConfigError at once); the cause is kept."""
     port = free_port()
     conn = {"conn_type": "spark_connect", "host": "127.0.0.1", "port": port}
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps(conn))
-    with pytest.raises(SparkConnectError, match=rf"127\.0\.0\.1:{port}.*`make services`"):
+    with pytest.raises(
+        ConnectionConfigError, match=rf"^`spark_default` `sc://127\.0\.0\.1:{port}`: .*`make services`"
+    ) as e:
         _task().execute({})
+    assert isinstance(e.value.__cause__, SparkConnectError)
