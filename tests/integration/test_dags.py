@@ -31,6 +31,24 @@ def test_dag_folder_imports_without_errors_and_yields_every_pipeline_dag(monkeyp
         assert dag.get_task("spark_read_stage").pool == "spark"
 
 
+def test_every_task_that_reaches_a_service_fails_a_configuration_fault_at_once(monkeypatch):
+    """Each task but those that only read XCom or trigger a DAG names a configuration fault as its
+    connection's error, which the retry policy does not retry (reprocess.airflow.faults)."""
+    monkeypatch.setenv("REPROCESS_PIPELINES_DIR", str(REPO / "pipelines"))
+    from airflow.dag_processing.dagbag import DagBag
+
+    from reprocess.airflow.faults import ConfigFaultMixin
+
+    bag = DagBag(dag_folder=str(REPO / "dags"))
+    without = {
+        f"{dag_id}.{task.task_id}": type(task).__name__
+        for dag_id, dag in bag.dags.items()
+        for task in dag.tasks
+        if not isinstance(task, ConfigFaultMixin)
+    }
+    assert set(without.values()) <= {"_ShortCircuitDecoratedOperator", "TriggerDagRunOperator"}, without
+
+
 def test_broken_spec_hides_no_other_pipeline_and_its_dag_names_the_file_and_field(monkeypatch, tmp_path, caplog):
     from airflow.dag_processing.dagbag import DagBag
 
