@@ -6,6 +6,10 @@ One real ``dag.test()`` run per fault, each service reached through a connection
 sets it (``AIRFLOW_CONN_*``): a port nobody listens on, a wrong password, a role without rights on
 the target's schema. The task's retry delay is cut to a second, so the unfixed code's retries show
 (as ``try_number`` > 1) without waiting minutes; the retry policy decides whether there are any.
+
+A missing ``spark`` pool is not here: no task fails on it (the scheduler leaves the Spark task in
+``scheduled``, and ``dag.test()`` ignores pools). Its run note says so at the run's start with the
+fix, and the run goes on once the pool exists (``test_init.py``, the listener's run-start hook).
 """
 
 from __future__ import annotations
