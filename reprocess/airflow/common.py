@@ -113,6 +113,11 @@ def dry_run_findings(spec: PipelineSpec) -> list[Any]:
     return findings
 
 
+def registry_conn(spec: PipelineSpec) -> str | None:
+    """The Schema Registry connection an Avro pipeline's tasks read (None: the pipeline reads none)."""
+    return spec.schema_registry if spec.needs_registry else None
+
+
 def registry_config(spec: PipelineSpec) -> dict[str, Any] | None:
     """The Schema Registry client config of an Avro pipeline (its ``schema_registry`` connection)."""
     return SchemaRegistryHook(spec.schema_registry).client_config() if spec.needs_registry else None
@@ -132,7 +137,7 @@ def pipeline_spark_task(
         conn_id=SPARK_CONN_ID,
         name=name,
         pool=SPARK_POOL,
-        registry_conn=spec.schema_registry if spec.needs_registry else None,
+        registry_conn=registry_conn(spec),
         args={"spec": spec.source_file, "fingerprint": spec.fingerprint, **args},
         secrets={
             "db_url": AppDatabaseHook.url_template(),

@@ -16,6 +16,7 @@ from reprocess.airflow.common import (
     epoch,
     kafka_config,
     pipeline_spark_task,
+    registry_conn,
     topic_partition_params,
 )
 from reprocess.airflow.faults import pipeline_task
@@ -197,6 +198,7 @@ def build_run_dag(spec: PipelineSpec, kind: RunKind, assets: PipelineAssets | No
         @pipeline_task(
             task_id=PlannedRun.TASK,
             doc_md="Snapshot offsets into Postgres, store the planned ranges, build the stages.",
+            registry_conn=registry_conn(spec),  # a dry run decodes a sample
         )
         def plan_offsets(params: dict[str, Any] | None = None, run_id: str | None = None) -> dict[str, Any]:
             from reprocess.core.ranges import ranges_to_rows
