@@ -193,6 +193,9 @@ def test_a_configuration_fault_fails_its_first_task_once_and_the_note_names_the_
     assert (dr.state, ti.state, ti.try_number) == ("failed", "failed", 1), (dr.state, ti.state, ti.try_number)
     with create_session() as session:
         note = DagRun.find(dag_id=dr.dag_id, run_id=dr.run_id, session=session)[0].note or ""
+    reports = Path(os.environ["REPROCESS_STATE_DIR"]) / "test-reports"  # the note beside the test reports
+    reports.mkdir(parents=True, exist_ok=True)
+    (reports / f"config-fault-{fault}.txt").write_text(note)
     said = f"ConnectionConfigError at {case.task}: {setting}: "
     assert said in note and case.cause in note and case.fix in note, note
     assert SECRET not in note
