@@ -160,6 +160,13 @@ class KafkaConfigHook(KafkaBaseHook):
     def unreachable(self, reason: str) -> ConnectionConfigError:
         return ConnectionConfigError(f"{self.setting()}: {reason}; check the connection's extra")
 
+    def check_answers(self) -> None:
+        """Raise :meth:`unreachable` when no broker of the connection accepts a connect."""
+        from reprocess.kafka.clients import no_broker_answers
+
+        if refused := no_broker_answers(self.client_config()):
+            raise self.unreachable(refused)
+
     @classmethod
     def config_template(cls) -> str:
         return "{{ conn." + cls.default_conn_name + ".extra }}"

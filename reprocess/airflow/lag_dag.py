@@ -43,7 +43,9 @@ def build_lag_dag(specs: Sequence[PipelineSpec]) -> DAG:
 
 def lag_task(spec: PipelineSpec) -> object:
     @pipeline_task(
-        task_id=f"lag_{spec.name}", doc_md=f"Lag of {spec.name} ({', '.join(spec.topics)}), read live and sent."
+        task_id=f"lag_{spec.name}",
+        doc_md=f"Lag of {spec.name} ({', '.join(spec.topics)}), read live and sent.",
+        first_contact=True,
     )
     def send_lag() -> None:
         from reprocess.airflow.common import app_engine, kafka_config

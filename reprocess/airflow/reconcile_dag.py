@@ -64,6 +64,7 @@ Past days: `airflow backfill create --dag-id {spec.dag_id("reconcile")} --from-d
 
         @pipeline_task(
             task_id=PlannedWindow.TASK,
+            first_contact=True,
             doc_md="The window's offset range per partition and this attempt's check id; drops the stages that "
             "earlier checks left when they failed.",
         )

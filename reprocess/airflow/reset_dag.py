@@ -77,7 +77,11 @@ CLI: `reprocess reset {spec.name} --to-datetime 2026-11-01T00:00:00Z --dry-run`.
     )
     with dag:
 
-        @pipeline_task(task_id="reset_ledger", doc_md="Dry run or apply the reset; the table is in the log and XCom.")
+        @pipeline_task(
+            task_id="reset_ledger",
+            doc_md="Dry run or apply the reset; the table is in the log and XCom.",
+            first_contact=True,
+        )
         def reset_ledger(params: dict[str, Any] | None = None, dag_run: Any = None) -> str:
             from reprocess.operations.reset import ResetMode, ResetRequest, execute_reset, format_reset, plan_reset
 

@@ -199,6 +199,7 @@ def build_run_dag(spec: PipelineSpec, kind: RunKind, assets: PipelineAssets | No
             task_id=PlannedRun.TASK,
             doc_md="Snapshot offsets into Postgres, store the planned ranges, build the stages.",
             registry_conn=registry_conn(spec),  # a dry run decodes a sample
+            first_contact=True,
         )
         def plan_offsets(params: dict[str, Any] | None = None, run_id: str | None = None) -> dict[str, Any]:
             from reprocess.core.ranges import ranges_to_rows

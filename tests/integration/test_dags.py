@@ -47,6 +47,9 @@ def test_every_task_that_reaches_a_service_fails_a_configuration_fault_at_once(m
         if not isinstance(task, ConfigFaultMixin)
     }
     assert set(without.values()) <= {"_ShortCircuitDecoratedOperator", "TriggerDagRunOperator"}, without
+    # A run's first task meets Kafka and Postgres first: a refused address there is the connection's.
+    roots = {f"{d.dag_id}.{t.task_id}": t for d in bag.dags.values() for t in d.tasks if not t.upstream_task_ids}
+    assert roots and all(getattr(t, "first_contact", False) for t in roots.values()), sorted(roots)
 
 
 def test_broken_spec_hides_no_other_pipeline_and_its_dag_names_the_file_and_field(monkeypatch, tmp_path, caplog):

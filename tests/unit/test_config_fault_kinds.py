@@ -52,6 +52,16 @@ def test_a_refused_registry_is_its_connections_error_when_the_task_names_the_con
     )
 
 
+def test_a_refused_database_address_is_the_connections_error_only_in_the_runs_first_task():
+    """Later in a run the database answered already: a refusal then is a restart, which a retry mends."""
+    refused = psycopg2.OperationalError(
+        'connection to server at "db" (10.0.0.5), port 5432 failed: Connection refused\n\tIs the server running?'
+    )
+    assert config_fault(refused) is None
+    fault = config_fault(refused, first_contact=True)
+    assert str(fault).startswith("`reprocess_db` `host=db port=5432 schema=app login=etl`: connection to server")
+
+
 @pytest.mark.parametrize(
     "error",
     [
