@@ -13,6 +13,7 @@ key or ordering column makes the row a dead letter.
 from __future__ import annotations
 
 import importlib
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final, cast
 
@@ -42,9 +43,13 @@ def load(spec: PipelineSpec) -> Callable[[DataFrame], DataFrame]:
     try:
         module = importlib.import_module(spec.transform.module)
     except ImportError as exc:
+        # A worker started before the install may not see it (an editable install's .pth is read at
+        # start-up; a module imported earlier stays the old one): hence the restart.
         raise SpecError(
-            f"{where}: cannot import {spec.transform.module!r} ({exc}); install it where the Spark client runs "
-            "(the Airflow worker for Spark Connect, the driver for spark-submit: --py-files)"
+            f"{where}: cannot import {spec.transform.module!r} ({exc}); it must be importable by {sys.executable}, "
+            "the Python that runs the Spark client: the Airflow worker's (with LocalExecutor or `airflow standalone`, "
+            "the scheduler's, which starts the workers) for Spark Connect, the driver's for spark-submit (or ship it "
+            "with --py-files). Install it there, then restart a running worker and scheduler after installing it"
         ) from exc
     function = getattr(module, spec.transform.attribute, None)
     if not callable(function):
