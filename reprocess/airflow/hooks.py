@@ -69,10 +69,26 @@ def spark_unreachable(reason: str, conn_id: str = SPARK_CONN_ID) -> ConnectionCo
 
 def spark_connect_url(conn_id: str = SPARK_CONN_ID) -> str | None:
     """``conn_id``'s Spark Connect URL when it is a ``spark_connect`` connection; None for a
-    spark-submit one (type ``spark``). A missing connection is the product's error saying how to add it."""
-    if connection(conn_id, SPARK_ADD).conn_type != SparkConnectHook.conn_type:
+    spark-submit one (type ``spark``). A missing connection is the product's error saying how to add it.
+
+    One lookup: Airflow logs "Connection schemes (type: spark_connect) shall not contain '_'" on each
+    lookup of such a connection from its metadata DB (``Connection.get_uri()`` filling its secrets
+    cache), and the provider's hook would look it up a second time."""
+    conn = connection(conn_id, SPARK_ADD)
+    if conn.conn_type != SparkConnectHook.conn_type:
         return None
-    return str(SparkConnectHook(conn_id).get_connection_url())
+    return str(_LookedUpSparkConnect(conn).get_connection_url())
+
+
+class _LookedUpSparkConnect(SparkConnectHook):
+    """The provider's URL rules (TLS, token, user) on a connection already looked up."""
+
+    def __init__(self, conn: Connection) -> None:
+        super().__init__(conn.conn_id)
+        self._looked_up = conn
+
+    def get_connection(self, conn_id: str) -> Connection:  # type: ignore[override]
+        return self._looked_up
 
 
 class AppDatabaseHook(BaseHook):

@@ -1,8 +1,8 @@
 """A scratch Airflow home whose metadata DB holds the connections, none in the environment, as the
 install page (docs/getting-started/install.md) has a team add them: the ``reprocess`` command finds
 them as Airflow does, a Kafka connection that points nowhere is one line naming it (and a JSON error
-with ``--json``), and the plugin's pages send a logged-out browser to that Airflow's login while its
-API answers 401."""
+with ``--json``), a Spark Connect one costs at most one of Airflow's RFC 3986 warnings per command,
+and the plugin's pages send a logged-out browser to that Airflow's login while its API answers 401."""
 
 from __future__ import annotations
 
@@ -20,6 +20,10 @@ import pytest
 from tests.support import airflow_http
 
 REPO = Path(__file__).resolve().parents[2]
+SPARK_PORT = 15999  # spark_default's port in the metadata DB: not the default 15002, so its answer shows it was read
+# Airflow's models.Connection.get_uri() logs this on every metastore lookup of a connection whose type,
+# like the Spark provider's `spark_connect`, holds an underscore.
+SCHEME_WARNING = "Connection schemes (type: spark_connect) shall not contain '_'"
 
 
 def _run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -28,8 +32,8 @@ def _run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture(scope="module")
 def airflow_env(tmp_path_factory: pytest.TempPathFactory, engine: Any) -> dict[str, str]:
-    """An Airflow home with a migrated SQLite metadata DB holding ``reprocess_db`` and
-    ``kafka_default`` (added by ``airflow connections add``), and one spec in a folder of its own."""
+    """An Airflow home with a migrated SQLite metadata DB holding ``reprocess_db``, ``kafka_default``
+    and ``spark_default`` (added by ``airflow connections add``), and one spec in a folder of its own."""
     home, specs = tmp_path_factory.mktemp("airflow_home"), tmp_path_factory.mktemp("specs")
     shutil.copy(REPO / "pipelines" / "orders.yaml", specs)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW_CONN_", "AIRFLOW__DATABASE__"))}
@@ -42,6 +46,8 @@ def airflow_env(tmp_path_factory: pytest.TempPathFactory, engine: Any) -> dict[s
          "--conn-port", str(db.port), "--conn-schema", db.path.lstrip("/"), "--conn-login", str(db.username),
          "--conn-password", unquote(db.password or "")],
         ["connections", "add", "kafka_default", "--conn-type", "kafka", "--conn-extra", json.dumps(kafka)],
+        ["connections", "add", "spark_default", "--conn-type", "spark_connect", "--conn-host", "127.0.0.1",
+         "--conn-port", str(SPARK_PORT)],
     ):  # fmt: skip
         done = _run(env, sys.executable, "-m", "airflow", *args)
         assert done.returncode == 0, f"airflow {args[:2]}:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
@@ -76,6 +82,15 @@ def test_a_wrong_kafka_port_is_one_line_naming_kafka_default_and_a_json_error(ai
     assert [line for line in done.stderr.splitlines() if "kafka_default" in line] == [
         f"reprocess validate: {error['message']}"
     ]
+
+
+def test_a_spark_connect_connection_in_the_metadata_db_logs_airflows_scheme_warning_at_most_once_per_command(
+    airflow_env: dict[str, str],
+) -> None:
+    done = _run(airflow_env, "reprocess", "spark-connect", "status", "--json")
+    # Airflow's structlog writes its warnings to stdout, ahead of the JSON line.
+    assert json.loads(done.stdout.splitlines()[-1])["url"] == f"sc://127.0.0.1:{SPARK_PORT}", done.stdout[-3000:]
+    assert (done.stdout + done.stderr).count(SCHEME_WARNING) <= 1, done.stdout[-3000:]
 
 
 def test_pages_redirect_a_logged_out_browser_to_login_and_the_api_answers_401(
