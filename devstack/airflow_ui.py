@@ -108,8 +108,13 @@ class UI:
             return {}
 
     @staticmethod
-    def password(airflow_home: str) -> str:
-        path = Path(airflow_home) / "simple_auth_manager_passwords.json.generated"
+    def password_file(airflow_home: str) -> Path:
+        """Where Airflow's simple auth manager keeps the generated passwords."""
+        return Path(airflow_home) / "simple_auth_manager_passwords.json.generated"
+
+    @classmethod
+    def password(cls, airflow_home: str) -> str:
+        path = cls.password_file(airflow_home)
         try:
             return json.loads(path.read_text())[USER]
         except (FileNotFoundError, ValueError, KeyError) as exc:
@@ -144,10 +149,15 @@ class UI:
         return self.log.read_text(errors="replace")[-chars:] if self.log.exists() else "(no log)"
 
     def print_info(self, state: dict[str, object]) -> None:
+        """The URL and login, where the password is kept (Airflow prints it only on its first start)
+        and how to stop the standalone, which runs in the background in a session of its own."""
+        home = str(state["airflow_home"])
         print(f"Airflow UI: {state['url']}")
         print(f"  user:     {USER}")
-        print(f"  password: {self.password(str(state['airflow_home']))}")
+        print(f"  password: {self.password(home)}")
+        print(f"            (kept in {self.password_file(home)})")
         print(f"  log:      {self.log}")
+        print("  stop:     make down (its scheduler, DAG processor, triggerer and API server)")
 
     # ------------------------------------------------------------------ actions
     def up(self, timeout: float, schedule: bool, prepare: bool) -> None:
