@@ -26,6 +26,7 @@ from reprocess.core.errors import (
     SpecError,
     StageRefusedError,
     StalePlanError,
+    WindowNotStable,
 )
 from reprocess.core.spec import PipelineSpec
 
@@ -52,6 +53,11 @@ RETRY_POLICY: Final = ExceptionRetryPolicy(
         RetryRule(exception=DataLossError, action=RetryAction.FAIL, reason="data loss needs a decision"),
         RetryRule(exception=FencedRunError, action=RetryAction.FAIL, reason="fenced by another run"),
         RetryRule(exception=ReconciliationGap, action=RetryAction.FAIL, reason="a gap needs a backfill, not a retry"),
+        RetryRule(
+            exception=WindowNotStable,
+            action=RetryAction.FAIL,
+            reason="the window waited for the incremental already (wait_for_incremental)",
+        ),
     ]
 )
 

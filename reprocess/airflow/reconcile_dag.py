@@ -12,6 +12,7 @@ from reprocess.airflow.assets import PipelineAssets, reconcile_event_task
 from reprocess.airflow.common import app_engine, default_args, epoch, kafka_config, pipeline_spark_task
 from reprocess.airflow.faults import pipeline_task
 from reprocess.airflow.payloads import PlannedWindow
+from reprocess.airflow.window_wait import UNREAD_WAIT, WAIT_TASK, WindowReadSensor, checked_window
 from reprocess.core import names
 from reprocess.core.errors import ReprocessError
 from reprocess.core.ranges import BACKFILL_CONF_KEYS
@@ -46,6 +47,9 @@ For each data interval `[data_interval_start, data_interval_end)` (a real window
 the records' timestamps, then checks that (a) every offset is inside a committed range of the ledger
 and (b) every key's newest valid record of the window is in `{spec.qualified_target}` or superseded
 (dead letters are accounted for). One `reprocess.reconciliations` row per partition holds the verdict.
+A window the incremental has not read to its end yet (the scheduler starts both DAGs on their own
+schedules) is its lag, not a gap: `{WAIT_TASK}` waits for it without holding a worker slot, at most
+{UNREAD_WAIT} past the window's end (then the check runs and says "not yet stable").
 A gap fails the run with the exact ranges and the backfill conf that closes them
 {_heal_doc(spec)}. Once that backfill commits, it triggers this DAG with conf
 `{{"window": "<start>/<end>", "healed_by": "<its run>"}}`: the window is checked again, and the calendar
@@ -77,17 +81,12 @@ Past days: `airflow backfill create --dag-id {spec.dag_id("reconcile")} --from-d
             import uuid
 
             from reprocess.core.ranges import offsets_json
-            from reprocess.core.runs import HEALED_BY, RECHECK_WINDOW, parse_window
+            from reprocess.core.runs import HEALED_BY
             from reprocess.operations.reconcile import plan_window as window_of
             from reprocess.postgres.stage import drop_leftover_check_stages
 
             conf = (dag_run.conf if dag_run is not None else None) or {}
-            # A healing backfill's check names its window (any day); a scheduled run checks its interval.
-            start, end = (
-                parse_window(conf[RECHECK_WINDOW], f"conf {RECHECK_WINDOW}")
-                if conf.get(RECHECK_WINDOW)
-                else (data_interval_start, data_interval_end)
-            )
+            start, end = checked_window(dag_run, data_interval_start, data_interval_end)
             drop_leftover_check_stages(app_engine(), spec)
             planned = window_of(app_engine(), kafka_config(), spec, start, end)
             # One id per attempt: the heal reads only what THIS check recorded, never a gap row
@@ -140,9 +139,16 @@ Past days: `airflow backfill create --dag-id {spec.dag_id("reconcile")} --from-d
                 emit_verdicts(app_engine(), spec, window.check_id)
             return [f"{v.range}: {v.detail()}" for v in verdicts]
 
+        waited = WindowReadSensor(
+            task_id=WAIT_TASK,
+            spec=spec,
+            doc_md="Waits, holding no worker slot (reschedule mode), until the incremental has read the window "
+            "(the ledger is past its end) and no open transaction holds it; at most "
+            f"{UNREAD_WAIT} past the window's end, then the check runs anyway.",
+        )
         planned = plan_window()
         checked = reconcile(cast(dict[str, Any], planned))
-        planned >> spark >> checked
+        waited >> planned >> spark >> checked
         if assets is not None:
             reconcile_event_task(spec, assets)(planned, checked)
         if spec.auto_heal:

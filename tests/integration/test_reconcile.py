@@ -83,6 +83,7 @@ def test_auto_heal_triggers_the_stored_conf_for_a_gap_and_nothing_when_the_check
     assert stage_count(engine, spec, dead_check) is None
     assert gap_run.state == "failed"
     assert _task_states(gap_run) == {
+        "wait_for_incremental": "success",  # the ledger is past the window: no wait
         "plan_window": "success",
         "spark_window_stage": "success",
         "reconcile": "failed",
@@ -122,7 +123,8 @@ def test_auto_heal_triggers_the_stored_conf_for_a_gap_and_nothing_when_the_check
     broken_run = _reconcile(spec, retries=0)
     assert broken_run.state == "failed"
     assert _task_states(broken_run) == {
-        "plan_window": "failed",
+        "wait_for_incremental": "failed",  # its look at the window's offsets is the first to ask the broker
+        "plan_window": "upstream_failed",
         "spark_window_stage": "upstream_failed",
         "reconcile": "upstream_failed",
         "recorded_gap": "skipped",

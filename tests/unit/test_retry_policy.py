@@ -14,6 +14,7 @@ from reprocess.core.errors import (
     ReconciliationGap,
     RegistryError,
     SpecError,
+    WindowNotStable,
 )
 
 
@@ -26,6 +27,8 @@ from reprocess.core.errors import (
         DataLossError("p t[0]: offsets [0, 5) are below the log start 5", pipeline="p", topic="t", partition=0),
         FencedRunError("p: run r is fenced", pipeline="p", run_id="r"),
         ReconciliationGap("p window [a, b): t[0] 5 records missing", pipeline="p"),
+        # the check ran after wait_for_incremental gave up waiting for the incremental
+        WindowNotStable("p window [a, b): t[0] not yet stable: not read yet", pipeline="p"),
     ],
     ids=lambda error: type(error).__name__,
 )
