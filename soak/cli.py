@@ -165,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
             dead_letters={p: oracle.dead_letters(app, p) for p in n.pipelines}, longest_lag=lags.longest,
             faults=chaos.faults, recoveries=[monitor.recovery_s(f.at, runs) for f in chaos.faults],
             mended=chaos.mended, catch_up_s=caught, checks=results,
+            verdicts=monitor.reconcile_verdicts(app, list(n.pipelines)),
         )  # fmt: skip
         app.close()
         af.close()

@@ -73,6 +73,18 @@ def dag_runs_by_state(airflow_conn: Any, dag_ids: list[str]) -> dict[str, dict[s
         return out
 
 
+def reconcile_verdicts(conn: Any, pipelines: list[str]) -> dict[str, dict[str, int]]:
+    """Every verdict the reconcile runs recorded (one per partition and check, sql/013's history): a
+    run that failed shows here why (gap, or not yet stable: the incremental had not read its window)."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT pipeline, verdict, count(*) FROM reprocess.reconciliation_history "
+                    "WHERE pipeline = ANY(%s) GROUP BY 1, 2", (pipelines,))  # fmt: skip
+        out: dict[str, dict[str, int]] = {p: {} for p in pipelines}
+        for pipeline, verdict, n in cur.fetchall():
+            out[pipeline][str(verdict)] = int(n)
+        return out
+
+
 def commits(conn: Any, pipelines: list[str]) -> dict[str, list[tuple[datetime, datetime]]]:
     """Each pipeline's committed runs as (created, committed), oldest first."""
     with conn.cursor() as cur:

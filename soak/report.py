@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from soak.chaos import Fault
 from soak.oracle import Check
@@ -25,6 +25,8 @@ class Figures:
     mended: Mapping[str, int]
     catch_up_s: float
     checks: list[Check]
+    # pipeline → verdict → partitions checked (monitor.reconcile_verdicts)
+    verdicts: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
@@ -43,6 +45,10 @@ def render(f: Figures) -> str:
         runs = ", ".join(f"{k}: {n}" for k, n in sorted(f.runs.get(p, {}).items()))
         out.append(_row(p, runs, f.records.get(p, 0), f.dead_letters.get(p, 0), f.longest_lag.get(p, 0), widths=w))
     out += ["", "DAG runs: " + "; ".join(f"{d} {dict(s)}" for d, s in f.dag_runs.items())]
+    # A reconcile run waits for the incremental to read its window; "not yet stable" here means one
+    # that waited past its limit (the incremental was far behind), "gap" one with records missing.
+    out.append("reconcile verdicts (partitions checked): "
+               + ("; ".join(f"{p} {dict(v)}" for p, v in f.verdicts.items()) or "none"))  # fmt: skip
     kinds = Counter(fault.kind for fault in f.faults)
     out += ["", "faults by kind: " + (", ".join(f"{k} {n}" for k, n in sorted(kinds.items())) or "none")]
     w2 = (10, 14, 8, 14, 16)
