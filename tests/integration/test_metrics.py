@@ -161,7 +161,8 @@ def test_statsd_listener_receives_run_counts_lag_growth_and_verdicts_equal_to_th
     assert by_partition(lines, "reprocess.lag.offsets", spec.name) == {p: grown[p] - stops[p] for p in ends}
     assert not ours(lines, "reprocess.run.records_read", spec.name)  # no run happened
 
-    # The day's reconciliation: a partition with records past the ledger is not yet stable (retried).
+    # The day's reconciliation: a partition with records past the ledger is not yet stable (the window
+    # ended a month ago, past the wait for the incremental: checked at once, the run fails).
     assert _reconcile_run(spec).state == "failed"
     verdicts = ours(statsd.drain(), "reprocess.reconcile.verdicts", spec.name)
     assert sorted((int(x.tags["partition"]), x.tags["verdict"], x.value, x.type) for x in verdicts) == [
