@@ -14,6 +14,7 @@ from typing import Any, Final
 
 from airflow.sdk import BaseSensorOperator
 
+from reprocess.airflow.faults import ConfigFaultMixin
 from reprocess.core.ranges import OffsetRange
 from reprocess.core.spec import PipelineSpec
 
@@ -54,10 +55,13 @@ def keeps_waiting(waiting: Sequence[OffsetRange], window_end: datetime, now: dat
     return bool(waiting) and now < window_end + wait
 
 
-class WindowReadSensor(BaseSensorOperator):
+class WindowReadSensor(ConfigFaultMixin, BaseSensorOperator):
     """Done once the pipeline's ledger has passed the window's end on every partition and no open
     transaction holds the window's last stable offset, or once :data:`UNREAD_WAIT` has passed since
-    the window's end (a past window, e.g. of ``airflow backfill create``, is looked at once)."""
+    the window's end (a past window, e.g. of ``airflow backfill create``, is looked at once). The
+    reconcile run's first task: a configuration fault fails it at once, named."""
+
+    first_contact = True
 
     def __init__(self, *, spec: PipelineSpec, wait: timedelta = UNREAD_WAIT, **kwargs: Any) -> None:
         kwargs.setdefault("poke_interval", POKE_INTERVAL_S)
