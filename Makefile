@@ -4,7 +4,7 @@
 SHELL := /bin/bash
 ENV := source scripts/env.sh &&
 
-.PHONY: install services stop demo test test-all lint docs up down cluster cluster-stop bench soak clean
+.PHONY: install services stop demo test test-all lint docs up down cluster cluster-stop bench soak fuzz clean
 
 install:
 	@scripts/bootstrap.sh
@@ -65,6 +65,14 @@ bench: services
 SOAK_MINUTES ?= 30
 soak: services
 	@$(ENV) python -m soak --minutes $(SOAK_MINUTES) $(SOAK_ARGS)
+
+# The adversary (tests/adversary/, docs/reliability.md): generated pipelines, records, cuts and replays through
+# Kafka, Spark and PostgreSQL, checked after every step against an oracle that imports nothing of the product,
+# for FUZZ_MINUTES from FUZZ_SEED; a failure is shrunk into tests/adversary/cases/, the report goes to .state/fuzz/.
+FUZZ_MINUTES ?= 30
+FUZZ_SEED ?= 0
+fuzz: services
+	@$(ENV) FUZZ_MINUTES=$(FUZZ_MINUTES) FUZZ_SEED=$(FUZZ_SEED) python -m pytest tests/adversary/fuzz.py -q -s -p no:cacheprovider
 
 clean: stop
 	rm -rf .state site

@@ -257,7 +257,7 @@ def plan_stage_commit(engine: Engine, kafka: dict[str, Any], spec: PipelineSpec,
 
     plan, stages = start_run(engine, kafka, spec, request, run_id)
     if launched_with_spark(stages):
-        run_spark_stage(spec, run_id, kafka=kafka)
+        run_spark_stage(spec, run_id, kafka=kafka, batch_size=request.batch_size)
         evaluate(launched_after_spark(stages), RunContext(engine, spec))
     return plan
 

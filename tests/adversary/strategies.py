@@ -1,0 +1,192 @@
+"""Hypothesis strategies for scenarios: a pipeline over the types of :mod:`tests.adversary.values`,
+records over 1-4 partitions (duplicates re-sent, late older versions, tombstones, hostile values at
+and beyond each type's limits, malformed records) and the steps run over them (a backfill cut at a
+random offset, incrementals, replays of the whole range and of an older slice, a catch-up).
+
+Each field's value is a raw JSON fragment drawn from its type's pool, mostly from the values the
+column holds, sometimes from the ones it must refuse; the oracle decides which is which on its own.
+Every choice is a Hypothesis draw, so a failing scenario shrinks (fewer records, fewer steps,
+smaller cuts). Nothing here imports the product.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from hypothesis import strategies as st
+
+from tests.adversary.model import Pipeline, Record, Scenario, Step
+from tests.adversary.values import ORDERABLE, TYPES, Column
+
+KEY_TYPES = ("text", "bigint", "integer")
+# Logical key values per key type, and the spellings a record may use for one (the same key).
+KEY_VALUES: dict[str, list[Any]] = {
+    "text": ["a", "B", "é", "k-1", "salesapac", "sales-eu", "😀", "1"],
+    "bigint": [0, 1, -1, 2, 9223372036854775807, -9223372036854775808],
+    "integer": [0, 1, -1, 2147483647],
+}
+# type → (values the column holds, values it refuses), as the JSON text of the field.
+POOLS: dict[str, tuple[list[str], list[str]]] = {
+    "text": (
+        ['"a"', '"B"', '"é"', '"x y"', '""', '"sales-eu"', '"salesapac"', '"\\u00e9"', '"😀"', '"\\ud83d\\ude00"',
+         "-12", "true", "123456789012345678901234567890123456789012", '"12.50"'],
+        ['"a\\u0000b"', '"\\ud800"', "12.50", "1e2", '{"x":1}', "[1]"],
+    ),
+    "bigint": (
+        ["0", "1", "-1", "10", "9", "9223372036854775807", "-9223372036854775808", '" 12 "'],
+        ["9223372036854775808", "-9223372036854775809", '"0x10"', "1.5", "1e2", "true"],
+    ),
+    "integer": (["0", "7", "-7", "10", "9", "2147483647", "-2147483648"], ["2147483648", "-2147483649", "1.0"]),
+    "smallint": (["0", "32767", "-32768", "5"], ["32768", "-32769"]),
+    "numeric": (
+        ["10", "9", "99.5", "100", "12.50", "-1", "-2", "0.000000000123456789", "-0.0", '"1.50e2"', "150", "0",
+         '"99999999999999999999999999999999999999999"', "12345678901234567890.123456789012345678"],
+        ['"NaN"', '"Infinity"', "1234567890123456789012345678901234567890.5", '"0x1A"', "true"],
+    ),
+    "double precision": (
+        ["0.0", "-0.0", "1.5", "10", "9.5", "0.1", "1.7976931348623157e308", "-1e-300", '"NaN"', '"Infinity"',
+         '"-Infinity"'],
+        ["1e400", '"1e400"', '"1e-400"', '"abc"'],
+    ),
+    "real": (["0.5", "1.25", "-2", "0.1", "10", '"NaN"'], ["1e39", '"x"']),
+    "boolean": (["true", "false", '"yes"', '"no"', "0", "1", '"t"', '"f"'], ['"maybe"', "[true]"]),
+    "date": (
+        ['"2026-01-10"', '"2025-12-31"', '"0999-01-01"', '"0001-01-01"', '"9999-12-31"', '"2024-02-29"'],
+        ['"10000-01-01"', '"2026-02-30"', '"0000-01-01"', '"2026-1-1"'],
+    ),
+    "time": (
+        ['"10:00"', '"10:00:00"', '"10:00:00.5"', '"10:00:00.500000"', '"24:00"', '"24:00:00"', '"23:59:59.999999"',
+         '"00:00"', '"09:30"', '"10:00:00.000001"'],
+        ['"25:00"', '"24:00:01"', '"10:60"', '"noon"'],
+    ),
+    "timestamp": (
+        ['"2026-01-01T10:00:00"', '"2026-01-01 09:00:00"', '"2026-01-01T10:00:00+02:00"', '"2026-11-01"',
+         '"0001-01-01T00:00:00"', '"9999-12-31T23:59:59.999999"', '"2026-01-01T10:00:00.123456789"'],
+        ['"10000-01-01T00:00:00"', '"12:00"', '"2026-02-30T00:00:00"'],
+    ),
+    "timestamptz": (
+        ['"2026-11-01T00:00:00Z"', '"2026-11-01T00:00:00+02:00"', '"2026-11-01T12:00:00"', '"2026-11-01"',
+         '"2026-11-01T00:00:00.123456789Z"', '"0001-01-01T00:00:00Z"', '"9999-12-31T23:59:59Z"',
+         '"2026-10-31T22:00:00Z"'],
+        ['"0000-01-01T00:00:00Z"', '"10000-01-01T00:00:00Z"', '"0001-01-01T00:00:00+01:00"',
+         '"9999-12-31T23:59:59-01:00"', '"12:00"', '"2026-02-30T00:00:00Z"', '"2026-12-31T23:59:60Z"', "1700000000"],
+    ),
+    "uuid": (
+        ['"b0000000-0000-0000-0000-000000000000"', '"A0000000-0000-0000-0000-000000000000"',
+         '"a0000000000000000000000000000000"', '"{a0000000-0000-0000-0000-00000000000f}"'],
+        ['"not-a-uuid"', "12"],
+    ),
+    "jsonb": (
+        ['{"a":1}', '{"a":{"b":[1,2,"x"]}}', "[1,2]", '"123"', "123", "true", '{"b":1,"a":2}', "1.50", "{}", '""',
+         '{"t":"\\u00e9"}'],
+        ['{"a":"x\\u0000"}', '{"a":"\\ud800"}', '{"q":1,"q":2}'],
+    ),
+}  # fmt: skip
+MALFORMED = [b"not json", b"[1]", b"", b"null", b"   ", b"{'a':1}", b'{"k0":', b"\xef\xbb\xbf{}", b"\xff\xfe"]
+
+
+def numeric_pool(precision: int, scale: int) -> tuple[list[str], list[str]]:
+    """numeric(p,s)'s values at and beyond its limits (PostgreSQL rounds half away from zero)."""
+    whole = precision - scale
+    top = "9" * whole + ("." + "9" * scale if scale else "") if whole else "0." + "9" * scale
+    half = "0." + "0" * scale + "5"  # rounds up to the last place
+    good = ["0", top, "-" + top, half, "-" + half, "0." + "4" * (scale + 1)]
+    if whole:
+        good += ["1", "-1", "9" * min(whole, 3)]
+    bad = ["1" + "0" * whole, "-1" + "0" * whole, top + "9" if scale else top + ".5", '"NaN"']
+    return good, bad
+
+
+def _pool(c: Column) -> tuple[list[str], list[str]]:
+    return numeric_pool(*c.numeric) if c.numeric else POOLS[c.type]
+
+
+@st.composite
+def columns(draw: st.DrawFn, name: str, kinds: tuple[str, ...], required: bool) -> Column:
+    kind = draw(st.sampled_from(kinds))
+    mods = None
+    if kind == "numeric(p,s)":
+        precision = draw(st.integers(1, 38))
+        mods = (precision, draw(st.integers(0, precision)))
+    return Column(name, kind, required, mods)
+
+
+def _key_json(kind: str, value: object, spelled: int) -> str:
+    if kind == "text":
+        return str(value) if spelled and str(value).isdigit() else json.dumps(value, ensure_ascii=False)
+    return f'" {value} "' if spelled else str(value)
+
+
+def _kafka_key(key: tuple[Column, ...], logical: tuple[object, ...]) -> bytes:
+    if len(key) == 1:
+        return str(logical[0]).encode()
+    return json.dumps({c.name: v for c, v in zip(key, logical, strict=True)}, ensure_ascii=False).encode()
+
+
+@st.composite
+def scenarios(draw: st.DrawFn, max_records: int = 40, max_steps: int = 4) -> Scenario:
+    key = tuple(draw(columns(f"k{i}", KEY_TYPES, True)) for i in range(draw(st.integers(1, 2))))
+    values = [draw(columns(f"c{i}", TYPES, draw(st.booleans()))) for i in range(draw(st.integers(1, 4)))]
+    ordering = None
+    if draw(st.booleans()):
+        values.insert(0, draw(columns("v", ORDERABLE, True)))
+        ordering = "v"
+    tombstones = "delete" if ordering is None and draw(st.booleans()) else "dead_letter"
+    partitions = draw(st.integers(1, 4))
+    pipeline = Pipeline(key, (*key, *values), ordering, tombstones, partitions)
+
+    pools = [KEY_VALUES[c.type] for c in key]
+    logical = draw(st.lists(st.tuples(*(st.sampled_from(p) for p in pools)), min_size=1, max_size=6, unique=True))
+    home = [draw(st.integers(0, partitions - 1)) for _ in logical]  # a key's partition under offset ordering
+    records: list[Record] = []
+    for _ in range(draw(st.integers(1, max_records))):
+        which = draw(st.integers(0, len(logical) - 1))
+        kind = draw(st.sampled_from(["row"] * 6 + ["tombstone", "malformed", "duplicate"]))
+        partition = home[which] if ordering is None else draw(st.integers(0, partitions - 1))
+        kafka_key = _kafka_key(key, logical[which])
+        if kind == "duplicate" and records:
+            again = records[draw(st.integers(0, len(records) - 1))]
+            records.append(Record(again.partition if ordering is None else partition, again.key, again.value,
+                                  "duplicate"))  # fmt: skip
+            continue
+        if kind == "tombstone":
+            records.append(Record(partition, kafka_key, None, "tombstone"))
+            continue
+        if kind == "malformed":
+            records.append(Record(partition, kafka_key, draw(st.sampled_from(MALFORMED)), "malformed"))
+            continue
+        fields = [f'"{c.name}":{_key_json(c.type, v, draw(st.integers(0, 3)) == 0)}' for c, v in
+                  zip(key, logical[which], strict=True)]  # fmt: skip
+        hostile = []
+        for c in values:
+            if not c.required and draw(st.integers(0, 5)) == 0:
+                continue  # left out: NULL
+            good, bad = _pool(c)
+            refused = draw(st.integers(0, 9)) == 0
+            fragment = draw(st.sampled_from(bad if refused else good))
+            hostile += [c.name] if refused else []
+            fields.append(f'"{c.name}":{fragment}')
+        fields = draw(st.permutations(fields))
+        note = f"refused {','.join(hostile)}" if hostile else "row"
+        records.append(Record(partition, kafka_key, ("{" + ",".join(fields) + "}").encode(), note))
+
+    per_partition = max(sum(1 for r in records if r.partition == p) for p in range(partitions))
+    smallest = max(1, math.ceil(per_partition / 3))  # at most three batches a run: Spark runs are the cost
+    fraction = st.sampled_from([0.0, 0.25, 0.5, 0.75, 1.0])
+
+    def step(kind: str) -> Step:
+        cut = tuple(draw(st.lists(fraction, min_size=partitions, max_size=partitions)))
+        start = (
+            tuple(draw(st.lists(fraction, min_size=partitions, max_size=partitions))) if kind == "replay_slice" else ()
+        )
+        size = draw(st.none() | st.integers(smallest, max(smallest, per_partition)))
+        return Step(kind, cut, start, size)
+
+    kinds = st.sampled_from(["incremental", "replay_all", "replay_slice", "backfill"])
+    middle = draw(st.lists(kinds, max_size=max_steps))
+    steps = [step("backfill"), *(step(k) for k in middle), step("catch_up")]
+    if draw(st.booleans()):
+        steps.append(step("replay_all"))
+    return Scenario(pipeline, tuple(records), tuple(steps))
