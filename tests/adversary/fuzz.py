@@ -36,7 +36,7 @@ class Fuzz:
         self.started = time.monotonic()
         self.until = self.started + minutes * 60
         self.first_seed, self.shrink_minutes = first_seed, shrink_minutes
-        self.examples = self.steps = self.spark_runs = 0
+        self.examples = self.steps = self.records = self.spark_runs = 0
         self.seconds: list[float] = []
         self.covered: dict[str, Counter[str]] = {
             k: Counter() for k in ("types", "ordering", "partitions", "tombstones")
@@ -59,6 +59,7 @@ class Fuzz:
             raise
         self.examples += 1
         self.steps += outcome.steps
+        self.records += len(s.records)
         self.spark_runs += outcome.spark_runs
         self.seconds.append(outcome.seconds)
         d = driver.describe(s)
@@ -83,12 +84,14 @@ class Fuzz:
 
         try:
             explore()
-        except driver.Mismatch as exc:
-            self.keep(exc, k)
+        except Exception:
+            if not self.failed:
+                raise  # the bench's own error, not a finding
+            self.keep(k)  # a Mismatch, or Hypothesis's Flaky when the product failed once and not again
             if os.environ.get("FUZZ_KEEP_GOING") != "1":
                 raise
 
-    def keep(self, exc: driver.Mismatch, k: int) -> None:
+    def keep(self, k: int) -> None:
         """Write the smallest failing scenario as a case file."""
         smallest = min(self.failed, key=lambda j: (len(json.loads(j)["records"]), len(json.loads(j)["steps"]), len(j)))
         found = Scenario.from_json(smallest)
@@ -111,7 +114,7 @@ class Fuzz:
         lines = [
             f"# make fuzz: seed {self.first_seed}, {minutes:.1f} min",
             f"- examples passed: {self.examples} ({self.examples / minutes:.2f}/min), steps {self.steps}, "
-            f"Spark runs {self.spark_runs}; seconds per example: mean {per:.1f}, "
+            f"records {self.records}, Spark runs {self.spark_runs}; seconds per example: mean {per:.1f}, "
             f"max {max(self.seconds, default=0):.1f}",
             *(f"- {k}: {dict(sorted(v.items()))}" for k, v in self.covered.items()),
             f"- failures: {len(self.cases)}",

@@ -2,18 +2,20 @@
 ``make fuzz`` ever wrote, run through Kafka, Spark Connect and PostgreSQL and checked after every step
 against the oracle (the target value by value, the dead letters, the ledger, replays that write nothing).
 
-The slice is fixed (Hypothesis derandomized: the same examples every run, so a red run is reproducible);
-``REPROCESS_ADVERSARY_EXAMPLES`` sets its size. ``make fuzz`` explores beyond it.
+The slice is fixed (Hypothesis derandomized: the same examples every run, so a red run is reproducible)
+and kept to the scenarios worth their Spark runs: Hypothesis's first examples are its simplest (one
+record, one partition), so the slice takes the first ones with a dozen records or more over several
+partitions, a column ordering and a replay. The default tier runs one (one topic, 3-5 Spark runs); the
+long tier (tests/long_tier.txt) runs :data:`LONG_EXAMPLES` more. ``make fuzz`` explores beyond both.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, assume, given, settings
 
 from tests.adversary import driver
 from tests.adversary.model import Scenario, case_files
@@ -21,19 +23,38 @@ from tests.adversary.strategies import scenarios
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("spark"), pytest.mark.integration("postgres")]
 
-SLICE_EXAMPLES = int(os.environ.get("REPROCESS_ADVERSARY_EXAMPLES", "3"))
+LONG_EXAMPLES = 6
 
 
-@settings(
-    max_examples=SLICE_EXAMPLES,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    phases=(Phase.generate,),  # shrinking reruns Spark: make fuzz shrinks, the suite reports the example
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
-)
-@given(s=scenarios(max_records=25, max_steps=3))
+def _slice(examples: int) -> Any:
+    return settings(
+        max_examples=examples,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        phases=(Phase.generate,),  # shrinking reruns Spark: make fuzz shrinks, the suite reports the example
+        suppress_health_check=list(HealthCheck),
+    )
+
+
+def _worth_its_runs(s: Scenario, *, ordered: bool) -> None:
+    assume(len(s.records) >= 12 and s.pipeline.partitions > 1)
+    assume(not ordered or (s.pipeline.ordering is not None and any(x.kind.startswith("replay") for x in s.steps)))
+
+
+@_slice(1)
+@given(s=scenarios(max_records=25, max_steps=2))
+def test_a_generated_column_ordered_pipeline_over_partitions_matches_the_oracle_after_every_step(
+    s: Scenario, engine: Any, kafka_config: Any
+) -> None:
+    _worth_its_runs(s, ordered=True)
+    driver.run(s, engine, kafka_config)
+
+
+@_slice(LONG_EXAMPLES)
+@given(s=scenarios(max_records=40, max_steps=4))
 def test_generated_pipelines_match_the_oracle_after_every_step(s: Scenario, engine: Any, kafka_config: Any) -> None:
+    _worth_its_runs(s, ordered=False)
     driver.run(s, engine, kafka_config)
 
 

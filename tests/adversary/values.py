@@ -40,8 +40,10 @@ _TS = re.compile(
 )
 _INT_TEXT = re.compile(r"^\s*[+-]?[0-9]+\s*$")
 _NUMBER_TEXT = re.compile(r"^\s*[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?\s*$")
-_BOOL_WORDS = {"t": True, "true": True, "yes": True, "y": True, "on": True, "1": True,
-               "f": False, "false": False, "no": False, "n": False, "off": False, "0": False}  # fmt: skip
+# The README's spellings (true/false, t, yes, no, 1, 0) and y/n; PostgreSQL's on/off and prefixes
+# ("tr") are refused by the product (a dead letter, never a wrong value): left out of the pools.
+_BOOL_WORDS = {"t": True, "true": True, "yes": True, "y": True, "1": True,
+               "f": False, "false": False, "no": False, "n": False, "0": False}  # fmt: skip
 
 
 class Invalid(Exception):
@@ -287,7 +289,7 @@ def from_pg_text(c: Column, text: str | None) -> Any:
         x = float(text)
         return ("float", struct.unpack("f", struct.pack("f", x))[0] if kind == "real" and math.isfinite(x) else x)
     if kind == "boolean":
-        return ("bool", text == "t")
+        return ("bool", text in ("t", "true"))  # boolean::text is 'true'/'false' (the bare column prints 't')
     if kind == "date":
         return ("date", date.fromisoformat(text))
     if kind == "time":
