@@ -51,6 +51,8 @@ class Fuzz:
             raise known  # Hypothesis replays its shrunk example: the answer is known, no Spark needed
         if self.first_failure is not None and time.monotonic() > self.first_failure + self.shrink_minutes * 60:
             return  # the shrink budget is spent: the smallest failure so far is the case
+        if self.first_failure is None and time.monotonic() > self.until:
+            return  # the time is up: the chunk's remaining examples pass unrun
         try:
             outcome = driver.run(s, engine, kafka)
         except driver.Mismatch as exc:

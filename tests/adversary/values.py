@@ -207,7 +207,9 @@ def _float(c: Column, v: Any) -> float:
         try:
             x = struct.unpack("f", struct.pack("f", x))[0]
         except OverflowError:
-            raise Invalid(f"{c.name}: {text} beyond a real") from None
+            x = math.inf  # older Pythons refuse to pack it, newer ones round it to infinity
+        if math.isinf(x) or (x == 0 and Decimal(text) != 0):
+            raise Invalid(f"{c.name}: {text} beyond a real")
     return x
 
 

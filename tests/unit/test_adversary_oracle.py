@@ -69,6 +69,7 @@ def test_json_values_become_what_the_readme_table_says(kind, fragment, numeric, 
         ("numeric", "1234567890123456789012345678901234567890.5", None),
         ("numeric(p,s)", "9.995", (3, 2)),
         ("double precision", '"1e-400"', None),
+        ("real", "1e39", None),  # Python packs it as an infinite float4; make fuzz found the oracle taking it
         ("timestamptz", '"0001-01-01T00:00:00+01:00"', None),
         ("time", '"24:00:01"', None),
         ("jsonb", '{"a":"\\u0000"}', None),
