@@ -1,11 +1,14 @@
-"""The README's install steps (in full: docs/getting-started/install.md), followed literally by a team whose Airflow is
-the previous 3.3 patch release: the wheel moves none of its packages, and its first backfill commits.
+"""The README's install steps (in full: docs/getting-started/install.md), followed literally by a
+team whose Airflow is the lowest, then the highest release the wheel's declared range allows among
+those the package registry serves (``tests/support/airflow_releases.py``: today 3.3.0 and 3.3.2): the
+wheel moves none of its packages, and its first backfill commits.
 
-A fresh venv gets ``apache-airflow[postgres]==3.<minor>.<patch - 1>`` resolved by pip alone, as a team
-would have it (Airflow's own constraints file for that release is not reachable here: only the
-package registries are), then the built wheel, with its dependencies. pip's cache keeps later runs
-off the network for the downloads (pyspark's 450 MB sdist is built once); what is left is pip's
-resolution and writing the 1.3 GB venv (pyspark's jars are most of it), no bytecode compiled.
+A fresh venv gets ``apache-airflow[postgres]==<release>`` resolved by pip alone (Airflow's own
+constraints files are served from its source repository, not from a package registry, and only the
+registries are reachable here), then the built wheel, with its dependencies. The wheel is built once
+for both releases; pip's cache keeps later venvs off the network for the downloads (pyspark's 450 MB
+sdist is built once); what is left per release is pip's resolution and writing the 1.3 GB venv
+(pyspark's jars are most of it), no bytecode compiled. A release's venv is removed once its tests end.
 
 That venv is then the team's Airflow: a scratch ``AIRFLOW_HOME`` runs ``airflow standalone`` on
 loopback with the settings the install page names, the connections are stored in its metadata DB with
@@ -13,14 +16,15 @@ loopback with the settings the install page names, the connections are stored in
 ``reprocess init`` run from the venv, a spec lands in a folder of its own, and a backfill triggered
 over the REST API ends committed with rows equal to the oracle (the produced records); then
 ``reprocess status`` answers from the stored connections. Each step's time goes to
-``$REPROCESS_STATE_DIR/test-reports/readme-install.txt``. tests/unit/test_install_page.py checks, without
-the venv, that the page gives this test's DAG file, commands and REST bodies.
+``$REPROCESS_STATE_DIR/test-reports/readme-install-<release>.txt``. tests/unit/test_install_page.py
+checks, without the venv, that the page gives this test's DAG file, commands and REST bodies.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -40,25 +44,27 @@ from devstack.airflow_ui import session_members, signal_all
 from devstack.process import free_port, pid_alive, spawn, stop_pid, wait_for_port
 from reprocess.kafka import demo_data
 from tests.support import airflow_http, oracle
+from tests.support.airflow_releases import declared_range, range_ends, served_releases
 
 # Needs the package registry (PyPI) and the shared Postgres and Kafka. A lane of its own beside the
 # Debezium lane: a venv build is disk and CPU, and its Airflow's scheduler runs for minutes.
 pytestmark = [pytest.mark.integration("pypi"), pytest.mark.integration("airflow"), pytest.mark.install_lane]
 
-PREVIOUS_AIRFLOW = "3.3.1"
+REPO = Path(__file__).resolve().parents[2]
 PIPELINE = "readme_orders"
 RUN_TIMEOUT_S = 420
 
 
 @dataclass
 class TeamAirflow:
-    """The team's venv holding the previous Airflow patch release, then the wheel."""
+    """The team's venv holding one Airflow release, then the wheel."""
 
+    release: str  # the apache-airflow version the venv got first
     venv: Path
     before: dict[str, str]  # distribution -> version, Airflow alone
     after: dict[str, str]  # the same after the wheel
     dry_run: str  # what `pip install --dry-run` said it would install
-    seconds: float  # the wheel built, Airflow's venv made, the wheel's dry run and install
+    seconds: float  # Airflow's venv made, the wheel's dry run and install (the wheel was built before)
 
 
 @dataclass
@@ -73,11 +79,11 @@ class Transcript:
         self.lines.append(f"{now - since:7.1f} s  {what}")
         return now
 
-    def write(self) -> None:
+    def write(self, release: str) -> None:
         folder = Path(os.environ["REPROCESS_STATE_DIR"]) / "test-reports"
         folder.mkdir(parents=True, exist_ok=True)
         total = f"{time.monotonic() - self.started:7.1f} s  in all"
-        (folder / "readme-install.txt").write_text("\n".join([*self.lines, total]) + "\n")
+        (folder / f"readme-install-{release}.txt").write_text("\n".join([*self.lines, total]) + "\n")
 
 
 def _pip(venv: Path, *args: str) -> str:
@@ -95,27 +101,49 @@ def _versions(venv: Path) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def team_airflow(tmp_path_factory: pytest.TempPathFactory) -> TeamAirflow:
-    """README step 1: the wheel, its dry run, then its install into the team's Airflow venv."""
+def airflow_range_ends() -> tuple[str, str]:
+    """The lowest and the highest release of the wheel's Airflow range that the registry serves."""
+    return range_ends(declared_range(REPO / "pyproject.toml"), served_releases())
+
+
+@pytest.fixture(scope="module", params=["lowest", "highest"])
+def airflow_release(request: pytest.FixtureRequest, airflow_range_ends: tuple[str, str]) -> str:
+    lowest, highest = airflow_range_ends
+    if request.param == "highest" and highest == lowest:
+        pytest.skip(f"the registry serves one release of the wheel's Airflow range, {lowest}: run as the lowest")
+    return lowest if request.param == "lowest" else highest
+
+
+@pytest.fixture(scope="module")
+def readme_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """README step 1's ``pip wheel``, once for both releases."""
+    return devstack.wheel.build(tmp_path_factory.mktemp("dist"))
+
+
+@pytest.fixture(scope="module")
+def team_airflow(
+    airflow_release: str, readme_wheel: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[TeamAirflow]:
+    """README step 1: the wheel's dry run, then its install into the team's Airflow venv (removed
+    afterwards: 1.3 GB a release)."""
     started = time.monotonic()
-    root = tmp_path_factory.mktemp("team")
-    wheel = devstack.wheel.build(root / "dist")
-    venv = root / "airflow"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    _pip(venv, "install", "-q", "--no-compile", f"apache-airflow[postgres]=={PREVIOUS_AIRFLOW}")
+    venv = tmp_path_factory.mktemp(f"airflow-{airflow_release}")
+    subprocess.run([sys.executable, "-m", "venv", "--clear", "--without-pip", str(venv)], check=True)
+    _pip(venv, "install", "-q", "--no-compile", f"apache-airflow[postgres]=={airflow_release}")
     before = _versions(venv)
-    dry_run = _pip(venv, "install", "--dry-run", "--no-compile", str(wheel))
-    _pip(venv, "install", "-q", "--no-compile", str(wheel))
-    return TeamAirflow(venv, before, _versions(venv), dry_run, time.monotonic() - started)
+    dry_run = _pip(venv, "install", "--dry-run", "--no-compile", str(readme_wheel))
+    _pip(venv, "install", "-q", "--no-compile", str(readme_wheel))
+    yield TeamAirflow(airflow_release, venv, before, _versions(venv), dry_run, time.monotonic() - started)
+    shutil.rmtree(venv, ignore_errors=True)
 
 
-def test_the_wheel_installs_beside_the_previous_airflow_patch_release_and_changes_none_of_its_packages(
+def test_the_wheel_installs_beside_each_end_of_its_airflow_range_and_changes_none_of_its_packages(
     team_airflow: TeamAirflow, tmp_path: Path
 ) -> None:
-    before, after = team_airflow.before, team_airflow.after
-    assert before["apache-airflow"] == PREVIOUS_AIRFLOW, before
+    release, before, after = team_airflow.release, team_airflow.before, team_airflow.after
+    assert before["apache-airflow"] == release, before
     moved = {name: (version, after.get(name)) for name, version in before.items() if after.get(name) != version}
-    assert moved == {}, f"installing the wheel changed packages of Airflow {PREVIOUS_AIRFLOW}: {moved}"
+    assert moved == {}, f"installing the wheel changed packages of Airflow {release}: {moved}"
     added = set(after) - set(before)
     assert {"reprocess", "pyspark", "pyspark-client", "apache-airflow-providers-apache-spark"} <= added, added
     # The dry run announced exactly that: the packages it added, at the versions they got.
@@ -132,7 +160,7 @@ def test_the_wheel_installs_beside_the_previous_airflow_patch_release_and_change
     python = team_airflow.venv / "bin" / "python"
     ran = subprocess.run([python, "-c", probe], cwd=tmp_path, capture_output=True, text=True)
     said = ran.stdout[-3000:] + ran.stderr[-3000:]
-    assert ran.returncode == 0 and ran.stdout.splitlines()[-1] == PREVIOUS_AIRFLOW, said
+    assert ran.returncode == 0 and ran.stdout.splitlines()[-1] == release, said
 
 
 # ------------------------------------------------------------------------------------ the first backfill
@@ -209,13 +237,13 @@ def test_a_new_users_first_backfill_from_the_readme_commits_equal_to_the_oracle(
     env, work = standalone
     transcript = Transcript()
     transcript.lines.append(
-        f"{team_airflow.seconds:7.1f} s  pip wheel; a venv with apache-airflow[postgres]=={PREVIOUS_AIRFLOW}; "
-        "pip install --dry-run, then pip install of the wheel (before the steps below)"
+        f"{team_airflow.seconds:7.1f} s  a venv with apache-airflow[postgres]=={team_airflow.release}; "
+        "pip install --dry-run, then pip install of the wheel (before the steps below; the wheel built before)"
     )
     try:
         _first_backfill(env, work, kafka_config, transcript, transcript.started)
     finally:
-        transcript.write()
+        transcript.write(team_airflow.release)
 
 
 def _first_backfill(
@@ -250,7 +278,7 @@ def _first_backfill(
 
     # A spec of the team's own, in its own folder, on a topic with records (some malformed).
     topic = f"readme-orders-{os.getpid()}"
-    spec = (Path(__file__).resolve().parents[2] / "pipelines" / "orders.yaml").read_text()
+    spec = (REPO / "pipelines" / "orders.yaml").read_text()
     spec = spec.replace("name: orders", f"name: {PIPELINE}", 1).replace("topics: [orders]", f"topics: [{topic}]")
     spec = spec.replace("target_table: public.orders", f"target_table: public.{PIPELINE}")
     spec = spec.replace("consumer_group: reprocess-orders", f"consumer_group: {PIPELINE}")
