@@ -64,13 +64,16 @@ class TeamAirflow:
     before: dict[str, str]  # distribution -> version, Airflow alone
     after: dict[str, str]  # the same after the wheel
     dry_run: str  # what `pip install --dry-run` said it would install
-    seconds: float  # Airflow's venv made, the wheel's dry run and install (the wheel was built before)
+    wheel_seconds: float  # `pip wheel`, once for both releases
+    seconds: float  # Airflow's venv made, the wheel's dry run and install
 
 
 @dataclass
 class Transcript:
-    """Each README step with its wall time, written where the test reports are."""
+    """Each README step with its wall time, written where the test reports are; ``before`` is the
+    time of the steps made before the test (the wheel, the venv), counted in the total."""
 
+    before: float
     lines: list[str] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
 
@@ -82,7 +85,7 @@ class Transcript:
     def write(self, release: str) -> None:
         folder = Path(os.environ["REPROCESS_STATE_DIR"]) / "test-reports"
         folder.mkdir(parents=True, exist_ok=True)
-        total = f"{time.monotonic() - self.started:7.1f} s  in all"
+        total = f"{self.before + time.monotonic() - self.started:7.1f} s  in all"
         (folder / f"readme-install-{release}.txt").write_text("\n".join([*self.lines, total]) + "\n")
 
 
@@ -115,25 +118,28 @@ def airflow_release(request: pytest.FixtureRequest, airflow_range_ends: tuple[st
 
 
 @pytest.fixture(scope="module")
-def readme_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """README step 1's ``pip wheel``, once for both releases."""
-    return devstack.wheel.build(tmp_path_factory.mktemp("dist"))
+def readme_wheel(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, float]:
+    """README step 1's ``pip wheel``, once for both releases; the seconds it took."""
+    started = time.monotonic()
+    return devstack.wheel.build(tmp_path_factory.mktemp("dist")), time.monotonic() - started
 
 
 @pytest.fixture(scope="module")
 def team_airflow(
-    airflow_release: str, readme_wheel: Path, tmp_path_factory: pytest.TempPathFactory
+    airflow_release: str, readme_wheel: tuple[Path, float], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[TeamAirflow]:
     """README step 1: the wheel's dry run, then its install into the team's Airflow venv (removed
     afterwards: 1.3 GB a release)."""
+    wheel, wheel_seconds = readme_wheel
     started = time.monotonic()
     venv = tmp_path_factory.mktemp(f"airflow-{airflow_release}")
     subprocess.run([sys.executable, "-m", "venv", "--clear", "--without-pip", str(venv)], check=True)
     _pip(venv, "install", "-q", "--no-compile", f"apache-airflow[postgres]=={airflow_release}")
     before = _versions(venv)
-    dry_run = _pip(venv, "install", "--dry-run", "--no-compile", str(readme_wheel))
-    _pip(venv, "install", "-q", "--no-compile", str(readme_wheel))
-    yield TeamAirflow(airflow_release, venv, before, _versions(venv), dry_run, time.monotonic() - started)
+    dry_run = _pip(venv, "install", "--dry-run", "--no-compile", str(wheel))
+    _pip(venv, "install", "-q", "--no-compile", str(wheel))
+    seconds = time.monotonic() - started
+    yield TeamAirflow(airflow_release, venv, before, _versions(venv), dry_run, wheel_seconds, seconds)
     shutil.rmtree(venv, ignore_errors=True)
 
 
@@ -235,11 +241,14 @@ def test_a_new_users_first_backfill_from_the_readme_commits_equal_to_the_oracle(
     team_airflow: TeamAirflow, standalone: tuple[dict[str, str], Path], kafka_config: dict[str, Any]
 ) -> None:
     env, work = standalone
-    transcript = Transcript()
-    transcript.lines.append(
+    transcript = Transcript(before=team_airflow.wheel_seconds + team_airflow.seconds)
+    would = [line for line in team_airflow.dry_run.splitlines() if line.startswith("Would install ")]
+    transcript.lines += [
+        f"{team_airflow.wheel_seconds:7.1f} s  pip wheel (before the steps below, once for both releases)",
         f"{team_airflow.seconds:7.1f} s  a venv with apache-airflow[postgres]=={team_airflow.release}; "
-        "pip install --dry-run, then pip install of the wheel (before the steps below; the wheel built before)"
-    )
+        "pip install --dry-run, then pip install of the wheel (before the steps below)",
+        *(f"{'':11}the dry run: {line}" for line in would),
+    ]
     try:
         _first_backfill(env, work, kafka_config, transcript, transcript.started)
     finally:
