@@ -58,7 +58,7 @@ def _worker_suffix() -> str:
 # standalone cluster (fixed ports) likewise, in a lane of its own, with the tests that use the registry
 # without Kafka Connect: the lane was the suite's critical path (~1,035 s of ~20 min on CI), and none
 # of these stops what the lane uses (the one test restarting the registry is serial).
-# test_readme_install.py (an Airflow of its own per end of the wheel's range, 2 x 5-10 min) is `install_lane`, with
+# test_readme_install.py (an Airflow of its own per end of the wheel's range, 3-10 min each) is `install_lane`, with
 # test_openlineage.py, which must run before any other DAG run of its process (its docstring).
 LANE_FIXTURES = frozenset({"kafka_connect", "debezium_connector"})
 CLUSTER_FIXTURES = frozenset({"cluster", "schema_registry"})
