@@ -56,8 +56,9 @@ def keeps_waiting(waiting: Sequence[OffsetRange], window_end: datetime, now: dat
 
 
 class WindowReadSensor(ConfigFaultMixin, BaseSensorOperator):
-    """Done once the pipeline's ledger has passed the window's end on every partition and no open
-    transaction holds the window's last stable offset, or once :data:`UNREAD_WAIT` has passed since
+    """Done once the pipeline's ledger has passed the window's end on every partition (one it has no
+    position for waits too: a first incremental may still be under way) and no open transaction holds
+    the window's last stable offset, or once :data:`UNREAD_WAIT` has passed since
     the window's end (a past window, e.g. of ``airflow backfill create``, is looked at once). The
     reconcile run's first task: a configuration fault fails it at once, named."""
 
@@ -76,19 +77,19 @@ class WindowReadSensor(ConfigFaultMixin, BaseSensorOperator):
         interval = context["data_interval_start"], context["data_interval_end"]
         start, end = checked_window(context.get("dag_run"), *interval)
         planned = plan_window(app_engine(), kafka_config(), self.spec, start, end)
-        waiting = [*planned.unread, *planned.unstable]
+        waiting = [*planned.unread, *planned.never_read, *planned.unstable]
         ranges = ", ".join(f"{r.topic}[{r.partition}] [{r.start}, {r.end})" for r in waiting)
         if keeps_waiting(waiting, end, datetime.now(UTC), self.wait):
             log.info(
                 "reconcile pipeline=%s window=[%s, %s) waits for the incremental: %s not read yet (the ledger is "
-                "below the window's end, or an open transaction holds it); looking again in %.0f s",
+                "below the window's end or has no position, or an open transaction holds it); looking again in %.0f s",
                 self.spec.name, start.isoformat(), end.isoformat(), ranges, self.poke_interval,
             )  # fmt: skip
             return False
         if waiting:
             log.warning(
                 "reconcile pipeline=%s window=[%s, %s): %s still not read %s after the window's end; checking "
-                "anyway (those partitions will be not yet stable): is the incremental DAG %s running?",
+                "anyway (not yet stable; a gap where nothing was ever committed): is the incremental DAG %s running?",
                 self.spec.name, start.isoformat(), end.isoformat(), ranges, self.wait,
                 self.spec.dag_id("incremental"),
             )  # fmt: skip

@@ -188,6 +188,9 @@ class WindowPlan:
     unstable: list[OffsetRange] = field(default_factory=list)
     # [ledger, window end) of each partition whose window reaches past the ledger: not read yet
     unread: list[OffsetRange] = field(default_factory=list)
+    # the window's records on each partition the ledger has no position for: checked whole (a gap),
+    # but a first incremental still under way reads them (the reconcile DAG's wait looks at them)
+    never_read: list[OffsetRange] = field(default_factory=list)
 
 
 def plan_window(
@@ -216,7 +219,8 @@ def plan_window(
         for s, r in zip(snapshots, window, strict=True)
         if s.unstable and r.end >= s.log_end
     ]
-    return WindowPlan(ranges, held, unread)
+    never_read = [r for r in window if r.tp not in ledger and r.width]
+    return WindowPlan(ranges, held, unread, never_read)
 
 
 def _dead_checks_sql(stage: sql.Composable) -> sql.Composed:

@@ -88,9 +88,12 @@ def test_a_window_past_the_ledger_is_not_yet_read_never_a_gap_and_ok_once_the_in
     assert target_rows(engine, spec) == oracle_rows(everything)
 
 
+@pytest.mark.parametrize("before", ["a_backfill", "no_run"])
 def test_a_reconcile_dag_run_waits_without_a_worker_slot_until_the_incremental_reads_its_window_then_is_ok(
-    kafka_config, engine, unique_name
+    kafka_config, engine, unique_name, before
 ):
+    """``no_run``: the pipeline has committed nothing yet (its first incremental is under way, as in
+    the soak at 2026-12-07 13:13, where such a window was checked at once and called a gap)."""
     from airflow.dag_processing.dagbag import DagBag
 
     kafka, topic = kafka_config, unique_name
@@ -99,7 +102,8 @@ def test_a_reconcile_dag_run_waits_without_a_worker_slot_until_the_incremental_r
     )
     demo_data.create_topic(kafka, topic, 2)
     first = demo_data.produce(kafka, topic, 2, demo_data.order_events(40, 2, seed=5), base_time=BASE)
-    plan_stage_commit(engine, kafka, spec, RunRequest.from_params({}), f"{unique_name}-backfill")
+    if before == "a_backfill":
+        plan_stage_commit(engine, kafka, spec, RunRequest.from_params({}), f"{unique_name}-backfill")
     later = demo_data.produce(
         kafka, topic, 2, demo_data.order_events(30, 2, seed=9), base_time=BASE + timedelta(hours=6)
     )
