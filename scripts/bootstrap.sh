@@ -19,6 +19,11 @@ rm -rf reprocess.egg-info devstack/reprocess_devstack.egg-info
 
 if [[ ! -f $stamp_file || $(cat "$stamp_file") != "$stamp_value" ]]; then
   command -v "$PYTHON" >/dev/null || { echo "error: $PYTHON not found; install Python 3.11" >&2; exit 1; }
+  # 3.11.4 brought tarfile's extraction filters (devstack/jvm unpacks Kafka and Spark with one).
+  "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11, 4))' || {
+    echo "error: $PYTHON is $("$PYTHON" -V 2>&1 | cut -d' ' -f2); 3.11.4 or a later 3.11 is needed (PYTHON=... make install)" >&2
+    exit 1
+  }
   start=$(date +%s)
   [[ -x $VENV/bin/python ]] || "$PYTHON" -m venv "$VENV"
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check "pip==25.3"
