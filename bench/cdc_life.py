@@ -130,7 +130,7 @@ class Life:
 
 
 def _spec(bench: Bench, label: str, topic: str, **settings: Any) -> Any:
-    from reprocess.core.spec_parse import read_spec
+    from reprocess.formats.specs import read_spec
 
     name = f"{bench.tag}_{label}"
     columns = {c.name: dict(c.spec) for c in cdc.LIFE_COLUMNS}

@@ -12,7 +12,7 @@ import yaml
 from psycopg2 import sql
 
 from reprocess.core.spec import PipelineSpec
-from reprocess.core.spec_parse import read_spec
+from reprocess.formats.specs import read_spec
 
 log = logging.getLogger(__name__)
 

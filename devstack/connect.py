@@ -94,7 +94,7 @@ def warm_up() -> None:
     import yaml
 
     from reprocess.core.ranges import OffsetRange
-    from reprocess.core.spec_parse import parse_spec
+    from reprocess.formats.specs import parse_spec
     from reprocess.postgres.db import make_engine, migrate
     from reprocess.spark.connect import client_env, shared_session
     from reprocess.spark.job import warm_up as stage_warm_up

@@ -18,7 +18,7 @@ from typing import Any, Final
 
 from pyspark.sql import DataFrame, SparkSession
 
-from reprocess.core.spec_parse import read_spec
+from reprocess.formats.specs import read_spec
 from reprocess.postgres.stage_write import TaskWrite
 from reprocess.spark.stage_task import TASK_WRITE_SCHEMA, task_write_batch
 from reprocess.spark.transform import to_stage

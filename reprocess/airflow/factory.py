@@ -28,7 +28,7 @@ from reprocess.core.errors import SpecError
 from reprocess.core.names import broken_spec_dag_id
 from reprocess.core.runs import RunKind
 from reprocess.core.spec import PipelineSpec
-from reprocess.core.spec_catalog import PIPELINES_DIR_ENV, read_folder
+from reprocess.formats.specs import PIPELINES_DIR_ENV, read_folder
 
 log = logging.getLogger(__name__)
 

@@ -110,7 +110,7 @@ class NewRecordsTrigger(BaseEventTrigger):
     def _unread(self) -> dict[TopicPartition, tuple[int, int]]:
         """``(ledger position, log end)`` of each partition with unread records, asked now."""
         from reprocess.airflow.common import app_engine, kafka_config
-        from reprocess.core.spec_parse import read_spec
+        from reprocess.formats.specs import read_spec
         from reprocess.operations.lag import ledger_lags
 
         if self._engine is None:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Final
 
 from reprocess.core.errors import SettingError
-from reprocess.core.spec_catalog import PIPELINES_DIR_ENV
+from reprocess.formats.specs import PIPELINES_DIR_ENV
 
 SECTION: Final = "reprocess"
 PIPELINES_DIR: Final = "pipelines_dir"

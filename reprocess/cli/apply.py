@@ -28,7 +28,7 @@ def configure(cmd: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from reprocess.airflow.settings import pipelines_dir
     from reprocess.cli.plan import run_stages
-    from reprocess.core.spec_catalog import find_spec
+    from reprocess.formats.specs import find_spec
     from reprocess.operations.preview import load_report
     from reprocess.operations.summary import format_summary, run_summary
     from reprocess.runner.preview import start_apply

@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
     from reprocess.airflow.first_run import init
     from reprocess.airflow.settings import pipelines_dir
     from reprocess.core.errors import SettingError
-    from reprocess.core.spec_catalog import read_folder
+    from reprocess.formats.specs import read_folder
     from reprocess.operations.findings import Finding, Severity
     from reprocess.operations.validate import Report, format_findings
 

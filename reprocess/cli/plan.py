@@ -73,7 +73,7 @@ def range_params(args: argparse.Namespace) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     from reprocess.airflow.settings import pipelines_dir
     from reprocess.core.runs import RunRequest
-    from reprocess.core.spec_catalog import find_spec
+    from reprocess.formats.specs import find_spec
     from reprocess.operations.plan_report import format_plan
     from reprocess.operations.preview import load_report
     from reprocess.runner.start import start_run

@@ -52,7 +52,7 @@ def configure(cmd: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Dry run by default: print current → new per partition; ``--execute`` applies and audits."""
     from reprocess.airflow.settings import pipelines_dir
-    from reprocess.core.spec_catalog import find_spec
+    from reprocess.formats.specs import find_spec
     from reprocess.operations.reset import ResetMode, ResetRequest, execute_reset, format_reset, plan_reset
 
     spec = find_spec(args.pipeline, pipelines_dir())

@@ -21,7 +21,7 @@ from reprocess.cli.output import BrokenSpec, NeverRan, broken_spec_text, never_r
 from reprocess.core.errors import SettingError
 from reprocess.core.names import pipeline_dag_id
 from reprocess.core.spec import PipelineSpec
-from reprocess.core.spec_catalog import read_folder
+from reprocess.formats.specs import read_folder
 from reprocess.operations import coverage
 
 NAME: Final = "status"

@@ -1,5 +1,6 @@
-"""What a topic's records hold (the spec's ``format`` and a Debezium ``encoding``) and which
-column paths each format reads; the decoders live in :mod:`reprocess.formats`."""
+"""What a topic's records hold (the spec's ``format`` and a Debezium ``encoding``) and the column
+paths every format reads; the decoders, and what each format reads beyond these, live in
+:mod:`reprocess.formats` (core names the formats, it never branches on one)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from typing import Final
 
 
 class Format(enum.StrEnum):
-    """What a topic's records hold; one decoder module per format in :mod:`reprocess.formats`."""
+    """What a topic's records hold: the names a spec's ``format`` may take (the JSON Schema lists
+    them); each has its decoder in a folder of :mod:`reprocess.formats`, registered there."""
 
     JSON = "json"  # a JSON object per value
     AVRO = "avro"  # Avro in the Confluent wire format, writer schemas from a Schema Registry
@@ -24,31 +26,20 @@ class Encoding(enum.StrEnum):
 
 
 # Record parts a column may take instead of a value field, for every format: the Kafka key (its
-# text, or a field of it by path), a header's text, and the record's metadata.
+# text, or a field of it by path), a header's text, and the record's metadata. A format may read
+# `$` paths of its own besides (a Debezium envelope's: its decoder's ``own_path``).
 _META_PATH: Final = re.compile(r"\$key(\.[A-Za-z_]\w*)*|\$headers\.[!-~]+|\$(timestamp|partition|offset|topic)")
-# Parts of a Debezium envelope outside the row: the operation, the source block (e.g. the
-# PostgreSQL position $source.lsn), the connector's processing time.
-_ENVELOPE_PATH: Final = re.compile(r"\$op|\$ts_ms|\$source(\.[A-Za-z_]\w*)+")
 _FIELD_PATH: Final = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 
 
-def path_problem(path: object, fmt: Format) -> str | None:
-    """What is wrong with a column's ``path`` under format ``fmt``, or None.
+def shared_path(path: object) -> bool:
+    """Whether ``path`` is a column path every format reads: a dotted path into the value, or a
+    record part (``$key``, ``$key.<path>``, ``$headers.<name>``, ``$timestamp``, ``$partition``,
+    ``$offset``, ``$topic``).
 
     Examples
     --------
-    >>> path_problem("$source.lsn", Format.DEBEZIUM) is None, path_problem("a.b", Format.JSON) is None
-    (True, True)
-    >>> path_problem("$source.lsn", Format.AVRO)
-    "'$source.lsn' is a part of a Debezium envelope; this pipeline's format is avro"
+    >>> shared_path("a.b"), shared_path("$headers.src"), shared_path("$source.lsn"), shared_path(3)
+    (True, True, False, False)
     """
-    if isinstance(path, str) and (_FIELD_PATH.fullmatch(path) or _META_PATH.fullmatch(path)):
-        return None
-    if isinstance(path, str) and _ENVELOPE_PATH.fullmatch(path):
-        if fmt is Format.DEBEZIUM:
-            return None
-        return f"{path!r} is a part of a Debezium envelope; this pipeline's format is {fmt.value}"
-    return (
-        "must be a dotted path into the value like 'a.b', or one of $key, $key.<path>, $headers.<name>, "
-        f"$timestamp, $partition, $offset, $topic (debezium also $op, $ts_ms, $source.<path>), got {path!r}"
-    )
+    return isinstance(path, str) and bool(_FIELD_PATH.fullmatch(path) or _META_PATH.fullmatch(path))

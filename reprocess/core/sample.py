@@ -9,13 +9,10 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from difflib import get_close_matches
 from typing import Any
-
-from reprocess.core.formats import Format
-from reprocess.core.spec import PipelineSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,21 +80,20 @@ def field_paths(doc: Any, prefix: str = "") -> Iterator[str]:
             yield from field_paths(node, f"{prefix}{name}.")
 
 
-def value_census(spec: PipelineSpec, records: Sequence[SampleRecord]) -> PathCensus | None:
-    """The value field paths the sampled records hold, over those whose value is a JSON object: a
-    ``json`` value, a Debezium event's row (``after``, a delete's ``before``; the envelope of the
-    JSON converter with schemas unwrapped). None for Avro values: they are decoded only in Spark,
-    with the registry's writer schemas.
+def value_census(records: Sequence[SampleRecord], row_of: Callable[[Any], Any] | None) -> PathCensus | None:
+    """The value field paths the sampled records hold, over those whose value is JSON giving an
+    object through ``row_of`` (the format decoder's
+    :meth:`~reprocess.formats.decoder.Decoder.sampled_row`: a ``json`` value itself, a Debezium
+    event's row). None when ``row_of`` is: values that are not JSON on the driver (Avro is decoded
+    only in Spark, with the registry's writer schemas).
 
     Examples
     --------
-    >>> from reprocess.core.spec_parse import parse_spec
-    >>> spec = parse_spec({"name": "p", "topics": ["t"], "key": ["id"], "columns": {"id": "text"}})
     >>> rec = lambda v: SampleRecord("t", 0, 0, 0, None, v)
-    >>> value_census(spec, [rec(b'{"id": "a", "r": {"t": 1}}'), rec(b'{"id": "b"}'), rec(b"oops"), rec(None)])
+    >>> value_census([rec(b'{"id": "a", "r": {"t": 1}}'), rec(b'{"id": "b"}'), rec(b"oops"), rec(None)], lambda d: d)
     PathCensus(records=2, counts={'id': 2, 'r': 1, 'r.t': 1})
     """
-    if spec.needs_registry or spec.format is Format.AVRO:
+    if row_of is None:
         return None
     counts: Counter[str] = Counter()
     parsed = 0
@@ -106,9 +102,7 @@ def value_census(spec: PipelineSpec, records: Sequence[SampleRecord]) -> PathCen
             doc = json.loads(record.value) if record.value else None
         except (UnicodeDecodeError, ValueError):
             continue
-        if spec.format is Format.DEBEZIUM and isinstance(doc, dict):
-            env = doc["payload"] if isinstance(doc.get("payload"), dict) else doc
-            doc = env.get("after") if env.get("op") != "d" else env.get("before")
+        doc = row_of(doc)
         if isinstance(doc, dict):
             parsed += 1
             counts.update(set(field_paths(doc)))

@@ -4,7 +4,8 @@ column mapping, ordering, batch size, schedules), so adding a pipeline is adding
 Each field of :class:`PipelineSpec` declares once which key of a spec file it is read from and its
 default: the parser's known keys (:data:`SPEC_FIELDS`) and defaults (:data:`SPEC_DEFAULTS`) are
 derived from it, and a test holds the JSON Schema shipped for editors (``spec.schema.json``) to it.
-Reading a file is :mod:`reprocess.core.spec_parse`; a folder of them, :mod:`reprocess.core.spec_catalog`.
+Parsing is :mod:`reprocess.core.spec_parse` (format-neutral); callers read a mapping, a file or a folder
+through :mod:`reprocess.formats.specs`, which adds the format's rules.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from reprocess.core.ordering import Ordering
 DEBEZIUM_PLACEHOLDER: Final = "__debezium_unavailable_value"
 # The Airflow connection of the Schema Registry, unless a spec names another.
 DEFAULT_REGISTRY_CONN: Final = "schema_registry_default"
+# A spec file's format when it names none.
+_DEFAULT_FORMAT: Final = Format.JSON
 # The ``schedule`` that starts the incremental when records arrive (reprocess.airflow.new_records).
 ON_NEW_RECORDS: Final = "on_new_records"
 
@@ -45,9 +48,15 @@ class TombstoneMode(enum.StrEnum):
 KEPT_TOMBSTONE: Final = "tombstone (null value) kept as a dead letter by tombstones dead_letter"
 
 
-def default_tombstones(fmt: Format) -> TombstoneMode:
-    """A format's tombstone rule when the spec names none: a Debezium delete is an ordered event."""
-    return TombstoneMode.DELETE if fmt is Format.DEBEZIUM else TombstoneMode.DEAD_LETTER
+@dataclass(frozen=True, slots=True)
+class FormatFacts:
+    """What the spec's format decided about it when the spec was parsed (its decoder's answers,
+    :mod:`reprocess.core.format_rules`), carried as values so the layers that never ask a decoder
+    (postgres, the fingerprint, the audit view) read them without branching on the format."""
+
+    default_tombstones: TombstoneMode = TombstoneMode.DEAD_LETTER  # the format's rule when the spec names none
+    unchanged_columns: tuple[str, ...] = ()  # the columns a record may leave out (PipelineSpec.unchanged_columns)
+    own_keys: tuple[str, ...] = ()  # the spec keys only some formats have that this one reads
 
 
 # The largest record value a decoder reads; a larger one is a dead letter.
@@ -100,7 +109,7 @@ def _read_from(*keys: str) -> dict[str, tuple[str, ...]]:
 
 @dataclass(frozen=True, slots=True)
 class PipelineSpec:
-    """A pipeline as its spec file declares it, parsed by :func:`reprocess.core.spec_parse.parse_spec`.
+    """A pipeline as its spec file declares it, parsed by :func:`reprocess.formats.specs.parse_spec`.
 
     Every field is read from the spec file's key of the same name unless its metadata names others
     (:func:`file_keys`); a default here is the default of that key.
@@ -114,7 +123,7 @@ class PipelineSpec:
     target_schema: str = field(metadata=_read_from("target_table"))  # its schema part; default public
     target_table: str  # default <name>
     ordering: Ordering = field(default_factory=Ordering)
-    format: Format = Format.JSON
+    format: Format = _DEFAULT_FORMAT
     # the value's serialization (``avro`` for the avro format; only a debezium spec chooses it)
     encoding: Encoding = Encoding.JSON
     schema_registry: str = DEFAULT_REGISTRY_CONN  # the Airflow connection of the Schema Registry
@@ -144,6 +153,7 @@ class PipelineSpec:
     # The deletion markers' table (schema reprocess_deleted); empty: the pipeline's name. Not a
     # spec field: a rebuild's shadow spec names its own (postgres.target.shadow_spec).
     markers_table: str = field(default="", metadata=_read_from())
+    facts: FormatFacts = field(default_factory=FormatFacts, metadata=_read_from())  # set by the parser
 
     @property
     def key_columns(self) -> tuple[ColumnSpec, ...]:
@@ -153,13 +163,10 @@ class PipelineSpec:
     def unchanged_columns(self) -> tuple[str, ...]:
         """The columns a change event may leave out: Debezium sends a placeholder for an unchanged
         TOASTed value (a large text stored out of line, under REPLICA IDENTITY DEFAULT), and the
-        row keeps its current value there (:mod:`reprocess.formats.debezium`). Any non-key column
-        of the row, and any non-key ``expr`` column (it is left out when it reads a value the event
-        left out: what it derives from did not change); none for the other formats, whose records
+        row keeps its current value there (:mod:`reprocess.formats.debezium`). The format's decoder
+        says which when the spec is parsed (:class:`FormatFacts`); none for a format whose records
         carry whole values."""
-        if self.format is not Format.DEBEZIUM:
-            return ()
-        return tuple(c.name for c in self.columns if (c.from_value or c.expr) and c.name not in self.key)
+        return self.facts.unchanged_columns
 
     @property
     def transform_columns(self) -> tuple[str, ...]:
@@ -211,13 +218,13 @@ class PipelineSpec:
             derives["where"] = self.where
         if self.transform is not None:
             derives["transform"] = [self.transform.function, self.transform.version]
-        if self.format is not Format.JSON:  # json specs keep the fingerprint they always had
+        if self.format is not _DEFAULT_FORMAT:  # specs of the default format (json) keep the fingerprint they had
             derives["format"] = [self.format.value, self.encoding.value]
         if self.unavailable_value_placeholder != DEBEZIUM_PLACEHOLDER:  # likewise debezium specs without one
             derives["placeholder"] = self.unavailable_value_placeholder
         if self.decimal_handling is not DecimalHandling.STRING:  # likewise debezium specs without one
             derives["decimal_handling_mode"] = self.decimal_handling.value
-        if self.tombstones is not default_tombstones(self.format):  # likewise specs on their format's rule
+        if self.tombstones is not self.facts.default_tombstones:  # likewise specs on their format's rule
             derives["tombstones"] = self.tombstones.value
         if self.max_record_bytes != MAX_RECORD_BYTES:
             derives["max_record_bytes"] = self.max_record_bytes
@@ -244,14 +251,7 @@ class PipelineSpec:
             "format": self.format.value,
             "encoding": self.encoding.value,
             "schema_registry": self.schema_registry,
-            **(
-                {
-                    "unavailable_value_placeholder": self.unavailable_value_placeholder,
-                    "decimal_handling_mode": self.decimal_handling.value,
-                }
-                if self.format is Format.DEBEZIUM
-                else {}
-            ),
+            **{key: self._as_written(key) for key in self.facts.own_keys},
             "tombstones": self.tombstones.value,
             "batch_size": self.batch_size,
             "max_record_bytes": self.max_record_bytes,
@@ -268,6 +268,10 @@ class PipelineSpec:
                 else {}
             ),
         }
+
+    def _as_written(self, key: str) -> object:
+        """The value of the field read from spec key ``key``, as a spec file writes it."""
+        return next(_as_written(getattr(self, f.name)) for f in fields(self) if key in file_keys(f))
 
 
 def file_keys(spec_field: Field[Any]) -> tuple[str, ...]:

@@ -1,4 +1,8 @@
-"""Reading a pipeline spec: a spec file's YAML, or a mapping, into a :class:`PipelineSpec`.
+"""Reading a pipeline spec: a spec file's YAML mapping into a :class:`PipelineSpec`, the format-neutral
+part; what the spec's format decides (its own keys, paths, tombstone rule) the format's decoder answers
+through ``rules_of`` (:mod:`reprocess.core.format_rules`). Callers read specs through
+:func:`reprocess.formats.specs.parse_spec` and :func:`~reprocess.formats.specs.read_spec`, which pass
+the registered decoders.
 
 Every problem raises :class:`SpecError` naming the file and the field. A spec is first checked
 against the JSON Schema (:mod:`reprocess.core.spec_schema`: every key at every level, every type),
@@ -13,25 +17,16 @@ import functools
 import re
 from collections.abc import Collection, Mapping
 from difflib import get_close_matches
-from pathlib import Path
 from typing import Any, Final
 
-from reprocess.core.column_types import ColumnType, DecimalHandling, parse_type
+from reprocess.core.column_types import ColumnType, parse_type
 from reprocess.core.derive import parse_transform, value_fields
 from reprocess.core.errors import SpecError, SpecSchemaError
-from reprocess.core.formats import Encoding, Format, path_problem
+from reprocess.core.format_rules import FormatFields, RulesOf, SpecRules, facts, foreign_key_problem, path_problem
+from reprocess.core.formats import Format
 from reprocess.core.ordering import Ordering
-from reprocess.core.spec import (
-    ON_NEW_RECORDS,
-    SPEC_DEFAULTS,
-    SPEC_FIELDS,
-    ColumnSpec,
-    PipelineSpec,
-    TombstoneMode,
-    default_tombstones,
-)
+from reprocess.core.spec import ON_NEW_RECORDS, SPEC_DEFAULTS, SPEC_FIELDS, ColumnSpec, PipelineSpec, TombstoneMode
 from reprocess.core.spec_schema import schema_problems
-from reprocess.core.spec_yaml import load_spec_yaml
 
 # The bookkeeping schemas (runs and ledger, stages, deletion markers): never a pipeline's target.
 RESERVED_SCHEMAS: Final = frozenset({"reprocess", "reprocess_stage", "reprocess_deleted"})
@@ -61,23 +56,19 @@ _DERIVES_KEY_OR_ORDER: Final = (
 )
 
 
-def read_spec(path: Path) -> PipelineSpec:
-    """The spec in a YAML file."""
-    return parse_spec(load_spec_yaml(path), source=str(path))
-
-
-def parse_spec(raw: object, source: str = "<spec>") -> PipelineSpec:
-    """The spec a YAML mapping declares; ``source`` names it in the errors (the file's path).
+def parse_spec(raw: object, rules_of: RulesOf, source: str = "<spec>") -> PipelineSpec:
+    """The spec a YAML mapping declares, its format's part answered by ``rules_of`` (every format's
+    rules, by name); ``source`` names it in the errors (the file's path).
 
     A spec must pass both the schema and the parser's rules: a misspelt ``requried`` inside a
     column, which the parser alone never looked at, is refused with the schema's words and fix.
     Where the parser refuses too, its own message (one field, its fix) comes first."""
     problems = schema_problems(raw)
     if not problems:
-        return _SpecParser(source).parse(raw)
+        return _SpecParser(source, rules_of).parse(raw)
     listed = "; ".join(map(str, problems))
     try:
-        _SpecParser(source).parse(raw)
+        _SpecParser(source, rules_of).parse(raw)
     except SpecError as exc:  # its own words first (one field, its fix), then every place the schema names
         raise SpecSchemaError(f"{exc}; and against the spec schema: {listed}", pipeline=exc.pipeline) from None
     except Exception:  # a shape the parser does not expect: the schema says what is wrong
@@ -88,8 +79,9 @@ def parse_spec(raw: object, source: str = "<spec>") -> PipelineSpec:
 class _SpecParser:
     """Turns a YAML mapping into a spec; each error names the file and the field."""
 
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: str, rules_of: RulesOf) -> None:
         self.source = source
+        self.rules_of = rules_of
         self.paths: dict[str, str] = {}
 
     def fail(self, field_name: str, problem: str) -> SpecError:
@@ -124,12 +116,13 @@ class _SpecParser:
         unknown = sorted(map(str, set(raw) - SPEC_FIELDS))
         if unknown:
             raise self.fail(unknown[0], f"unknown field (allowed: {', '.join(sorted(SPEC_FIELDS))})")
-        fmt, encoding = self.format(raw)
+        rules, own = self.format(raw)
+        fmt = rules.format
         name = self.ident(raw.get("name"), "name")
         topics = raw.get("topics")
         if not isinstance(topics, list) or not topics or not all(isinstance(t, str) and t for t in topics):
             raise self.fail("topics", f"must be a non-empty list of topic names, got {topics!r}")
-        columns = self.columns(raw.get("columns"), fmt)
+        columns = self.columns(raw.get("columns"), rules)
         self.paths = {c.name: c.path for c in columns}
         names = {c.name for c in columns}
         key = raw.get("key")
@@ -162,7 +155,7 @@ class _SpecParser:
             self.cron(schedule, "schedule", f"a cron string, a preset like '@hourly' or {ON_NEW_RECORDS!r}")
         if "min_interval_seconds" in raw and schedule != ON_NEW_RECORDS:
             raise self.fail("min_interval_seconds", f"applies to `schedule: {ON_NEW_RECORDS}` only; remove it")
-        tombstones = self.tombstones(raw.get("tombstones", default_tombstones(fmt)), ordering, fmt)
+        tombstones = self.tombstones(raw.get("tombstones", rules.default_tombstones), ordering, rules)
         where, fields = self.derivations(
             columns, raw.get("where"), key if tombstones is TombstoneMode.DELETE else (), fmt
         )
@@ -176,10 +169,10 @@ class _SpecParser:
             target_table=self.ident(table, "target_table"),
             ordering=ordering,
             format=fmt,
-            encoding=encoding,
+            encoding=own.encoding,
             schema_registry=self.registry(raw),
-            unavailable_value_placeholder=self.placeholder(raw, fmt),
-            decimal_handling=self.decimal_handling(raw, fmt),
+            unavailable_value_placeholder=own.unavailable_value_placeholder,
+            decimal_handling=own.decimal_handling,
             tombstones=tombstones,
             batch_size=self.positive_int(raw, "batch_size"),
             max_record_bytes=self.positive_int(raw, "max_record_bytes"),
@@ -199,6 +192,7 @@ class _SpecParser:
                 raw.get("transform"), raw.get("transform_version"), self.fail, raw.get("transform_derives")
             ),
             value_fields=fields,
+            facts=facts(rules, columns, key),
         )
         if spec.transform is not None and spec.unchanged_columns:
             raise self.fail("transform", _LEFT_OUT_TRANSFORM.format(columns=list(spec.unchanged_columns)))
@@ -227,7 +221,7 @@ class _SpecParser:
         the value paths they read. An expression reads path-mapped columns, not other expressions
         (one evaluation step); a tombstone has no value, so its key columns cannot be derived."""
         plain = {c.name for c in columns if c.expr is None}
-        check = functools.partial(path_problem, fmt=fmt)
+        check = functools.partial(path_problem, fmt=fmt, rules_of=self.rules_of)
         fields: list[str] = []
         for c in columns:
             if c.expr is None:
@@ -247,51 +241,20 @@ class _SpecParser:
             where = str(where)
         return where, tuple(fields)
 
-    def format(self, raw: Mapping[str, Any]) -> tuple[Format, Encoding]:
+    def format(self, raw: Mapping[str, Any]) -> tuple[SpecRules, FormatFields]:
+        """The rules of the spec's format and the values of its own keys; a key another format owns
+        is refused, naming the formats that have it."""
         try:
             fmt = Format(str(raw.get("format", SPEC_DEFAULTS["format"])))
         except ValueError:
             allowed = ", ".join(f.value for f in Format)
             raise self.fail("format", f"{raw.get('format')!r} is not one of: {allowed}") from None
-        if "encoding" in raw and fmt is not Format.DEBEZIUM:
-            raise self.fail("encoding", f"only a debezium pipeline chooses its encoding; format {fmt.value} has one")
-        default = Encoding.AVRO if fmt is Format.AVRO else SPEC_DEFAULTS["encoding"]
-        try:
-            encoding = Encoding(str(raw.get("encoding", default)))
-        except ValueError:
-            raise self.fail("encoding", f"{raw.get('encoding')!r} is not 'json' or 'avro'") from None
-        return fmt, encoding
-
-    def placeholder(self, raw: Mapping[str, Any], fmt: Format) -> str:
-        """The text that marks a value the connector left out (its ``unavailable.value.placeholder``)."""
-        if "unavailable_value_placeholder" not in raw:
-            return str(SPEC_DEFAULTS["unavailable_value_placeholder"])
-        value = raw["unavailable_value_placeholder"]
-        if fmt is not Format.DEBEZIUM:
-            raise self.fail("unavailable_value_placeholder", f"only a debezium pipeline has one; format {fmt.value}")
-        if not isinstance(value, str) or not value:
-            raise self.fail(
-                "unavailable_value_placeholder",
-                f"must be the connector's unavailable.value.placeholder text, got {value!r}",
-            )
-        return value
-
-    def decimal_handling(self, raw: Mapping[str, Any], fmt: Format) -> DecimalHandling:
-        """How the connector writes a numeric (its ``decimal.handling.mode``): under the JSON
-        converter a ``precise`` decimal is base64 bytes that cannot be told from a ``string`` one by
-        its text, so the spec says which (Avro's schema says it itself)."""
-        if "decimal_handling_mode" not in raw:
-            return DecimalHandling(SPEC_DEFAULTS["decimal_handling_mode"])
-        if fmt is not Format.DEBEZIUM:
-            raise self.fail("decimal_handling_mode", f"only a debezium pipeline has one; format {fmt.value}")
-        try:
-            return DecimalHandling(str(raw["decimal_handling_mode"]))
-        except ValueError:
-            raise self.fail(
-                "decimal_handling_mode",
-                f"{raw['decimal_handling_mode']!r} is not 'string' (also reads 'double') or 'precise': "
-                "copy the connector's decimal.handling.mode",
-            ) from None
+        rules = self.rules_of(fmt)
+        owned = dict.fromkeys(key for f in Format for key in self.rules_of(f).own_keys)
+        for key in owned:
+            if key in raw and key not in rules.own_keys:
+                raise self.fail(key, foreign_key_problem(key, fmt, self.rules_of))
+        return rules, rules.fields(raw, self.fail)
 
     def registry(self, raw: Mapping[str, Any]) -> str:
         conn_id = raw.get("schema_registry", SPEC_DEFAULTS["schema_registry"])
@@ -299,34 +262,19 @@ class _SpecParser:
             raise self.fail("schema_registry", f"must name an Airflow connection, got {conn_id!r}")
         return conn_id
 
-    def tombstones(self, raw: object, ordering: Ordering, fmt: Format) -> TombstoneMode:
+    def tombstones(self, raw: object, ordering: Ordering, rules: SpecRules) -> TombstoneMode:
         """A tombstone has no payload, so it carries no version: it can only be ordered by its
         place in its partition's log. Under column ordering that place says nothing about the
-        versions on other partitions, so ``delete`` needs offset ordering.
-
-        Debezium is the exception: its delete event (``op: d``) carries the source position
-        the pipeline orders by, and the Kafka tombstone after it is only for compaction
-        (:mod:`reprocess.formats.debezium`), so deletes order by that position."""
+        versions on other partitions, so ``delete`` needs offset ordering, unless the format's
+        deletes carry their position (a Debezium ``op: d``): the format's rules say
+        (:meth:`~reprocess.core.format_rules.SpecRules.tombstone_problem`)."""
         try:
             mode = TombstoneMode(str(raw))
         except ValueError:
             raise self.fail("tombstones", f"{raw!r} is not 'dead_letter' or 'delete'") from None
-        if fmt is Format.DEBEZIUM and mode is not TombstoneMode.DELETE:
-            raise self.fail("tombstones", "a debezium pipeline deletes on op d and tombstones: use 'delete'")
-        if fmt is Format.DEBEZIUM and ordering.column is not None and not self.paths[ordering.column].startswith("$"):
-            raise self.fail(
-                "ordering.column",
-                f"a debezium pipeline's deletes carry no row to read {ordering.column!r} from: order it by offset "
-                "(the default, as Debezium's own sinks do; a key's changes stay in order on its partition), or map "
-                f"{ordering.column!r} to a commit-ordered envelope path ($...)",
-            )
-        if mode is TombstoneMode.DELETE and ordering.column is not None and fmt is not Format.DEBEZIUM:
-            raise self.fail(
-                "tombstones",
-                f"'delete' needs ordering: offset; this pipeline orders by {ordering.column!r}, and a tombstone "
-                "(null value) has no version to compare, so an older version could resurrect the key or a newer "
-                "one be deleted. Order the pipeline by offset to delete on tombstones, or keep them as dead letters",
-            )
+        problem = rules.tombstone_problem(mode, ordering, self.paths)
+        if problem is not None:
+            raise self.fail(*problem)
         return mode
 
     def tags(self, raw: object) -> tuple[str, ...]:
@@ -338,7 +286,7 @@ class _SpecParser:
             raise self.fail("tags", f"must be a list of strings, got {raw!r}")
         return tuple(str(t) for t in raw)
 
-    def columns(self, raw: object, fmt: Format) -> tuple[ColumnSpec, ...]:
+    def columns(self, raw: object, rules: SpecRules) -> tuple[ColumnSpec, ...]:
         if not isinstance(raw, Mapping) or not raw:
             raise self.fail("columns", "must map column name → {type, path, required}")
         out = []
@@ -357,9 +305,9 @@ class _SpecParser:
             expr = col.get("expr")
             if expr is not None and "path" in col:
                 raise self.fail(f"{where}.expr", "a column takes its value from 'path' or from 'expr', not both")
-            path = self.path(col.get("path", col_name), f"{where}.path", fmt)
+            path = self.path(col.get("path", col_name), f"{where}.path", rules.format)
             string_is_json = bool(col.get("string_is_json", False))
-            if string_is_json and (fmt is not Format.JSON or col_type not in (ColumnType.JSON, ColumnType.JSONB)):
+            if string_is_json and (not rules.string_is_json or col_type not in (ColumnType.JSON, ColumnType.JSONB)):
                 raise self.fail(
                     f"{where}.string_is_json",
                     "only a json or jsonb column of the json format reads a JSON string as JSON text (avro and "
@@ -370,7 +318,7 @@ class _SpecParser:
         return tuple(out)
 
     def path(self, path: object, where: str, fmt: Format) -> str:
-        problem = path_problem(path, fmt)
+        problem = path_problem(path, fmt, self.rules_of)
         if problem is not None:
             raise self.fail(where, problem)
         return str(path)

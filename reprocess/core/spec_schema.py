@@ -1,6 +1,6 @@
 """The JSON Schema of a spec file, and its problems as field, problem and fix.
 
-One schema for every reader of a spec: :func:`reprocess.core.spec_parse.parse_spec` refuses a spec
+One schema for every reader of a spec: :func:`reprocess.formats.specs.parse_spec` refuses a spec
 it does not accept (so the DAG factory, the Spark job and ``reprocess validate`` give the same
 verdict), and ``reprocess validate`` lists every problem at once. Editors read the same file.
 """

@@ -91,7 +91,7 @@ def layout(spec: PipelineSpec, schema: str) -> Layout:
 
     Examples
     --------
-    >>> from reprocess.core.spec_parse import parse_spec
+    >>> from reprocess.formats.specs import parse_spec
     >>> spec = parse_spec({"name": "p", "topics": ["t"], "key": ["id"],
     ...     "columns": {"id": "text", "n": {"type": "numeric", "path": "m.n"}, "b": "bigint"}})
     >>> lay = layout(spec, "struct<`id`:string,`m`:struct<`n`:string>,`b`:string,`_corrupt_record`:string>")

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from reprocess.core.sample import SampleRecord, SampleResult, header_census, value_census
 from reprocess.core.spec import PipelineSpec
+from reprocess.formats import decoder
 from reprocess.operations.findings import Finding, Severity
 
 
@@ -17,7 +18,7 @@ def dead_columns(spec: PipelineSpec, records: Sequence[SampleRecord], result: Sa
     fails a run, but every row it writes gets NULL there, and a later fix of the path re-derives
     every row (the path is part of the fingerprint)."""
     src = spec.source_file
-    values, headers = value_census(spec, records), header_census(records)
+    values, headers = value_census(records, decoder(spec).sampled_row(spec)), header_census(records)
     out, dead = [], set()
     # A column the transform sets has values whatever its path; when the function was not run, it is not judged.
     unknown = set(spec.transform_columns if result.transform_not_run else ())

@@ -1,7 +1,7 @@
 """Check pipeline specs before a run does: every problem at once, each with its fix.
 
 Offline: each file against the JSON Schema shipped in the package (what an editor shows too),
-then the spec's own rules (:func:`~reprocess.core.spec_parse.parse_spec`: key columns are columns, the
+then the spec's own rules (:func:`~reprocess.formats.specs.parse_spec`: key columns are columns, the
 ordering column is required, ...), and names unique across the folder. Online, per valid spec:
 the topics exist (their partition counts), a sample of the newest records decodes by the Spark
 job's own rules (the caller passes the decoder: this layer never imports Spark) and carries the
@@ -24,9 +24,9 @@ from reprocess.core.errors import SpecError, SpecSchemaError
 from reprocess.core.ordering import UNORDERED_POSITIONS
 from reprocess.core.sample import SampleRecord, SampleResult
 from reprocess.core.spec import KEPT_TOMBSTONE, PipelineSpec
-from reprocess.core.spec_parse import parse_spec
 from reprocess.core.spec_schema import schema_problems
 from reprocess.core.spec_yaml import load_spec_yaml
+from reprocess.formats.specs import parse_spec
 from reprocess.operations.dead_columns import dead_columns
 from reprocess.operations.findings import Finding, Severity
 from reprocess.postgres.evolve import table_diff
@@ -61,7 +61,7 @@ class Report:
 
 def validate_offline(paths: Iterable[Path]) -> Report:
     """Schema and rules of every spec file under ``paths`` (files or folders of ``*.yaml``): the
-    same reading as the DAG factory's (:func:`~reprocess.core.spec_parse.parse_spec`), with every
+    same reading as the DAG factory's (:func:`~reprocess.formats.specs.parse_spec`), with every
     schema problem listed rather than the first."""
     report = Report()
     for path in _spec_files(paths, report):

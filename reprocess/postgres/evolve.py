@@ -65,7 +65,7 @@ def diff_schema(spec: PipelineSpec, columns: dict[str, str], key: tuple[str, ...
 
     Examples
     --------
-    >>> from reprocess.core.spec_parse import parse_spec
+    >>> from reprocess.formats.specs import parse_spec
     >>> spec = parse_spec({"name": "p", "topics": ["t"], "key": ["id"],
     ...     "columns": {"id": "bigint", "note": "text", "at": "timestamptz"}})
     >>> diff = diff_schema(spec, {"id": "bigint", "at": "timestamp with time zone", "_run_id": "text"}, ("id",))

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING
 
 from reprocess.core.errors import RunStateError
 from reprocess.core.runs import RunState
-from reprocess.core.spec import Format, PipelineSpec
-from reprocess.core.spec_parse import read_spec
+from reprocess.core.spec import PipelineSpec
 from reprocess.core.stages import launched_with_spark
-from reprocess.formats import avro
+from reprocess.formats import decoder
+from reprocess.formats.specs import read_spec
 from reprocess.operations.preview import check_readings
 from reprocess.postgres import store
 from reprocess.postgres.db import libpq_url, make_engine
@@ -86,9 +86,10 @@ def read_run(
     started = time.monotonic()
     progress = RunProgress(spark, engine, spec.name, run_id, sum(r.width for r in plan.ranges))
     schemas = writer_schemas(spec, plan.ranges, registry_config)
-    if spec.format is Format.AVRO and schemas:  # how the run reads each writer version: an apply's plan must agree
+    readings = decoder(spec).readings(spec, schemas) if schemas else None
+    if readings is not None:  # how the run reads each writer version: an apply's plan must agree
         with engine.begin() as conn:
-            check_readings(conn, spec, run_id, avro.readings(spec, schemas))
+            check_readings(conn, spec, run_id, readings)
     reader = SparkReader(spark, spec, db_url, kafka, schemas, progress)
     evaluate(stages, RunContext(engine, spec, reader=reader))
     progress.close()

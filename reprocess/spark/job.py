@@ -19,14 +19,12 @@ from psycopg2 import sql
 
 from reprocess.core.errors import ConnectionConfigError, SchemaChangeError, StageLostError
 from reprocess.core.ranges import OffsetRange, window_ranges
-from reprocess.core.spec import Format, PipelineSpec
-from reprocess.core.spec_parse import read_spec
+from reprocess.core.spec import PipelineSpec
 from reprocess.core.stage_rows import stage_columns
 from reprocess.core.stages import Read
-from reprocess.formats import record_parts
-from reprocess.formats.avro_schema import value_subjects
+from reprocess.formats import decoder, record_parts
 from reprocess.formats.contract import WriterSchemas
-from reprocess.formats.debezium import key_subjects
+from reprocess.formats.specs import read_spec
 from reprocess.kafka import registry
 from reprocess.postgres.db import libpq_url, one_row
 from reprocess.postgres.stage import (
@@ -103,11 +101,11 @@ def writer_schemas(spec: PipelineSpec, ranges: Sequence[OffsetRange], registry_c
 
 
 def spec_writer_schemas(spec: PipelineSpec, client: Mapping[str, Any]) -> WriterSchemas:
-    """Every writer schema of the spec's subjects (values; a Debezium pipeline's keys too) from the
-    registry at ``client`` (a ``SchemaRegistryClient`` config): a run's, and ``reprocess validate``'s
-    sample, which must decode as the run would."""
-    subjects = value_subjects(spec) + (key_subjects(spec) if spec.format is Format.DEBEZIUM else [])
-    return registry.writer_schemas(client, subjects)
+    """Every writer schema of the subjects the spec's decoder names
+    (:meth:`~reprocess.formats.decoder.Decoder.subjects`) from the registry at ``client`` (a
+    ``SchemaRegistryClient`` config): a run's, and ``reprocess validate``'s sample, which must decode
+    as the run would."""
+    return registry.writer_schemas(client, decoder(spec).subjects(spec))
 
 
 class SparkReader:

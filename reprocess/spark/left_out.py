@@ -26,9 +26,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from reprocess.core.formats import Format
 from reprocess.core.spec import PipelineSpec
 from reprocess.core.stage_rows import MOVED, MOVED_AT, NEW_KEY, OLD_AT, OLD_KEY, ROW, ROW_KEY, TOMBSTONE, UNCHANGED
+from reprocess.formats import decoder
 from reprocess.formats.contract import CREATES, key_json
 from reprocess.formats.typed import ordering_sql
 
@@ -45,9 +45,10 @@ OUT_OF_WHERE: Final = "_out_of_where"
 
 
 def removes_filtered(spec: PipelineSpec) -> bool:
-    """Whether a change the ``where`` does not keep deletes its key's row: a debezium pipeline's
-    table mirrors the source rows that match the filter, so a row updated out of it leaves."""
-    return spec.format is Format.DEBEZIUM and spec.where is not None
+    """Whether a change the ``where`` does not keep deletes its key's row, as the format's decoder
+    says (:meth:`~reprocess.formats.decoder.Decoder.removes_filtered`: a debezium pipeline's table
+    mirrors the source rows that match the filter, so a row updated out of it leaves)."""
+    return decoder(spec).removes_filtered(spec)
 
 
 def resolve_in_range(rows: DataFrame, spec: PipelineSpec) -> DataFrame:

@@ -43,7 +43,7 @@ def decode(records: DataFrame, spec: PipelineSpec, schemas: WriterSchemas | None
     records.sparkSession.conf.set("spark.sql.session.timeZone", "UTC")
     if any(c.type in (ColumnType.JSON, ColumnType.JSONB) for c in spec.columns):
         json_udf.register_json_text(records.sparkSession)  # the check of _error_with_unstorable_text
-    decoded = decoder(spec).decode(records, spec, schemas or {})
+    decoded = decoder(spec).decode(records, spec, schemas or {})  # the format's Decoder (reprocess.formats)
     return decoded.withColumn("_error", F.expr(_error_with_unstorable_text(spec)))
 
 

@@ -22,7 +22,7 @@ from sqlalchemy import Engine, text
 
 from reprocess.core.runs import RunKind, RunRequest
 from reprocess.core.spec import PipelineSpec
-from reprocess.core.spec_parse import read_spec
+from reprocess.formats.specs import read_spec
 from reprocess.kafka import demo_data
 from reprocess.kafka.clients import make_producer
 from tests.adversary.model import Pipeline, Scenario, Step

@@ -27,7 +27,7 @@ from devstack.process import free_port
 from reprocess.core.errors import RegistryError
 from reprocess.core.runs import RunRequest
 from reprocess.core.spec import PipelineSpec
-from reprocess.core.spec_parse import read_spec
+from reprocess.formats.specs import read_spec
 from reprocess.operations.plan import plan_run
 from reprocess.postgres.commit import commit_run
 from tests.support.helpers import run_spark_stage

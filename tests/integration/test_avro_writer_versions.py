@@ -28,7 +28,7 @@ from sqlalchemy import text
 
 from reprocess.core.runs import RunRequest
 from reprocess.core.spec import PipelineSpec
-from reprocess.core.spec_parse import read_spec
+from reprocess.formats.specs import read_spec
 from reprocess.operations.rebuild import swap_in
 from reprocess.postgres.commit import commit_run
 from reprocess.runner.start import start_run

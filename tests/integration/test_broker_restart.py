@@ -118,7 +118,7 @@ def _mirror_task(engine: Any, kafka: dict[str, Any], spec: Any) -> subprocess.Po
     code = (
         "import json, sys\n"
         "from pathlib import Path\n"
-        "from reprocess.core.spec_parse import read_spec\n"
+        "from reprocess.formats.specs import read_spec\n"
         "from reprocess.operations.mirror import mirror_group_offsets\n"
         "from reprocess.postgres.db import make_engine\n"
         "url, kafka, spec = sys.argv[1], json.loads(sys.argv[2]), read_spec(Path(sys.argv[3]))\n"

@@ -43,7 +43,7 @@ from bench import cdc_source as cdc
 from devstack import debezium, kafka_connect
 from reprocess.core.runs import RunKind, RunMode, RunRequest
 from reprocess.core.spec import PipelineSpec
-from reprocess.core.spec_parse import read_spec
+from reprocess.formats.specs import read_spec
 from reprocess.kafka import demo_data
 from reprocess.operations.rebuild import swap_in
 from reprocess.postgres.commit import commit_run

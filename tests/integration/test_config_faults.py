@@ -29,7 +29,7 @@ import pytest
 import yaml
 
 from devstack.process import free_port
-from reprocess.core.spec_parse import read_spec
+from reprocess.formats.specs import read_spec
 from reprocess.kafka import demo_data
 from tests.support.helpers import orders_spec, runs
 

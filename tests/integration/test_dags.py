@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from reprocess.core.errors import SpecError
-from reprocess.core.spec_catalog import load_specs
+from reprocess.formats.specs import load_specs
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.integration("airflow")

@@ -16,7 +16,7 @@ from reprocess.core.errors import StageRefusedError
 from reprocess.core.names import child_run_id
 from reprocess.core.ranges import OffsetRange
 from reprocess.core.spec import PipelineSpec
-from reprocess.core.spec_parse import parse_spec
+from reprocess.formats.specs import parse_spec
 from reprocess.operations.redrive import plan_redrive
 from reprocess.postgres import store
 from reprocess.postgres.commit import commit_run

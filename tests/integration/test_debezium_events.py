@@ -21,7 +21,7 @@ from sqlalchemy import text
 from reprocess.core.errors import ReconciliationGap
 from reprocess.core.runs import RunRequest
 from reprocess.core.spec import PipelineSpec
-from reprocess.core.spec_parse import read_spec
+from reprocess.formats.specs import read_spec
 from reprocess.kafka import demo_data
 from reprocess.kafka.clients import make_producer
 from tests.support.helpers import backfill, plan_stage_commit, reconcile_over_connect

@@ -36,7 +36,7 @@ from devstack import debezium, kafka_connect, registry
 from reprocess.core.errors import ReconciliationGap
 from reprocess.core.runs import RunKind, RunRequest
 from reprocess.core.spec import PipelineSpec
-from reprocess.core.spec_parse import read_spec
+from reprocess.formats.specs import read_spec
 from reprocess.operations.plan import plan_run
 from reprocess.operations.rebuild import swap_in
 from reprocess.postgres.commit import commit_run

@@ -194,7 +194,7 @@ def test_generated_avro_payloads_each_end_as_one_row_or_one_dead_letter(schema_r
     from confluent_kafka.schema_registry.avro import AvroSerializer
     from confluent_kafka.serialization import MessageField, SerializationContext
 
-    from reprocess.core.spec_parse import read_spec
+    from reprocess.formats.specs import read_spec
 
     name = f"hostile_avro_{uuid.uuid4().hex[:6]}"
     client = SchemaRegistryClient({"url": schema_registry})

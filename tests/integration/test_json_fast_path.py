@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from reprocess.core.spec_parse import parse_spec
 from reprocess.formats import json_udf
 from reprocess.formats.contract import sql_string, typed_name
 from reprocess.formats.json import schema_of
+from reprocess.formats.specs import parse_spec
 from reprocess.spark.transform import decode
 from tests.support.helpers import connect_session
 

@@ -21,7 +21,7 @@ from psycopg2 import sql
 from sqlalchemy import text
 
 from reprocess.core.ranges import OffsetRange
-from reprocess.core.spec_parse import parse_spec
+from reprocess.formats.specs import parse_spec
 from reprocess.postgres import left_out
 from reprocess.postgres.commit import commit_run
 from reprocess.postgres.db import libpq_url

@@ -21,7 +21,7 @@ from sqlalchemy import text
 from reprocess.core.errors import StalePlanError
 from reprocess.core.ranges import OffsetRange
 from reprocess.core.runs import RunRequest
-from reprocess.core.spec_parse import parse_spec
+from reprocess.formats.specs import parse_spec
 from reprocess.kafka import demo_data
 from reprocess.operations.preview import diff_run, load_report
 from reprocess.postgres import store

@@ -20,7 +20,7 @@ from reprocess.cli.plan import exit_code
 from reprocess.core.errors import StalePlanError
 from reprocess.core.names import child_run_id
 from reprocess.core.ranges import OffsetRange
-from reprocess.core.spec_parse import parse_spec
+from reprocess.formats.specs import parse_spec
 from reprocess.kafka import demo_data
 from reprocess.operations.preview import diff_run
 from reprocess.runner.preview import start_apply

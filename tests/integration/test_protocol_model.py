@@ -26,7 +26,7 @@ from sqlalchemy import text
 
 from reprocess.core.errors import FencedRunError
 from reprocess.core.ranges import OffsetRange
-from reprocess.core.spec_parse import parse_spec
+from reprocess.formats.specs import parse_spec
 from reprocess.postgres.commit import commit_run
 from reprocess.postgres.target import MARKERS_SCHEMA
 from tests.support.protocol_model import LogRecord, ProtocolModel

@@ -13,7 +13,7 @@ from sqlalchemy import text
 from reprocess.core.errors import ReconciliationGap
 from reprocess.core.ranges import OffsetRange
 from reprocess.core.spec import PipelineSpec
-from reprocess.core.spec_parse import parse_spec
+from reprocess.formats.specs import parse_spec
 from reprocess.operations.reconcile import record_verdicts
 from reprocess.postgres.target import MARKERS_SCHEMA
 from tests.support.staging import Record, stage_and_commit, write_stage

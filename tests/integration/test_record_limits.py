@@ -20,7 +20,7 @@ from sqlalchemy import text
 
 from reprocess.core.errors import ReconciliationGap
 from reprocess.core.runs import RunRequest
-from reprocess.core.spec_parse import parse_spec
+from reprocess.formats.specs import parse_spec
 from reprocess.operations.plan import plan_run
 from reprocess.postgres.commit import commit_run
 from reprocess.postgres.db import libpq_url

@@ -16,8 +16,7 @@ from reprocess.core.errors import OrderingError, SchemaChangeError, SpecError
 from reprocess.core.ranges import OffsetRange
 from reprocess.core.runs import RunKind, RunRequest
 from reprocess.core.spec import PipelineSpec
-from reprocess.core.spec_catalog import load_specs
-from reprocess.core.spec_parse import parse_spec
+from reprocess.formats.specs import load_specs, parse_spec
 from reprocess.kafka import demo_data
 from reprocess.operations.plan import plan_run
 from reprocess.postgres.commit import commit_run

@@ -21,8 +21,8 @@ import pytest
 
 from reprocess.core.runs import RunRequest
 from reprocess.core.spec import PipelineSpec
-from reprocess.core.spec_parse import parse_spec
 from reprocess.core.stage_rows import stage_columns
+from reprocess.formats.specs import parse_spec
 from reprocess.operations.plan import plan_run
 from reprocess.postgres.commit import commit_run
 from reprocess.postgres.db import libpq_url

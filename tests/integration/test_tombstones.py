@@ -15,7 +15,7 @@ from sqlalchemy import text
 
 from reprocess.core.runs import RunKind, RunRequest
 from reprocess.core.spec import PipelineSpec
-from reprocess.core.spec_parse import parse_spec
+from reprocess.formats.specs import parse_spec
 from reprocess.operations.plan import plan_run
 from reprocess.postgres.commit import commit_run
 from reprocess.postgres.target import MARKERS_SCHEMA

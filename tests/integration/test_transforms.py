@@ -23,7 +23,7 @@ from sqlalchemy import text
 from reprocess.core.errors import SpecError
 from reprocess.core.runs import RunRequest
 from reprocess.core.spec import PipelineSpec
-from reprocess.core.spec_parse import read_spec
+from reprocess.formats.specs import read_spec
 from reprocess.kafka import demo_data
 from reprocess.operations.plan import plan_run
 from reprocess.operations.summary import format_summary, run_summary

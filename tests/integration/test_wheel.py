@@ -74,7 +74,7 @@ print(json.dumps({"fingerprint": library_fingerprint(), "files": sorted(library_
 DECODE = """
 import json, sys, uuid
 from pyspark.sql import SparkSession
-from reprocess.core.spec_parse import parse_spec
+from reprocess.formats.specs import parse_spec
 from reprocess.formats import json_udf
 from reprocess.formats.json import schema_of
 

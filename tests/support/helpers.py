@@ -16,7 +16,7 @@ import yaml
 from sqlalchemy import Engine, text
 
 from reprocess.core.spec import PipelineSpec
-from reprocess.core.spec_parse import read_spec
+from reprocess.formats.specs import read_spec
 from tests.support import oracle
 
 ORDERS_SPEC = Path(__file__).resolve().parents[2] / "pipelines" / "orders.yaml"

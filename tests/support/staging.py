@@ -20,8 +20,8 @@ from sqlalchemy import Engine
 from reprocess.core.ranges import OffsetRange
 from reprocess.core.runs import RunKind, RunState
 from reprocess.core.spec import ColumnType, PipelineSpec
-from reprocess.core.spec_parse import parse_spec
 from reprocess.core.stage_rows import DEAD, ROW, TOMBSTONE, stage_columns
+from reprocess.formats.specs import parse_spec
 from reprocess.postgres import store
 from reprocess.postgres.commit import CommitResult, commit_run
 from reprocess.postgres.db import libpq_url

@@ -11,7 +11,7 @@ import pytest
 
 from reprocess.airflow.assets import Locations, PipelineAssets, locate, reconcile_event_extra
 from reprocess.airflow.payloads import PlannedWindow
-from reprocess.core.spec_parse import read_spec
+from reprocess.formats.specs import read_spec
 
 ORDERS = Path(__file__).resolve().parents[2] / "pipelines" / "orders.yaml"
 

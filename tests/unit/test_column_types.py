@@ -11,7 +11,7 @@ import pytest
 from reprocess.core.column_types import ColumnType, format_type, parse_type
 from reprocess.core.errors import SpecError
 from reprocess.core.spec import DecimalHandling, PipelineSpec
-from reprocess.core.spec_parse import parse_spec
+from reprocess.formats.specs import parse_spec
 from reprocess.postgres.evolve import diff_schema
 from reprocess.postgres.target import create_target_sql
 

@@ -11,7 +11,7 @@ import pytest
 from reprocess.core.derive import rewrite
 from reprocess.core.errors import SpecError
 from reprocess.core.spec import PipelineSpec
-from reprocess.core.spec_parse import parse_spec, read_spec
+from reprocess.formats.specs import parse_spec, read_spec
 
 ORDERS = Path(__file__).resolve().parents[2] / "pipelines" / "orders.yaml"
 
@@ -128,7 +128,7 @@ def test_deterministic_functions_and_names_like_them_pass() -> None:
 
 def test_validate_and_the_dag_factory_refuse_a_nondeterministic_spec(tmp_path: Path) -> None:
     """Both read a file through ``parse_spec``: validate reports it, the factory's folder marks it broken."""
-    from reprocess.core.spec_catalog import read_folder
+    from reprocess.formats.specs import read_folder
     from reprocess.operations.validate import validate_offline
 
     bad = tmp_path / "p.yaml"

@@ -10,10 +10,9 @@ import pytest
 
 from reprocess.core.errors import ConnectionConfigError, SpecError
 from reprocess.core.spec import Encoding, Format, TombstoneMode
-from reprocess.core.spec_catalog import load_specs
-from reprocess.core.spec_parse import parse_spec
 from reprocess.core.stage_rows import LINKS, UNCHANGED, stage_columns
 from reprocess.formats import record_parts
+from reprocess.formats.specs import load_specs, parse_spec
 from reprocess.kafka.registry import client_config
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "pipelines" / "examples"

@@ -18,7 +18,7 @@ BUILD_DAG = textwrap.dedent(
     from pathlib import Path
     from reprocess.airflow.run_dags import build_run_dag
     from reprocess.core.runs import RunKind
-    from reprocess.core.spec_parse import read_spec
+    from reprocess.formats.specs import read_spec
 
     dag = build_run_dag(read_spec(Path("pipelines/orders.yaml")), RunKind.BACKFILL)
     assert dag.get_task("commit_transaction").lineage_target == "public.orders"

@@ -13,7 +13,7 @@ from reprocess.airflow.run_dags import build_run_dag
 from reprocess.core.errors import SpecError
 from reprocess.core.ranges import TopicPartition
 from reprocess.core.runs import RunKind
-from reprocess.core.spec_parse import read_spec
+from reprocess.formats.specs import read_spec
 
 ORDERS_YAML = Path(__file__).resolve().parents[2] / "pipelines" / "orders.yaml"
 P0, P1 = TopicPartition("orders", 0), TopicPartition("orders", 1)

@@ -11,7 +11,7 @@ from reprocess.core.errors import DataLossError, SpecError
 from reprocess.core.ranges import OffsetRange, PartitionSnapshot, TopicPartition
 from reprocess.core.resolve import resolve
 from reprocess.core.runs import EndMode, LostRange, RunKind, RunRequest, StartMode
-from reprocess.core.spec_parse import parse_spec
+from reprocess.formats.specs import parse_spec
 
 SPEC = parse_spec(
     {"name": "p", "topics": ["t", "u"], "key": ["id"], "target_table": "public.p",

@@ -13,8 +13,7 @@ from psycopg2 import sql
 from reprocess.core.errors import SettingError, SpecError
 from reprocess.core.ordering import Ordering, OrderingMode
 from reprocess.core.spec import ColumnType
-from reprocess.core.spec_catalog import load_specs, read_folder
-from reprocess.core.spec_parse import parse_spec, read_spec
+from reprocess.formats.specs import load_specs, parse_spec, read_folder, read_spec
 
 ORDERS_YAML = Path(__file__).resolve().parents[2] / "pipelines" / "orders.yaml"
 

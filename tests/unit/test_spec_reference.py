@@ -7,8 +7,8 @@ import re
 import yaml
 from jsonschema import Draft202012Validator
 
-from reprocess.core.spec_parse import parse_spec
 from reprocess.core.spec_schema import spec_schema
+from reprocess.formats.specs import parse_spec
 from scripts import spec_reference
 
 

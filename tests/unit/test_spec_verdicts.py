@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from reprocess.airflow.factory import dags_from_specs
-from reprocess.core.spec_catalog import PIPELINES_DIR_ENV
+from reprocess.formats.specs import PIPELINES_DIR_ENV
 from reprocess.operations.validate import validate_offline
 
 BASE = """\

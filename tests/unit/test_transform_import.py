@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from reprocess.core.errors import SpecError
-from reprocess.core.spec_parse import parse_spec
+from reprocess.formats.specs import parse_spec
 from reprocess.spark import user_transform
 
 EXAMPLE = Path(__file__).parents[2] / "pipelines" / "examples" / "invoices.yaml"

@@ -1,4 +1,9 @@
-"""The specs of a folder: every ``*.yaml`` file of it, each pipeline name and target table once.
+"""Reading specs, the one way callers do: a mapping (:func:`parse_spec`), a file (:func:`read_spec`)
+or a folder (:func:`read_folder`: every ``*.yaml`` file of it, each pipeline name and target table once).
+
+The parser is core's (:mod:`reprocess.core.spec_parse`, format-neutral); the format's part comes from
+the registered decoders (:func:`reprocess.formats.rules_of`), passed in here. That is why reading a
+spec sits in formats rather than in core: core imports nothing of formats.
 
 A broken file is that file's fault alone: :func:`read_folder` keeps the specs that load next to
 the error of each file that does not, so one typo never hides the other pipelines (the DAG
@@ -11,13 +16,32 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from reprocess.core import spec_parse
 from reprocess.core.errors import SpecError
 from reprocess.core.spec import PipelineSpec
-from reprocess.core.spec_parse import read_spec
+from reprocess.core.spec_yaml import load_spec_yaml
+from reprocess.formats import rules_of
 
 # Points the DAG files and the ``reprocess`` command at another folder of specs (the tests use it);
 # it wins over Airflow's ``[reprocess] pipelines_dir`` (reprocess.airflow.settings reads both).
 PIPELINES_DIR_ENV: Final = "REPROCESS_PIPELINES_DIR"
+
+
+def parse_spec(raw: object, source: str = "<spec>") -> PipelineSpec:
+    """The spec a YAML mapping declares (:func:`reprocess.formats.specs.parse_spec` with every
+    format's rules); ``source`` names it in the errors (the file's path).
+
+    Examples
+    --------
+    >>> parse_spec({"name": "p", "topics": ["t"], "key": ["id"], "columns": {"id": "text"}}).format.value
+    'json'
+    """
+    return spec_parse.parse_spec(raw, rules_of, source)
+
+
+def read_spec(path: Path) -> PipelineSpec:
+    """The spec in a YAML file."""
+    return parse_spec(load_spec_yaml(path), source=str(path))
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,8 @@ Everything runs as Spark SQL expressions (``from_json`` with a schema of strings
 ``try_cast`` per column), not row by row in Python. :func:`decode` adds to the records the
 columns of the decoder contract (:mod:`reprocess.formats.contract`): each column's typed value,
 a tombstone's key columns, and ``_error`` naming the first problem of a record. The tombstone,
-key and column rules here are shared with the other formats (``avro``, ``debezium``).
+key and column rules here are shared with the other formats (``avro``, ``debezium`` import them
+from here); the format's :class:`~reprocess.formats.decoder.Decoder` is :mod:`reprocess.formats.json`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING
 
 from reprocess.core.spec import KEPT_TOMBSTONE, ColumnSpec, ColumnType, PipelineSpec, TombstoneMode
-from reprocess.formats import derive, json_strict, json_udf, record_parts
+from reprocess.formats import derive, json_udf, record_parts
 from reprocess.formats.contract import (
     DELETES,
     WriterSchemas,
@@ -25,6 +26,7 @@ from reprocess.formats.contract import (
     storable_sql,
     typed_name,
 )
+from reprocess.formats.json import strict as json_strict
 from reprocess.formats.record_parts import KEY_JSON
 from reprocess.formats.typed import NUMERIC_CHARS, NUMERIC_TEXT, numeric_fit, type_text, typed_sql
 
@@ -65,7 +67,7 @@ def json_schema(spec: PipelineSpec) -> str:
 
     Examples
     --------
-    >>> from reprocess.core.spec_parse import parse_spec
+    >>> from reprocess.formats.specs import parse_spec
     >>> spec = parse_spec({"name": "p", "topics": ["t"], "key": ["id"],
     ...     "columns": {"id": "text", "n": {"type": "bigint", "path": "meta.n"}, "x": "numeric"}})
     >>> json_schema(spec)

@@ -17,8 +17,9 @@ import functools
 from typing import TYPE_CHECKING
 
 from reprocess.core.spec import PipelineSpec, TombstoneMode
-from reprocess.formats import avro_schema, derive, json, record_parts
+from reprocess.formats import avro_schema, derive, record_parts
 from reprocess.formats.contract import DELETES, WriterSchemas
+from reprocess.formats.json import decode as json
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

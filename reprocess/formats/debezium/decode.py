@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Final
 from reprocess.core.derive import RECORD_FIELDS, references
 from reprocess.core.spec import ColumnSpec, ColumnType, DecimalHandling, Encoding, PipelineSpec
 from reprocess.core.stage_rows import MOVED_AT, NEW_KEY, OLD_KEY, UNCHANGED
-from reprocess.formats import avro_schema, derive, json, json_udf, record_parts
+from reprocess.formats import avro_schema, derive, json_udf, record_parts
 from reprocess.formats.contract import (
     CREATES,
     DELETES,
@@ -53,6 +53,7 @@ from reprocess.formats.contract import (
     sql_string,
     typed_name,
 )
+from reprocess.formats.json import decode as json
 from reprocess.formats.record_parts import KEY_JSON
 from reprocess.formats.typed import left_out_sql, typed_sql
 
