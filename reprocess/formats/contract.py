@@ -1,8 +1,9 @@
 """The decoder contract every format keeps, so the stage shape (:mod:`reprocess.spark.transform`)
 never depends on the format.
 
-A decoder is a module of this folder with ``decode(records, spec, schemas) -> DataFrame``, chosen
-by the spec's ``format`` (:func:`reprocess.formats.decoder`). It takes Spark's Kafka records
+A decoder is a :class:`~reprocess.formats.decoder.Decoder` in a folder of this package, chosen by
+the spec's ``format`` (:func:`reprocess.formats.decoder`); its ``decode(records, spec, schemas)``
+keeps this contract. It takes Spark's Kafka records
 (``key``, ``value``, ``headers``, ``topic``, ``partition``, ``offset``, ``timestamp``) and the
 writer schemas the driver fetched for the run (:data:`WriterSchemas`, empty unless the records are
 Avro) and returns them with, for the spec's ``i``-th column, its typed value in

@@ -3,7 +3,7 @@
 Each decoder reads a field as text first (JSON's text, an Avro value made text by
 :func:`reprocess.formats.avro_schema.field`, a Debezium envelope's field) and types it here:
 the result is NULL when the text is not a value of the type, which the decoder reports as a type
-error naming the column (:func:`reprocess.formats.json.column_cases`). A type Spark holds exactly
+error naming the column (:func:`reprocess.formats.json.decode.column_cases`). A type Spark holds exactly
 is a Spark value; any other is text in PostgreSQL's input syntax, cast at the COPY
 (:mod:`reprocess.core.column_types`). The rules:
 

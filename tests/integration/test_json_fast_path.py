@@ -14,7 +14,7 @@ import pytest
 
 from reprocess.formats import json_udf
 from reprocess.formats.contract import sql_string, typed_name
-from reprocess.formats.json import schema_of
+from reprocess.formats.json.decode import schema_of
 from reprocess.formats.specs import parse_spec
 from reprocess.spark.transform import decode
 from tests.support.helpers import connect_session

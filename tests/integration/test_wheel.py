@@ -76,7 +76,7 @@ import json, sys, uuid
 from pyspark.sql import SparkSession
 from reprocess.formats.specs import parse_spec
 from reprocess.formats import json_udf
-from reprocess.formats.json import schema_of
+from reprocess.formats.json.decode import schema_of
 
 spec = parse_spec({"name": "p", "topics": ["t"], "key": ["id"], "columns": {"id": "text", "n": "numeric"}})
 lay = json_udf.layout(spec, schema_of(["id", "n"]))
