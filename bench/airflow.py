@@ -27,6 +27,7 @@ from typing import Any
 
 from bench.context import REPO, Bench, Result
 from bench.data import Dataset
+from reprocess.core import names
 
 log = logging.getLogger(__name__)
 
@@ -142,7 +143,7 @@ def trigger_and_wait(bench: Bench, api: Api, dag_id: str, deadline: float) -> Tr
     started = time.monotonic()
     run = api.call(f"/dags/{dag_id}/dagRuns", {"logical_date": None, "conf": {}})
     run_path = f"/dags/{dag_id}/dagRuns/{run['dag_run_id']}"
-    run_key = f"{dag_id}/{run['dag_run_id']}"
+    run_key = names.run_key(dag_id, run["dag_run_id"])
     conn = bench.connect()
     conn.autocommit = True
     try:

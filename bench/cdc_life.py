@@ -45,6 +45,7 @@ import yaml
 
 from bench import cdc_source as cdc
 from bench.context import REPO, Bench, bench_db_url
+from reprocess.core.names import local_run_id
 
 REGIONS = ("eu", "us", "ap")
 
@@ -248,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
             cdc.source(cdc.insert(tag, {**cdc.life_row("zz", n), "name": marker}))
             life.origin[("zz", n)] = "insert"
             end = cdc.wait_for(bench.kafka, topic, marker.encode(), seconds=600)
-            result = _run(bench, live, f"{live.name}/{n}", {} if n == 1 else None)
+            result = _run(bench, live, local_run_id(live.name, str(n)), {} if n == 1 else None)
             _verdict(bench, life, live, f"round {n} ({'backfill' if n == 1 else 'incremental'}, log end {end})", result)
         print(f"\nthe life: {dict(life.ops)}; {cdc.resent(bench.kafka, topic)} events sent twice")
         whole = {"start_mode": "offsets", "start_value": json.dumps({topic: {"0": 0}}),

@@ -11,6 +11,7 @@ from psycopg2 import sql
 from bench.consume import consume_batches
 from bench.context import Bench, Result
 from bench.data import Dataset, parsed_rows
+from reprocess.core.names import local_run_id
 
 
 def ceiling_a_pg_merge(bench: Bench, ds: Dataset) -> Result:
@@ -22,7 +23,7 @@ def ceiling_a_pg_merge(bench: Bench, ds: Dataset) -> Result:
 
     spec = bench.spec("ceil_a", ds.topic)
     bench.create_target(spec)
-    run_id = f"{spec.name}/ceiling"
+    run_id = local_run_id(spec.name, "ceiling")
     buf = io.StringIO()
     for r in parsed_rows(ds):
         ts = datetime.fromtimestamp(r[10] / 1000, UTC).isoformat()

@@ -28,6 +28,7 @@ from typing import Any
 
 from sqlalchemy import Engine, text
 
+from reprocess.core.names import pipeline_dag_id
 from reprocess.operations import coverage
 from reprocess.postgres.db import make_engine, migrate
 
@@ -50,7 +51,7 @@ def seed(
     dead_letters: int = 3_000, days: int = 31, retained_runs: int = 2_000,
 ) -> Seeded:  # fmt: skip
     topic = f"{pipeline}_events"
-    dag = f"reprocess_{pipeline}_incremental"
+    dag = pipeline_dag_id(pipeline, "incremental")
     s = Seeded(pipeline, topic, partitions, runs, step, runs // 2, 7 % partitions, dead_letters, days)
     p = {"pipeline": pipeline, "topic": topic, "dag": dag, "n": runs, "parts": partitions, "step": step,
          "gap_run": s.gap_run, "gap_part": s.gap_partition, "dead": dead_letters, "days": days,

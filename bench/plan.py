@@ -9,9 +9,12 @@ over the same records, so what the plan adds is the diff minus the commit (docs/
 from __future__ import annotations
 
 import time
+import uuid
+from datetime import UTC, datetime
 
 from bench.context import Bench, Result
 from bench.data import Dataset
+from reprocess.core import names
 
 
 def plan_then_apply(bench: Bench, ds: Dataset, label: str) -> Result:
@@ -28,7 +31,8 @@ def plan_then_apply(bench: Bench, ds: Dataset, label: str) -> Result:
     from reprocess.spark.connect import client_env, shared_session
 
     spec = bench.spec(label, ds.topic)  # the same spec file the product case wrote
-    plan_id, apply_id = f"bench-plan-{label}-{time.time_ns()}", f"bench-apply-{label}-{time.time_ns()}"
+    plan_id = names.plan_id(spec.name, datetime.now(UTC), uuid.uuid4().hex[:6])
+    apply_id = names.apply_run_id(plan_id, datetime.now(UTC))
     engine = make_engine(bench.db_url)
     t: list[float] = []
     try:

@@ -22,6 +22,7 @@ from bench.context import REPO, Bench, Result
 from bench.data import Dataset
 from bench.rss import PeakRss
 from bench.slices import spark_offsets
+from reprocess.core.names import local_run_id
 from reprocess.core.spec import PipelineSpec
 
 _STAGE_LOG = re.compile(r"stage run_id=\S+ pipeline=\S+ ranges=\d+ seconds=([0-9.]+)")
@@ -173,7 +174,7 @@ def product(
 
     spec = bench.spec(label, ds.topic, **spec_overrides)
     engine = make_engine(bench.db_url)
-    run_id = f"{spec.name}/{run_name}"
+    run_id = local_run_id(spec.name, run_name)
     try:
         t0 = time.monotonic()
         if ends is None:

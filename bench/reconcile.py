@@ -18,6 +18,7 @@ from psycopg2 import sql
 
 from bench.context import Bench, Result
 from bench.data import T0, Dataset
+from reprocess.core import names
 
 
 def reconcile_window(bench: Bench, ds: Dataset, label: str) -> tuple[Result, Result]:
@@ -39,8 +40,8 @@ def reconcile_window(bench: Bench, ds: Dataset, label: str) -> tuple[Result, Res
 
     spec = bench.spec(label, ds.topic)  # the same spec file the product case wrote
     start, end = T0, T0 + timedelta(milliseconds=ds.records)
-    check_id = f"bench/{label}/{uuid.uuid4().hex[:8]}"
-    lineage_id = f"{check_id}/lineage"
+    nonce = uuid.uuid4().hex[:8]  # the same window's two checks (values, lineage only) under one nonce
+    check_id, lineage_id = names.check_id("bench", label, nonce), names.check_id("bench", label, f"{nonce}/lineage")
     engine = make_engine(bench.db_url)
     try:
         t0 = time.monotonic()

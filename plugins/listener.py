@@ -21,6 +21,8 @@ from typing import Any
 
 from airflow.listeners import hookimpl
 
+from reprocess.core.names import is_product_dag, kind_of_dag
+
 log = logging.getLogger(__name__)
 NOTE_LIMIT = 1000  # the UI/API limit of a run note
 ERROR_XCOM = "reprocess_error"  # a failed task's error, for the note of a run that has no row
@@ -47,7 +49,7 @@ class RunNoteListener:
 
 
 def _noted(dag_id: str) -> bool:
-    return dag_id.startswith("reprocess_") and not dag_id.endswith("_reconcile")
+    return is_product_dag(dag_id) and kind_of_dag(dag_id) != "reconcile"
 
 
 def _record_error(task_instance: Any, error: BaseException) -> None:

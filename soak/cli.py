@@ -13,6 +13,7 @@ from pathlib import Path
 
 from devstack import debezium, kafka_connect
 from devstack.process import state_dir
+from reprocess.core.names import pipeline_dag_id
 from soak import cdc_load, json_load, monitor, oracle
 from soak.chaos import Chaos
 from soak.json_load import JsonProducer
@@ -34,7 +35,7 @@ class Setup:
 
     @property
     def dag_ids(self) -> list[str]:
-        return [f"reprocess_{p}_{k}" for p in self.names.pipelines for k in ("incremental", "reconcile")]
+        return [pipeline_dag_id(p, k) for p in self.names.pipelines for k in ("incremental", "reconcile")]
 
     def log(self, pipeline: str) -> Path:
         return self.folder / f"{pipeline}.produced.jsonl"

@@ -30,6 +30,7 @@ from typing import Any, Final
 from airflow.sdk import Asset, AssetWatcher
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
+from reprocess.core import names
 from reprocess.core.ranges import TopicPartition
 from reprocess.core.spec import ON_NEW_RECORDS, PipelineSpec
 
@@ -132,10 +133,10 @@ def new_records_asset(spec: PipelineSpec) -> Asset:
         spec_file=spec.source_file, pipeline=spec.name, min_interval_seconds=spec.min_interval_seconds
     )
     return Asset(
-        name=f"reprocess_{spec.name}_new_records",
+        name=names.new_records_asset(spec.name),
         uri=f"reprocess://{spec.name}/new_records",
         group="reprocess",
-        watchers=[AssetWatcher(name=f"reprocess_{spec.name}_new_records", trigger=trigger)],
+        watchers=[AssetWatcher(name=names.new_records_asset(spec.name), trigger=trigger)],
     )
 
 

@@ -8,6 +8,7 @@ from typing import Final
 
 from reprocess.cli.common import EXIT_FOUND, EXIT_OK, app_engine, kafka_config
 from reprocess.core.errors import ReprocessError
+from reprocess.core.names import apply_run_id
 
 NAME: Final = "apply"
 SUMMARY: Final = "apply exactly a stored plan's ranges (refused when its spec, ledger or log start changed)"
@@ -39,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     if report is None:
         raise ReprocessError(f"no plan {args.plan_id!r}; make one with `reprocess plan PIPELINE`")
     spec = find_spec(report["pipeline"], pipelines_dir())
-    run_id = f"apply-{args.plan_id}-{datetime.now(UTC):%Y%m%dT%H%M%S}"
+    run_id = apply_run_id(args.plan_id, datetime.now(UTC))
     _plan, stages = start_apply(engine, kafka, spec, args.plan_id, run_id)
     run_stages(engine, kafka, spec, run_id, stages)
     summary = run_summary(engine, spec.name, run_id, spec=spec, applied_plan=args.plan_id)

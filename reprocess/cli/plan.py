@@ -18,6 +18,7 @@ from typing import Any, Final
 from uuid import uuid4
 
 from reprocess.cli.common import EXIT_FOUND, EXIT_OK, app_db_url, app_engine, kafka_config
+from reprocess.core import names
 
 NAME: Final = "plan"
 SUMMARY: Final = "what a replay would insert, update (per column), leave, refuse or delete, before it writes"
@@ -83,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     spec = find_spec(args.pipeline, pipelines_dir())
     params = {**range_params(args), "preview": True}
     request = RunRequest.from_params(params)
-    plan_id = args.plan_id or f"plan-{spec.name}-{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid4().hex[:6]}"
+    plan_id = args.plan_id or names.plan_id(spec.name, datetime.now(UTC), uuid4().hex[:6])
     engine, kafka = app_engine(), kafka_config()
     with contextlib.redirect_stdout(sys.stderr):
         _plan, stages = start_run(engine, kafka, spec, request, plan_id, params=params)

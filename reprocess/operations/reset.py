@@ -18,6 +18,7 @@ from typing import Any
 from sqlalchemy import Engine
 
 from reprocess.core.errors import SpecError
+from reprocess.core.names import reset_run_id
 from reprocess.core.ranges import PartitionSnapshot, TopicPartition
 from reprocess.core.runs import parse_timestamp
 from reprocess.core.spec import PipelineSpec
@@ -181,7 +182,7 @@ def execute_reset(
                       "new": r.new, "mode": request.mode.value, "value": request.value, "reason": reason,
                       "by": requested_by}  # fmt: skip
             reset_id = conn.execute(queries.INSERT_LEDGER_RESET, params).scalar_one()
-            conn.execute(queries.RESET_LEDGER, {**params, "run_id": f"reset:{reset_id}"})
+            conn.execute(queries.RESET_LEDGER, {**params, "run_id": reset_run_id(reset_id)})
     log.info("reset pipeline=%s mode=%s value=%s by=%s rows=%s", spec.name, request.mode.value, request.value,
              requested_by, [(str(r.tp), r.current, r.new) for r in rows])  # fmt: skip
     mirror_group_offsets(engine, kafka, spec)

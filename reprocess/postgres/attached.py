@@ -17,6 +17,7 @@ import psycopg2
 from psycopg2 import sql
 from sqlalchemy import Connection, text
 
+from reprocess.core.names import kept_index
 from reprocess.core.spec import PipelineSpec
 from reprocess.postgres.db import pg_cursor
 from reprocess.postgres.target import target_identifier
@@ -92,7 +93,7 @@ def carry_over(conn: Connection, live: PipelineSpec, shadow: PipelineSpec, stamp
             cur.execute(
                 sql.SQL("ALTER INDEX {}.{} RENAME TO {}").format(
                     sql.Identifier(live.target_schema), sql.Identifier(name),
-                    sql.Identifier(f"{name[:40]}__old_{stamp}"),
+                    sql.Identifier(kept_index(name, stamp)),
                 )
             )  # fmt: skip
             cur.execute("SAVEPOINT carry_index")
