@@ -9,6 +9,7 @@ from airflow.sdk import DAG, Param
 
 from reprocess.airflow.common import app_engine, default_args, kafka_config, topic_partition_params
 from reprocess.airflow.faults import pipeline_task
+from reprocess.core.choices import described, values
 from reprocess.core.spec import PipelineSpec
 
 log = logging.getLogger(__name__)
@@ -22,18 +23,25 @@ def reset_params(spec: PipelineSpec) -> dict[str, Param]:
         "mode": Param(
             ResetMode.EARLIEST.value,
             type="string",
-            enum=[m.value for m in ResetMode],
+            enum=values(ResetMode),
             title="Move to",
-            description="to-earliest: log start; to-latest: log end (skips unread records); to-offset: `value` on "
-            "every selected partition; to-datetime: first record at/after `value` (RFC 3339); shift-by: move each "
-            "position by `value` (negative re-reads). Positions are clamped to the retained log.",
+            description=described(
+                {
+                    ResetMode.EARLIEST: "log start",
+                    ResetMode.LATEST: "log end (skips unread records)",
+                    ResetMode.OFFSET: "`value` on every selected partition",
+                    ResetMode.DATETIME: "first record at/after `value` (RFC 3339)",
+                    ResetMode.SHIFT_BY: "move each position by `value` (negative re-reads)",
+                }
+            )
+            + ". Positions are clamped to the retained log.",
             section="Where",
         ),
         "value": Param(
             None,
             type=["null", "string"],
             title="Value",
-            description="For to-offset, to-datetime, shift-by.",
+            description=f"For {', '.join(m.value for m in ResetMode if m.takes_value)}.",
             section="Where",
         ),
         **topic_partition_params(spec, "Where", "Topics whose positions move.", "Empty means every partition."),

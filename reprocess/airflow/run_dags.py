@@ -24,8 +24,22 @@ from reprocess.airflow.lineage import lineage_task
 from reprocess.airflow.new_records import incremental_schedule
 from reprocess.airflow.payloads import PlannedRun
 from reprocess.core import names
+from reprocess.core.choices import described, values
 from reprocess.core.errors import RunStateError, SpecError
-from reprocess.core.runs import HEALED_BY, PLAN_ID, RECHECK_WINDOW, RunKind, RunRequest, window_text
+from reprocess.core.runs import (
+    DEFAULT_END,
+    DEFAULT_MODE,
+    DEFAULT_START,
+    HEALED_BY,
+    PLAN_ID,
+    RECHECK_WINDOW,
+    EndMode,
+    RunKind,
+    RunMode,
+    RunRequest,
+    StartMode,
+    window_text,
+)
 from reprocess.core.spec import PipelineSpec
 
 log = logging.getLogger(__name__)
@@ -42,12 +56,20 @@ def backfill_params(spec: PipelineSpec) -> dict[str, Param]:
             "Partition numbers to replay; empty means every partition.",
         ),
         "start_mode": Param(
-            "earliest",
+            DEFAULT_START.value,
             type="string",
-            enum=["earliest", "offsets", "timestamp", "group", "ledger"],
+            enum=values(StartMode),
             title="Start from",
-            description="earliest: log start; offsets: start_value JSON; timestamp: first record at/after "
-            "start_value; group: the consumer group's committed offsets; ledger: the pipeline's committed position.",
+            description=described(
+                {
+                    StartMode.EARLIEST: "log start",
+                    StartMode.OFFSETS: "start_value JSON",
+                    StartMode.TIMESTAMP: "first record at/after start_value",
+                    StartMode.GROUP: "the consumer group's committed offsets",
+                    StartMode.LEDGER: "the pipeline's committed position",
+                }
+            )
+            + ".",
             section="Range",
         ),
         "start_value": Param(
@@ -58,12 +80,19 @@ def backfill_params(spec: PipelineSpec) -> dict[str, Param]:
             section="Range",
         ),
         "end_mode": Param(
-            "latest",
+            DEFAULT_END.value,
             type="string",
-            enum=["latest", "offsets", "timestamp", "group"],
+            enum=values(EndMode),
             title="End at (exclusive)",
-            description="latest: the log end when the run is planned; offsets: end_value JSON; timestamp: "
-            "first record at/after end_value; group: the consumer group's committed offsets.",
+            description=described(
+                {
+                    EndMode.LATEST: "the log end when the run is planned",
+                    EndMode.OFFSETS: "end_value JSON",
+                    EndMode.TIMESTAMP: "first record at/after end_value",
+                    EndMode.GROUP: "the consumer group's committed offsets",
+                }
+            )
+            + ".",
             section="Range",
         ),
         "end_value": Param(
@@ -101,15 +130,21 @@ def backfill_params(spec: PipelineSpec) -> dict[str, Param]:
             section="Safety",
         ),
         "mode": Param(
-            "merge",
+            DEFAULT_MODE.value,
             type="string",
-            enum=["merge", "rebuild"],
+            enum=values(RunMode),
             title="Mode",
-            description="merge: upsert the replayed records into the live table (newer records win; the same "
-            "record re-derives its row when the spec changed). rebuild: write a complete new table from the log "
-            "start into a shadow table (in batches, resumable), verify it against Kafka and swap it in atomically "
-            "with the ledger; the live table is served meanwhile and kept under a dated name. Use it for changes "
-            "that cannot be applied in place (a type change, a new key, a dropped column).",
+            description=described(
+                {
+                    RunMode.MERGE: "upsert the replayed records into the live table (newer records win; the same "
+                    "record re-derives its row when the spec changed).",
+                    RunMode.REBUILD: "write a complete new table from the log start into a shadow table (in batches, "
+                    "resumable), verify it against Kafka and swap it in atomically with the ledger; the live table is "
+                    "served meanwhile and kept under a dated name. Use it for changes that cannot be applied in place "
+                    "(a type change, a new key, a dropped column).",
+                },
+                separator=" ",
+            ),
             section="Safety",
         ),
         "heals_window": Param(

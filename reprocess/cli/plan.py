@@ -19,6 +19,8 @@ from uuid import uuid4
 
 from reprocess.cli.common import EXIT_FOUND, EXIT_OK, app_db_url, app_engine, kafka_config
 from reprocess.core import names
+from reprocess.core.choices import listed
+from reprocess.core.runs import DEFAULT_END, DEFAULT_START, EndMode, StartMode
 
 NAME: Final = "plan"
 SUMMARY: Final = "what a replay would insert, update (per column), leave, refuse or delete, before it writes"
@@ -58,9 +60,9 @@ def configure(cmd: argparse.ArgumentParser) -> None:
 
 def add_range_arguments(cmd: argparse.ArgumentParser) -> None:
     """The backfill form's range params, as options."""
-    cmd.add_argument("--start-mode", default="earliest", help="earliest, offsets, timestamp, group or ledger")
+    cmd.add_argument("--start-mode", default=DEFAULT_START.value, help=listed(StartMode))
     cmd.add_argument("--start-value", help='offsets JSON {"topic": {"0": 5}} or an RFC 3339 time')
-    cmd.add_argument("--end-mode", default="latest", help="latest, offsets, timestamp or group")
+    cmd.add_argument("--end-mode", default=DEFAULT_END.value, help=listed(EndMode))
     cmd.add_argument("--end-value", help="as --start-value")
     cmd.add_argument("--topic", action="append", help="only this topic (repeatable); default: all of the pipeline's")
     cmd.add_argument("--partitions", type=lambda v: [int(p) for p in v.split(",")], help="e.g. 0,2; default: all")

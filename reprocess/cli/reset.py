@@ -6,9 +6,10 @@ import argparse
 import getpass
 import json
 from dataclasses import asdict
-from typing import Final
+from typing import Any, Final
 
 from reprocess.cli.common import EXIT_OK, app_engine, kafka_config
+from reprocess.operations.reset import ResetMode
 
 NAME: Final = "reset"
 SUMMARY: Final = "move a pipeline's ledger (dry run unless --execute), like kafka-consumer-groups --reset-offsets"
@@ -29,16 +30,22 @@ EXAMPLES: Final = (
 )
 
 
+# The ``--to-…`` options, one per mode, named as the mode (kafka-consumer-groups' names).
+_TO: Final[dict[ResetMode, dict[str, Any]]] = {
+    ResetMode.EARLIEST: {"help": "the log start of each partition"},
+    ResetMode.LATEST: {"help": "the log end (skips everything unread)"},
+    ResetMode.OFFSET: {"type": int, "metavar": "N", "help": "offset N on every selected partition (clamped)"},
+    ResetMode.DATETIME: {"metavar": "TS", "help": "first record at/after an RFC 3339 time, e.g. 2026-11-01T00:00Z"},
+    ResetMode.SHIFT_BY: {"type": int, "metavar": "N", "help": "move each position by N (negative: re-read N offsets)"},
+}
+
+
 def configure(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("pipeline", help="pipeline name (the spec's name)")
     to = cmd.add_mutually_exclusive_group(required=True)
-    to.add_argument("--to-earliest", action="store_true", default=None, help="the log start of each partition")
-    to.add_argument("--to-latest", action="store_true", default=None, help="the log end (skips everything unread)")
-    to.add_argument("--to-offset", type=int, metavar="N", help="offset N on every selected partition (clamped)")
-    to.add_argument(
-        "--to-datetime", metavar="TS", help="first record at/after an RFC 3339 time, e.g. 2026-11-01T00:00Z"
-    )
-    to.add_argument("--shift-by", type=int, metavar="N", help="move each position by N (negative: re-read N offsets)")
+    for mode in ResetMode:  # a mode with no value moves to an end of the log: a flag
+        flag: dict[str, Any] = {} if mode.takes_value else {"action": "store_true", "default": None}
+        to.add_argument(f"--{mode.value}", **flag, **_TO[mode])
     cmd.add_argument("--topic", action="append", help="only this topic (repeatable); default: all of the pipeline's")
     cmd.add_argument("--partitions", type=lambda v: [int(p) for p in v.split(",")], help="e.g. 0,2; default: all")
     run = cmd.add_mutually_exclusive_group()
@@ -53,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     """Dry run by default: print current → new per partition; ``--execute`` applies and audits."""
     from reprocess.airflow.settings import pipelines_dir
     from reprocess.formats.specs import find_spec
-    from reprocess.operations.reset import ResetMode, ResetRequest, execute_reset, format_reset, plan_reset
+    from reprocess.operations.reset import ResetRequest, execute_reset, format_reset, plan_reset
 
     spec = find_spec(args.pipeline, pipelines_dir())
     mode, value = next((m, v) for m in ResetMode if (v := getattr(args, m.value.replace("-", "_"))) is not None)

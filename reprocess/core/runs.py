@@ -58,6 +58,13 @@ class EndMode(enum.StrEnum):
     GROUP = "group"
 
 
+# A backfill's choices when its form (or `reprocess plan`) leaves them as they are: the whole
+# retained log, merged into the live table.
+DEFAULT_START: Final = StartMode.EARLIEST
+DEFAULT_END: Final = EndMode.LATEST
+DEFAULT_MODE: Final = RunMode.MERGE
+
+
 @dataclass(frozen=True, slots=True)
 class RunRequest:
     """What the user asked for, before it is resolved against a Kafka snapshot."""
@@ -74,7 +81,7 @@ class RunRequest:
     dry_run: bool = False
     preview: bool = False  # a plan: read and diff against the target, write nothing (reprocess plan)
     acknowledge_partition_change: bool = False  # see Ordering.check_partition_counts
-    mode: RunMode = RunMode.MERGE
+    mode: RunMode = DEFAULT_MODE
     # The reconciliation window [start, end) this backfill heals: checked again once it commits.
     heals_window: tuple[datetime, datetime] | None = None
 
@@ -100,8 +107,8 @@ class RunRequest:
 
         request = cls(
             kind=kind,
-            start_mode=choice("start_mode", StartMode, "earliest"),
-            end_mode=choice("end_mode", EndMode, "latest"),
+            start_mode=choice("start_mode", StartMode, DEFAULT_START),
+            end_mode=choice("end_mode", EndMode, DEFAULT_END),
             start_value=optional_str("start_value"),
             end_value=optional_str("end_value"),
             topics=tuple(params.get("topics") or ()),
@@ -111,7 +118,7 @@ class RunRequest:
             dry_run=bool(params.get("dry_run", False)),
             preview=bool(params.get("preview", False)),
             acknowledge_partition_change=bool(params.get("acknowledge_partition_change", False)),
-            mode=choice("mode", RunMode, "merge"),
+            mode=choice("mode", RunMode, DEFAULT_MODE),
             heals_window=parse_window(heals, HEALS_WINDOW) if (heals := optional_str(HEALS_WINDOW)) else None,
         )
         request.validate()

@@ -38,6 +38,11 @@ class ResetMode(enum.StrEnum):
     DATETIME = "to-datetime"
     SHIFT_BY = "shift-by"
 
+    @property
+    def takes_value(self) -> bool:
+        """Whether the mode moves to a position the user gives (``value``), not to an end of the log."""
+        return self not in (ResetMode.EARLIEST, ResetMode.LATEST)
+
 
 @dataclass(frozen=True, slots=True)
 class ResetRequest:
