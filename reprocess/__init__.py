@@ -10,8 +10,10 @@ The folders are the layers; each may import only the layers below it (no cycles)
 - ``postgres``: the app database: migrations, target and stage tables, the run store, the commit.
 - ``spark``: the Spark job: transform, the stage job, the Connect session and spark-submit conf;
   imports core, formats, kafka, postgres.
+- ``checks``: reconciliation's checks, one module per kind of gap, and the list they are registered
+  in; imports core, postgres.
 - ``operations``: what a user asks for: plan, reconcile, rebuild, reset, redrive, mirror,
-  coverage, summary; imports core, kafka, postgres.
+  coverage, summary; imports core, kafka, postgres, checks.
 - ``airflow``: the edge that imports Airflow: the DAGs by kind, the Spark task.
 - ``cli``: the command line, an edge like ``airflow``.
 - ``spark_apps``, ``sql`` and ``plugins`` are the repository's top-level folders of the same names,

@@ -53,7 +53,7 @@
     }, config);
   }
 
-  // A gap's kinds (reprocess.operations.gap_kinds: missing, older, values differ, …), as " [a, b]".
+  // A gap's kinds as its checks stored them (reprocess.checks: missing, older, values differ, …), as " [a, b]".
   function kinds(cell) {
     return cell.kinds && cell.kinds.length ? ` [${esc(cell.kinds.join(", "))}]` : "";
   }

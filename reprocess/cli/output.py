@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any, Final
 
+from reprocess.checks.registry import kind_counts
 from reprocess.core.ranges import PartitionSnapshot
 from reprocess.core.runs import NOT_STABLE
 from reprocess.operations.coverage import CalendarCell, PipelineOverview
-from reprocess.operations.gap_kinds import kind_counts
 
 STATUS_COLUMNS: Final = ("TOPIC", "PARTITION", "LOG-START", "LEDGER", "LOG-END", "LAG", "LAST-RUN", "RECONCILED")
 
@@ -62,7 +62,7 @@ def calendar_text(cells: Sequence[CalendarCell]) -> str:
     if not cells:
         return "RECONCILIATION: no window checked yet"
     counts = {v: sum(c.verdict == v for c in cells) for v in ("ok", "healed", "gap", NOT_STABLE)}
-    by_kind = kind_counts(c.detail for c in cells if c.verdict == "gap")
+    by_kind = kind_counts([c.kinds for c in cells if c.verdict == "gap"])
     kinds = f" ({', '.join(f'{k} {n}' for k, n in by_kind.items())})" if by_kind else ""
     lines = [f"RECONCILIATION ({len({c.window_start for c in cells})} windows): "
              + ", ".join(f"{n} {v}{kinds if v == 'gap' else ''}" for v, n in counts.items())]  # fmt: skip

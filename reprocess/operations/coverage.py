@@ -25,7 +25,6 @@ from reprocess.operations.coverage_sql import (
     PIPELINE_NAMES,
     RUNS,
 )
-from reprocess.operations.gap_kinds import gap_kinds
 from reprocess.operations.views import View, column, from_row
 
 PAGE_SIZE: Final = 50
@@ -211,11 +210,8 @@ class CalendarCell(View):
     healed_by: str | None  # healed: the backfill run whose commit closed the gap
     gap_detail: str | None  # healed: the gap it had, and when it was found
     gap_checked_at: datetime | None
-    kinds: tuple[str, ...] = field(init=False)  # a gap's kinds (a healed cell's: those it had), gap_kinds
-
-    def __post_init__(self) -> None:
-        detail = {"gap": self.detail, "healed": self.gap_detail}.get(self.verdict)
-        object.__setattr__(self, "kinds", gap_kinds(detail))
+    # a gap's kinds (a healed cell's: those it had), as its checks stored them (reprocess.checks)
+    kinds: tuple[str, ...] = field(metadata=column(read=tuple))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

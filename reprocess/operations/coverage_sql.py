@@ -149,16 +149,19 @@ SELECT r.run_id, r.kind, r.state, r.dag_id, r.dag_run_id, r.created_at, r.commit
 
 # One cell per (window, partition) over the last days that have verdicts; gap cells carry the
 # healing backfill conf the reconciliation stored with them. A cell found ok after a gap is
-# "healed": it names the gap it had (from the history) and the run that healed it.
+# "healed": it names the gap it had (from the history) and the run that healed it. A gap's kinds (a
+# healed cell's: those its gap had) are the stored ones (reprocess.checks).
 CALENDAR: Final = text(
     """
 SELECT x.window_start, x.window_end, x.topic, x.partition, x.kafka_start, x.kafka_end,
        CASE WHEN x.verdict = 'ok' AND gap.checked_at IS NOT NULL THEN 'healed' ELSE x.verdict END AS verdict,
        x.detail, x.checked_at, x.heal_conf, x.healed_by_run AS healed_by, gap.detail AS gap_detail,
-       gap.checked_at AS gap_checked_at
+       gap.checked_at AS gap_checked_at,
+       CASE WHEN x.verdict = 'gap' THEN x.kinds WHEN gap.checked_at IS NOT NULL THEN gap.kinds
+            ELSE '{}'::text[] END AS kinds
   FROM reprocess.reconciliations x
   LEFT JOIN LATERAL (
-        SELECT h.detail, h.checked_at FROM reprocess.reconciliation_history h
+        SELECT h.detail, h.kinds, h.checked_at FROM reprocess.reconciliation_history h
          WHERE h.pipeline = x.pipeline AND h.window_start = x.window_start AND h.topic = x.topic
            AND h.partition = x.partition AND h.verdict = 'gap' AND h.checked_at < x.checked_at
          ORDER BY h.checked_at DESC LIMIT 1) gap ON x.verdict = 'ok'

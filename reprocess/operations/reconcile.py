@@ -18,15 +18,16 @@ For each partition, the window's Kafka range is ``[offset_for(start), offset_for
     part below the ledger is checked, and the window is checked again once the ledger passes it.
 (d) the values of the rows whose newest record lies in the window (a row last written before it
     is not read), a Debezium left-out column only where the window holds its full value: such a row
-    must hold what its record derives under the current spec (:mod:`reprocess.postgres.value_checks`);
+    must hold what its record derives under the current spec (:mod:`reprocess.checks.values_differ`);
     one that does not *differs* (a person's UPDATE, a decoding bug), named with key, column, stored
     and derived value, and healed by a backfill of those records (:func:`heal_conf`).
 
-Spark stages the newest record per key with the backfill's own rules (:func:`reprocess.spark.job.
-stage_window`); this module plans the window (:func:`plan_window`) and compares in Postgres
+Each of these is one check of :mod:`reprocess.checks` (its query, its typed result, its kind, its heal
+range). Spark stages the newest record per key with the backfill's own rules (:func:`reprocess.spark.job.
+stage_window`); this module plans the window (:func:`plan_window`) and runs the checks in Postgres
 (:func:`record_verdicts`), so the Airflow worker never reads records or loads Spark.
 
-One ``reconciliations`` row per partition holds the verdict; a gap raises
+One ``reconciliations`` row per partition holds the verdict and the kinds of gap its checks found; a gap raises
 :class:`ReconciliationGap` naming the exact range and the backfill that closes it.
 """
 
@@ -34,49 +35,38 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from psycopg2 import sql
 from sqlalchemy import Engine, text
 
+from reprocess.checks import values_differ
+from reprocess.checks.base import Window
+from reprocess.checks.registry import CHECKS
+from reprocess.checks.verdict import PartitionVerdict, judge
 from reprocess.core.errors import ReconciliationGap, ReprocessError, StageLostError, WindowNotStable
-from reprocess.core.ranges import OffsetRange, TopicPartition, backfill_conf, healing_range, uncovered
-from reprocess.core.runs import HEALS_WINDOW, NOT_STABLE, window_text
+from reprocess.core.ranges import OffsetRange, backfill_conf
+from reprocess.core.runs import HEALS_WINDOW, window_text
 from reprocess.core.spec import PipelineSpec
-from reprocess.core.stage_rows import DEAD
 from reprocess.kafka.offsets import offsets_for_time, take_snapshot
 from reprocess.postgres.db import one_row, pg_cursor
-from reprocess.postgres.dead_letters import dead_letter_of
-from reprocess.postgres.evolve import stale_in_range
-from reprocess.postgres.key_checks import key_checks_sql
 from reprocess.postgres.ledger import ledger_positions
 from reprocess.postgres.stage import drop_stage, stage_identifier
-from reprocess.postgres.value_checks import ValueCheck, value_checks
 
 log = logging.getLogger(__name__)
 
-_COMMITTED = text(
-    "SELECT start_offset, end_offset FROM reprocess.committed_ranges "
-    "WHERE pipeline = :pipeline AND topic = :topic AND partition = :partition AND end_offset > :start "
-    "AND start_offset < :end ORDER BY start_offset"
-)
-# Debezium values of the window's records that nobody could give (postgres.left_out).
-_INCOMPLETE = text(
-    "SELECT count(*) FROM reprocess.incomplete_values WHERE pipeline = :pipeline AND topic = :topic "
-    'AND partition = :partition AND "offset" >= :start AND "offset" < :end'
-)
 # The cell's latest verdict. A cell found ok where it had a gap records the run that healed it
 # (NULL for a check no heal asked for); it keeps that run while it stays ok; a gap clears it.
 _UPSERT = text(
     "INSERT INTO reprocess.reconciliations (pipeline, window_start, window_end, topic, partition, kafka_start, "
-    "kafka_end, committed_end, verdict, detail, check_id, heal_conf) VALUES (:pipeline, :ws, :we, "
-    ":topic, :partition, :ks, :ke, :ce, :verdict, :detail, :check_id, CAST(:heal_conf AS jsonb)) "
-    "ON CONFLICT (pipeline, window_start, topic, partition) DO UPDATE SET "
+    "kafka_end, committed_end, verdict, kinds, detail, check_id, heal_conf) VALUES (:pipeline, :ws, :we, "
+    ":topic, :partition, :ks, :ke, :ce, :verdict, CAST(:kinds AS text[]), :detail, :check_id, "
+    "CAST(:heal_conf AS jsonb)) ON CONFLICT (pipeline, window_start, topic, partition) DO UPDATE SET "
     "window_end = EXCLUDED.window_end, kafka_start = EXCLUDED.kafka_start, kafka_end = EXCLUDED.kafka_end, "
-    "committed_end = EXCLUDED.committed_end, verdict = EXCLUDED.verdict, detail = EXCLUDED.detail, "
+    "committed_end = EXCLUDED.committed_end, verdict = EXCLUDED.verdict, kinds = EXCLUDED.kinds, "
+    "detail = EXCLUDED.detail, "
     "check_id = EXCLUDED.check_id, heal_conf = EXCLUDED.heal_conf, checked_at = now(), "
     "healed_by_run = CASE WHEN EXCLUDED.verdict <> 'ok' THEN NULL "
     "WHEN reprocess.reconciliations.verdict = 'gap' THEN CAST(:healed_by AS text) "
@@ -86,99 +76,14 @@ _UPSERT = text(
 # Every verdict ever recorded, so a healed window still shows the gap it had (sql/013).
 _HISTORY = text(
     "INSERT INTO reprocess.reconciliation_history (pipeline, window_start, window_end, topic, partition, "
-    "kafka_start, kafka_end, committed_end, verdict, detail, check_id, heal_conf, healed_by_run) VALUES (:pipeline, "
-    ":ws, :we, :topic, :partition, :ks, :ke, :ce, :verdict, :detail, :check_id, CAST(:heal_conf AS jsonb), "
-    ":healed_by)"
+    "kafka_start, kafka_end, committed_end, verdict, kinds, detail, check_id, heal_conf, healed_by_run) VALUES "
+    "(:pipeline, :ws, :we, :topic, :partition, :ks, :ke, :ce, :verdict, CAST(:kinds AS text[]), :detail, :check_id, "
+    "CAST(:heal_conf AS jsonb), :healed_by)"
 )
 _RECORDED_HEAL = text(
     "SELECT DISTINCT heal_conf FROM reprocess.reconciliations WHERE pipeline = :pipeline AND window_start = :ws "
     "AND check_id = :check_id AND verdict = 'gap'"
 )
-
-
-@dataclass(frozen=True, slots=True)
-class KeyCheck:
-    """One partition's side of the anti-join: keys whose newest window record lies in it."""
-
-    keys: int = 0
-    missing: int = 0  # no target row
-    stale: int = 0  # a target row older (by the Ordering) than the newest record
-    missing_examples: tuple[str, ...] = ()
-    stale_examples: tuple[str, ...] = ()
-    dead: int = 0  # invalid records of the window
-    dead_unrecorded: int = 0  # ... that reprocess.dead_letters does not hold
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionVerdict:
-    range: OffsetRange
-    uncovered: list[tuple[int, int]]  # offset ranges of the window the ledger never committed
-    committed: list[tuple[int, int]]  # the ledger's committed ranges overlapping the window
-    keys: KeyCheck = field(default_factory=KeyCheck)
-    stale: str = ""  # rows of the window derived by an older spec version (evolve.stale_in_range)
-    incomplete: int = 0  # Debezium: values its records left out that nobody held (NULL in the target)
-    values: ValueCheck = field(default_factory=ValueCheck)
-    unstable: OffsetRange | None = None  # [LSO, HW) an open transaction holds where the window reaches the LSO
-    unread: OffsetRange | None = None  # [ledger, window end): the window's part the pipeline has not read yet
-
-    @property
-    def gap(self) -> bool:
-        return bool(self.uncovered or self.needs_whole_window or self.incomplete or self.values.rows)
-
-    @property
-    def verdict(self) -> str:
-        """``gap`` (a backfill closes it), else :data:`NOT_STABLE` (the window reaches a held LSO or past the
-        ledger), else ``ok``."""
-        return "gap" if self.gap else NOT_STABLE if self.unstable is not None or self.unread is not None else "ok"
-
-    @property
-    def needs_whole_window(self) -> bool:
-        """Rows are missing or stale: their records may lie anywhere in the window."""
-        return bool(self.keys.missing or self.keys.stale or self.keys.dead_unrecorded or self.stale)
-
-    @property
-    def ok(self) -> bool:
-        return self.verdict == "ok"
-
-    def detail(self) -> str:
-        k = self.keys
-        if self.ok:
-            return f"{k.keys} keys, {k.dead} dead letters, all accounted for"
-        if not self.gap and self.unread is not None:
-            u = self.unread
-            return (
-                f"{NOT_STABLE}: not read yet: the ledger is at {u.start}, below the window's end {u.end}; offsets "
-                f"[{u.start}, {u.end}) are the incremental's lag, not a gap (so far {k.keys} keys, {k.dead} dead "
-                "letters accounted for below the ledger); check the window again once the ledger passes it"
-            )
-        if not self.gap and self.unstable is not None:
-            u = self.unstable
-            return (
-                f"{NOT_STABLE}: an open transaction holds the last stable offset at {u.start} below the high "
-                f"watermark {u.end}; the window's records past it stay unread until its producer commits or aborts "
-                f"(so far {k.keys} keys, {k.dead} dead letters accounted for); check the window again then"
-            )
-        parts = [f"uncovered offsets {', '.join(f'[{a}, {b})' for a, b in self.uncovered)}"] if self.uncovered else []
-        if k.missing:
-            parts.append(f"{k.missing} keys missing from the target (e.g. {', '.join(k.missing_examples)})")
-        if k.stale:
-            parts.append(
-                f"stale: {k.stale} keys whose target row is older than their newest record "
-                f"(e.g. {', '.join(k.stale_examples)})"
-            )
-        if k.dead_unrecorded:
-            parts.append(f"{k.dead_unrecorded} invalid records not in the dead letters")
-        if self.stale:
-            parts.append(self.stale)
-        if self.values.rows:
-            parts.append(self.values.detail())
-        if self.incomplete:
-            parts.append(
-                f"{self.incomplete} values incomplete: the connector left them out and no record or stored row held "
-                "them, so the target holds NULL (reprocess.incomplete_values); set REPLICA IDENTITY FULL on the "
-                "source table and have the connector re-snapshot it"
-            )
-        return "; ".join(parts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,15 +128,6 @@ def plan_window(
     return WindowPlan(ranges, held, unread, never_read)
 
 
-def _dead_checks_sql(stage: sql.Composable) -> sql.Composed:
-    """Per (topic, partition): the window's invalid records, and those not in the dead letters."""
-    return sql.SQL(
-        'SELECT s._kafka_topic, s._kafka_partition, count(*), count(*) FILTER (WHERE d."offset" IS NULL) '
-        "FROM {stage} s LEFT JOIN reprocess.dead_letters d ON d.pipeline = %(pipeline)s AND {same_record} "
-        "WHERE s._kind = {dead} GROUP BY 1, 2"
-    ).format(stage=stage, same_record=dead_letter_of("d", "s"), dead=sql.Literal(DEAD))
-
-
 def record_verdicts(
     engine: Engine,
     spec: PipelineSpec,
@@ -267,9 +163,7 @@ def record_verdicts(
         the window reaches past the ledger.
     """
     stage = stage_identifier(spec, check_id)
-    held = {r.tp: r for r in unstable}
-    not_read = {r.tp: r for r in unread}
-    verdicts = []
+    checks = CHECKS if compare_values else tuple(c for c in CHECKS if c is not values_differ.CHECK)
     with engine.begin() as conn:
         cur = pg_cursor(conn)
         cur.execute("SELECT to_regclass(%s)", (stage.as_string(cur),))
@@ -279,35 +173,15 @@ def record_verdicts(
                 pipeline=spec.name,
                 run_id=check_id,
             )
-        cur.execute(_dead_checks_sql(stage), {"pipeline": spec.name})
-        dead = {TopicPartition(topic, partition): (n, unrecorded) for topic, partition, n, unrecorded in cur.fetchall()}
-        cur.execute(key_checks_sql(spec, stage))
-        found = {TopicPartition(row[0], row[1]): row[2:] for row in cur.fetchall()}
-        values = value_checks(cur, spec, stage) if compare_values else {}
-        checks: dict[TopicPartition, KeyCheck] = {}
-        for tp in {*dead, *found}:
-            keys, missing, stale, missing_ex, stale_ex = found.get(tp, (0, 0, 0, None, None))
-            checks[tp] = KeyCheck(
-                keys, missing, stale, tuple(missing_ex or ()), tuple(stale_ex or ()), *dead.get(tp, (0, 0))
-            )
-        for r in ranges:
-            params = {"pipeline": spec.name, "topic": r.topic, "partition": r.partition, "start": r.start, "end": r.end}
-            committed = [(a, b) for a, b in conn.execute(_COMMITTED, params)]
-            verdicts.append(
-                PartitionVerdict(
-                    r, uncovered(r.start, r.end, committed), committed, checks.get(r.tp, KeyCheck()),
-                    stale_in_range(conn, spec, r), conn.execute(_INCOMPLETE, params).scalar_one(),
-                    values.get(r.tp, ValueCheck()), held.get(r.tp), not_read.get(r.tp),
-                )
-            )  # fmt: skip
+        verdicts = judge(Window(conn, cur, spec, stage, ranges), checks, unstable, unread)
         bad = [v for v in verdicts if v.gap]
-        conf = heal_conf(bad, window_start, window_end, spec.unchanged_columns) if bad else None
+        conf = heal_conf(bad, window_start, window_end) if bad else None
         for v in verdicts:
             row = {"pipeline": spec.name, "ws": window_start, "we": window_end, "topic": v.range.topic,
                    "partition": v.range.partition, "ks": v.range.start, "ke": v.range.end,
                    "ce": max((b for _, b in v.committed), default=None), "verdict": v.verdict,
-                   "detail": v.detail(), "check_id": check_id, "heal_conf": json.dumps(conf) if v.gap else None,
-                   "healed_by": healed_by}  # fmt: skip
+                   "kinds": list(v.kinds), "detail": v.detail(), "check_id": check_id,
+                   "heal_conf": json.dumps(conf) if v.gap else None, "healed_by": healed_by}  # fmt: skip
             healed = conn.execute(_UPSERT, row).scalar()
             conn.execute(_HISTORY, {**row, "healed_by": healed})
             log.info("reconcile pipeline=%s topic=%s partition=%d offsets=[%d,%d) verdict=%s %s", spec.name,
@@ -331,32 +205,12 @@ def record_verdicts(
     return verdicts
 
 
-def heal_conf(
-    bad: list[PartitionVerdict], window_start: datetime, window_end: datetime, left_out: Collection[str] = ()
-) -> dict[str, Any]:
-    """The backfill trigger conf that replays the gaps: the uncovered span, or the window's whole
-    range when rows are missing or stale (their records may lie anywhere in it), or the offsets of
-    the records whose rows differ from what they derive (their replay re-derives exactly those rows,
-    the merge rewriting a same-record row only where it derives differently); and the window it
-    heals, which the backfill has checked again once it commits. A differing column an event may
-    leave out (``left_out``) heals from the window's start, where the check found its full value: the
-    differing records alone would take it from the stored (wrong) row again."""
-    ranges = (_healing(v, left_out) for v in bad)
-    return {**backfill_conf(ranges), HEALS_WINDOW: window_text(window_start, window_end)}
-
-
-def _healing(v: PartitionVerdict, left_out: Collection[str]) -> OffsetRange:
-    if v.needs_whole_window:
-        return v.range
-    r = healing_range(v.range, v.uncovered) if v.uncovered else None
-    if v.values.span is None:
-        return r or v.range
-    start, end = v.values.span
-    if any(column in left_out for column, _ in v.values.columns):
-        start = v.range.start
-    if r is not None:
-        start, end = min(start, r.start), max(end, r.end)
-    return OffsetRange(v.range.topic, v.range.partition, start, end)
+def heal_conf(bad: list[PartitionVerdict], window_start: datetime, window_end: datetime) -> dict[str, Any]:
+    """The backfill trigger conf that replays the gaps (each partition's :attr:`PartitionVerdict.heal`: the
+    span its checks' heal ranges give, reprocess.checks) and the window it heals, which the backfill has
+    checked again once it commits."""
+    ranges = (v.heal for v in bad)
+    return {**backfill_conf(r for r in ranges if r is not None), HEALS_WINDOW: window_text(window_start, window_end)}
 
 
 def recorded_heal_conf(

@@ -3,7 +3,8 @@
 :func:`diff_stage` runs inside a transaction its caller rolls back. It keeps the target rows of the
 stage's keys as they are (a temporary table), runs :func:`reprocess.postgres.merge_stage.merge_stage`,
 the very statements a commit runs (merge, tombstones, Debezium's left-out values, dead letters),
-then compares the rows after with the rows before, per key and column. Plan and apply cannot
+then compares the rows after with the rows before, per key and column, with the one derived-vs-stored
+formulation reconciliation's value check uses too (:mod:`reprocess.postgres.compare`). Plan and apply cannot
 disagree on what changes, because no second formulation of the merge rules exists to drift: only
 the state of the table between the plan and the apply can make them differ, and the apply refuses
 a stale plan for the changes it can see (reprocess.operations.preview).
@@ -38,6 +39,7 @@ from reprocess.core.runs import RunMode
 from reprocess.core.spec import PipelineSpec
 from reprocess.core.stage_rows import DEAD, FILTERED, ROW, TOMBSTONE
 from reprocess.postgres.column_sql import comparable
+from reprocess.postgres.compare import any_differs, differs, value_columns
 from reprocess.postgres.db import pg_cursor
 from reprocess.postgres.merge import newest_per_key, underived_sql
 from reprocess.postgres.merge_stage import merge_stage, rederived_ranges, stage_counts
@@ -128,7 +130,7 @@ def diff_stage(
         ).format(before=_BEFORE, target=target_identifier(spec), key=key, newest=_NEWEST)
     )
     counts.update(merge_stage(conn, spec, run_id, stage, mode=RunMode.MERGE, spec_version=spec_version, counts=counts))
-    values = [c.name for c in spec.columns if c.name not in spec.key]
+    values = value_columns(spec)
     # Classified once; the counts and the samples both read it.
     cur.execute(
         sql.SQL("CREATE TEMP TABLE {diff} ON COMMIT DROP AS {classified}").format(
@@ -149,7 +151,9 @@ def diff_stage(
 
 
 def _classified(spec: PipelineSpec, values: list[str]) -> sql.Composed:
-    """Per staged key: its newest record's partition, its kind, and a flag per value column that changed."""
+    """Per staged key: its newest record's partition, its kind, and a flag per value column that changed:
+    the row after (what the commit derived) against the row before (what was stored), compared as
+    reconciliation's value check compares (:mod:`reprocess.postgres.compare`)."""
     ident = sql.Identifier
     kinds = {c.name: c.type for c in spec.columns}
 
@@ -164,23 +168,19 @@ def _classified(spec: PipelineSpec, values: list[str]) -> sql.Composed:
         "CASE WHEN _b.{k0} IS NULL AND _a.{k0} IS NOT NULL THEN 'inserted' "
         "WHEN _b.{k0} IS NOT NULL AND _a.{k0} IS NULL THEN 'deleted' "
         "WHEN _b.{k0} IS NULL THEN CASE WHEN _n._kind = 'row' THEN 'refused' ELSE 'unchanged' END "
-        "WHEN {b_values} IS DISTINCT FROM {a_values} THEN 'updated' "
+        "WHEN {values_differ} THEN 'updated' "
         "WHEN {b_lineage} IS DISTINCT FROM {a_lineage} THEN 'rewritten' "
         "WHEN {b_lineage} IS DISTINCT FROM {n_lineage} THEN 'refused' ELSE 'unchanged' END"
     ).format(
         k0=k0,
-        b_values=row("_b", values),
-        a_values=row("_a", values),
+        values_differ=any_differs(spec, "_a", "_b"),
         b_lineage=row("_b", lineage),
         a_lineage=row("_a", lineage),
         n_lineage=row("_n", lineage),
     )
     changed = [
-        sql.SQL("(_b.{k0} IS NOT NULL AND _a.{k0} IS NOT NULL AND {b} IS DISTINCT FROM {a}) AS {flag}").format(
-            k0=k0,
-            b=comparable(sql.SQL("_b.{}").format(ident(c)), kinds.get(c)),
-            a=comparable(sql.SQL("_a.{}").format(ident(c)), kinds.get(c)),
-            flag=ident(f"_changed_{i}"),
+        sql.SQL("(_b.{k0} IS NOT NULL AND _a.{k0} IS NOT NULL AND {differs}) AS {flag}").format(
+            k0=k0, differs=differs(spec, c, "_a", "_b"), flag=ident(f"_changed_{i}")
         )
         for i, c in enumerate(values)
     ]

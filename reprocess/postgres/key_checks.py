@@ -25,7 +25,8 @@ def key_checks_sql(spec: PipelineSpec, stage: sql.Composable) -> sql.Composed:
     older is *stale*, and so is one that cannot be compared (a NULL ordering value: the merge
     could never replace it). Keys join with their own types (the stage has the target's column
     types), so a numeric ``1.5`` matches ``1.500``. A rebuild verifies its shadow with it too
-    (:mod:`reprocess.operations.rebuild_verify`); reconciliation in :mod:`reprocess.operations.reconcile`.
+    (:mod:`reprocess.operations.rebuild_verify`); reconciliation's missing and older checks read it
+    (:mod:`reprocess.checks.missing_keys`, run once for both).
     """
     n, c = sql.Identifier("n"), sql.Identifier("c")
     ident = sql.Identifier

@@ -14,7 +14,9 @@ from reprocess.core.errors import ReconciliationGap
 from reprocess.core.ranges import OffsetRange
 from reprocess.core.spec import PipelineSpec
 from reprocess.formats.specs import parse_spec
+from reprocess.operations import coverage
 from reprocess.operations.reconcile import record_verdicts
+from reprocess.postgres.db import SQL_DIR
 from reprocess.postgres.target import MARKERS_SCHEMA
 from tests.support.staging import Record, stage_and_commit, write_stage
 
@@ -85,3 +87,54 @@ def test_a_row_whose_ordering_value_is_null_is_stale_not_ok(engine, db_url, uniq
         conn.execute(text(f"UPDATE {spec.qualified_target} SET v = NULL, s = 'a0', _kafka_offset = 0"))
     with pytest.raises(ReconciliationGap, match=r"stale: 1 keys whose target row is older than their newest record"):
         _check(engine, db_url, spec, f"{unique_name}-check", window[1:], 2)
+
+
+def test_a_verdict_stores_the_kinds_its_checks_found_and_the_calendar_shows_them_as_stored(engine, db_url, unique_name):
+    spec = _spec(unique_name)
+    stage_and_commit(engine, db_url, spec, f"{unique_name}-load", [Record(0, 0, {"id": "a", "s": "a0"})])
+    with engine.begin() as conn:  # a person's UPDATE: a value gap; and a key the table never got: missing
+        conn.execute(text(f"UPDATE {spec.qualified_target} SET s = 'edited'"))
+    window = [Record(0, 0, {"id": "a", "s": "a0"}), Record(0, 1, {"id": "b", "s": "b1"})]
+    with pytest.raises(ReconciliationGap):
+        _check(engine, db_url, spec, f"{unique_name}-gap", window, 2)
+    stored = "SELECT kinds FROM reprocess.{} WHERE pipeline = :p ORDER BY checked_at DESC LIMIT 1"
+    with engine.connect() as conn:
+        for table in ("reconciliations", "reconciliation_history"):
+            kinds = conn.execute(text(stored.format(table)), {"p": spec.name}).scalar_one()
+            assert kinds == ["uncovered", "missing", "values differ"], table  # offset 1 was never committed
+        # the stored kinds are what the calendar shows, whatever the detail's words say
+        conn.execute(text("UPDATE reprocess.reconciliations SET kinds = '{older}' WHERE pipeline = :p"),
+                     {"p": spec.name})  # fmt: skip
+        (cell,) = coverage.calendar(conn, spec.name)
+    assert (cell.verdict, cell.kinds) == ("gap", ("older",))
+    assert "keys missing from the target" in (cell.detail or "")
+
+
+def test_verdicts_recorded_before_the_kinds_column_get_their_kinds_from_the_migration(engine, unique_name):
+    details = {
+        0: "uncovered offsets [10, 20); 2 keys missing from the target (e.g. a, b)",
+        1: "stale: 1 keys whose target row is older than their newest record (e.g. a); 4 rows from spec v1; "
+        "current is v2: run a backfill to re-derive",
+        2: "1 invalid records not in the dead letters; 3 rows differ from what their newest record derives "
+        '(s ×3); e.g. a s: stored "x" vs derived "y"; 2 values incomplete: the connector left them out',
+        3: "5 keys, 0 dead letters, all accounted for",
+    }
+    with engine.begin() as conn:
+        for partition, detail in details.items():
+            conn.execute(
+                text("INSERT INTO reprocess.reconciliations (pipeline, window_start, window_end, topic, partition, "
+                     "kafka_start, kafka_end, verdict, detail) VALUES (:p, :ws, :we, 't', :n, 0, 100, :v, :d)"),
+                {"p": unique_name, "ws": WINDOW[0], "we": WINDOW[1], "n": partition, "d": detail,
+                 "v": "ok" if partition == 3 else "gap"},
+            )  # fmt: skip
+        conn.exec_driver_sql((SQL_DIR / "024_reconciliation_kinds.sql").read_text())  # as migrate applies it
+        kinds = dict(
+            conn.execute(text("SELECT partition, kinds FROM reprocess.reconciliations WHERE pipeline = :p"),
+                         {"p": unique_name}).all()
+        )  # fmt: skip
+    assert kinds == {
+        0: ["uncovered", "missing"],
+        1: ["older", "spec version"],
+        2: ["dead letters unrecorded", "values differ", "values incomplete"],
+        3: [],
+    }

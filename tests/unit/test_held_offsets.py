@@ -4,21 +4,23 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from reprocess.checks import coverage
+from reprocess.checks.verdict import partition_verdict
 from reprocess.core.ranges import OffsetRange
 from reprocess.operations.coverage import PartitionCoverage
-from reprocess.operations.reconcile import PartitionVerdict
 
 WINDOW = OffsetRange("t", 0, 0, 40)
 HELD = OffsetRange("t", 0, 40, 48)  # [LSO, HW)
 
 
 def test_a_window_reaching_a_held_lso_is_not_yet_stable_unless_it_has_a_gap_a_backfill_closes():
-    assert PartitionVerdict(WINDOW, [], [(0, 40)]).verdict == "ok"
-    held = PartitionVerdict(WINDOW, [], [(0, 40)], unstable=HELD)
+    assert partition_verdict(WINDOW, {}, committed=[(0, 40)]).verdict == "ok"
+    held = partition_verdict(WINDOW, {}, committed=[(0, 40)], unstable=HELD)
     assert (held.verdict, held.ok, held.gap) == ("not yet stable", False, False)
     assert held.detail().startswith("not yet stable: an open transaction holds the last stable offset at 40 below "
                                     "the high watermark 48")  # fmt: skip
-    assert PartitionVerdict(WINDOW, [(30, 40)], [(0, 30)], unstable=HELD).verdict == "gap"
+    gap = {coverage.CHECK: coverage.Coverage(((0, 30),), ((30, 40),))}
+    assert partition_verdict(WINDOW, gap, unstable=HELD).verdict == "gap"
 
 
 def _coverage(log_end: int, high_watermark: int | None) -> PartitionCoverage:
