@@ -9,7 +9,7 @@ onto deleted keys, re-inserts of deleted keys (the mix: :meth:`Life.step`), in t
 to 50 row changes; from the second round on, the worker is SIGKILLed as the round's events arrive
 and restarted after some changes made while it is down (it re-sends the events whose offsets it had
 not flushed: Debezium is at least once; ``--no-kill`` leaves this out). The product runs as the
-DAGs run it (``plan_run`` → the Spark stage over Spark Connect → ``commit_run``): a backfill after
+DAGs run it (``snapshot_and_migrate`` → the Spark stage over Spark Connect → ``commit_stored``): a backfill after
 the first round, an incremental after each later one.
 Then, on the same topic, a whole-range replay of that pipeline (what it writes), and two fresh
 pipelines loading the whole topic at once and in batches (``--batch-size``). After each, the
@@ -147,16 +147,15 @@ def _run(bench: Bench, spec: Any, run_id: str, params: dict[str, Any] | None) ->
     """One run as a DAG makes it: plan, the Spark stage over Spark Connect, commit."""
     from bench.product import SparkConnect
     from reprocess.core.runs import RunKind, RunRequest
-    from reprocess.operations.plan import plan_run
-    from reprocess.postgres.commit import commit_run
     from reprocess.postgres.db import make_engine
+    from reprocess.runner.start import commit_stored, snapshot_and_migrate
 
     engine = make_engine(bench.db_url)
     try:
         request = RunRequest.incremental() if params is None else RunRequest.from_params(params, RunKind.BACKFILL)
-        plan_run(engine, bench.kafka, spec, request, run_id)
+        snapshot_and_migrate(engine, bench.kafka, spec, request, run_id)
         SparkConnect().stage(bench, spec, run_id, bench.out / f"{run_id.replace('/', '_')}.spark.log")
-        return commit_run(engine, spec, run_id)
+        return commit_stored(engine, spec, run_id)
     finally:
         engine.dispose()
 

@@ -21,7 +21,7 @@ def plan_then_apply(bench: Bench, ds: Dataset, label: str) -> Result:
     """Plan all of ``ds`` against the target the product case ``label`` committed, then apply the plan."""
     from devstack import connect as server
     from reprocess.core.runs import RunRequest
-    from reprocess.core.stages import launched_after_spark
+    from reprocess.core.stages import Task, for_task
     from reprocess.operations.preview import load_report
     from reprocess.postgres.db import make_engine
     from reprocess.runner.evaluate import RunContext, evaluate
@@ -47,7 +47,7 @@ def plan_then_apply(bench: Bench, ds: Dataset, label: str) -> Result:
                 t.append(time.monotonic())
                 read_run(spark, spec, run_id, bench.db_url, dict(bench.kafka), None, None)
                 t.append(time.monotonic())
-                result = evaluate(launched_after_spark(stages), RunContext(engine, spec, bench.kafka))
+                result = evaluate(for_task(stages, Task.COMMIT), RunContext(engine, spec, bench.kafka))
                 t.append(time.monotonic())
         with engine.connect() as conn:
             report = load_report(conn, plan_id)

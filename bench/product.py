@@ -162,15 +162,14 @@ def product(
     ends: dict[int, int] | None = None,
     **spec_overrides: Any,
 ) -> Result:
-    """``plan_run`` (snapshot + ranges + ledger rows) → the launcher's Spark stage →
-    ``commit_run`` (the merge transaction), each timed; the Spark phase is split into the one
+    """``snapshot_and_migrate`` (snapshot + ranges + ledger rows) → the launcher's Spark stage →
+    ``commit_stored`` (the merge transaction), each timed; the Spark phase is split into the one
     action and the rest (JVM or session start, planning, stop). A second call with the same
     ``label`` and another ``run_name`` is a replay of the same range into the same target;
     ``ends`` bound it to ``[0, ends[p])`` per partition (the older-slice replay)."""
     from reprocess.core.runs import EndMode, RunKind, RunRequest, StartMode
-    from reprocess.operations.plan import plan_run
-    from reprocess.postgres.commit import commit_run
     from reprocess.postgres.db import make_engine
+    from reprocess.runner.start import commit_stored, snapshot_and_migrate
 
     spec = bench.spec(label, ds.topic, **spec_overrides)
     engine = make_engine(bench.db_url)
@@ -183,14 +182,14 @@ def product(
             request = RunRequest(
                 RunKind.BACKFILL, StartMode.EARLIEST, EndMode.OFFSETS, None, spark_offsets(ds.topic, ends)
             )
-        plan = plan_run(engine, bench.kafka, spec, request, run_id)
+        plan = snapshot_and_migrate(engine, bench.kafka, spec, request, run_id)
         t1 = time.monotonic()
         planned = {r.partition: (r.start, r.end) for r in plan.ranges}
         if planned != {p: (0, e) for p, e in (ends or ds.ends).items()}:
             raise RuntimeError(f"{spec.name}: planned {planned}, expected [0, end) for {ends or ds.ends}")
         staged = launcher.stage(bench, spec, run_id, bench.out / f"{spec.name}.spark.log")
         t2 = time.monotonic()
-        result = commit_run(engine, spec, run_id)
+        result = commit_stored(engine, spec, run_id)
         t3 = time.monotonic()
     finally:
         engine.dispose()

@@ -312,13 +312,13 @@ def build_run_dag(spec: PipelineSpec, kind: RunKind, assets: PipelineAssets | No
             lineage_target=spec.qualified_target,
         )
         def commit_transaction(planned: dict[str, Any]) -> dict[str, Any]:
-            from reprocess.core.stages import Diff, launched_after_spark
+            from reprocess.core.stages import Diff, Task, for_task
             from reprocess.postgres.commit import result_dict
             from reprocess.runner.evaluate import RunContext, evaluate
             from reprocess.runner.start import stored_stages
 
             plan, engine = PlannedRun.from_xcom(planned), app_engine()
-            stages = launched_after_spark(stored_stages(engine, spec, plan.run_id, plan.batch_size))
+            stages = for_task(stored_stages(engine, spec, plan.run_id, plan.batch_size), Task.COMMIT)
             result = evaluate(stages, RunContext(engine, spec))
             if result is None and stages and isinstance(stages[-1], Diff):  # a preview: its report is stored
                 return {"plan_id": plan.run_id}

@@ -29,7 +29,7 @@ class RunKind(enum.StrEnum):
 
 class RunMode(enum.StrEnum):
     """Where a run writes: ``merge`` upserts into the live table; ``rebuild`` writes a shadow table
-    from the log start, verified and swapped in (operations/rebuild.py)."""
+    from the log start, verified and swapped in (postgres/swap.py)."""
 
     MERGE = "merge"
     REBUILD = "rebuild"

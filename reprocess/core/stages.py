@@ -1,42 +1,100 @@
-"""A run as an explicit plan of stages: what happens after its snapshot, in order, as values.
+"""A run as explicit stages: what happens after its ranges are snapshotted, in order, as values.
 
-A run's snapshot (``operations.plan.plan_run``: offsets snapshotted, ranges resolved and stored)
-is its plan; :func:`build_stages` turns the plan into the ordered stages that carry it out, with no
-side effects, so a run's whole course can be shown and tested without services. One evaluator
-(``reprocess.runner.evaluate``) runs them, whatever launches it: an Airflow task, the Spark
-driver of spark-submit, the benchmarks or the tests.
+A run's snapshot (``operations.snapshot.snapshot_run``: offsets snapshotted, ranges resolved and
+stored) fixes its ranges; :func:`build_stages` turns them into the ordered stages that carry them
+out, with no side effects, so a run's whole course can be shown and tested without services. It
+is the ONLY reader of a run's mode, preview and dry run: each stage carries what they decide (a
+:class:`Merge` knows its :class:`WriteTarget`), so nothing downstream asks PostgreSQL what kind
+of run it is serving. One evaluator (``reprocess.runner.evaluate``) runs them, whatever launches
+it: an Airflow task, the Spark driver of spark-submit, the benchmarks or the tests. Each stage
+names the Airflow :class:`Task` that runs it (:func:`for_task`).
 
-- a merge that fits: ``Read(run) → Commit(run)``;
-- a merge wider than ``batch_size`` on some partition: ``CutBatches → Read(#0) → Commit(#0) → …
-  → Commit(run)``; each batch commits on its own, so a failure resumes after the last committed
-  one, and the evaluator commits batch k while batch k+1 reads;
-- a rebuild: ``PrepareShadow → CutBatches → Read(#0) → Commit(#0) → … → Swap(run)``; its batches
-  commit into the shadow table, and the swap (verify, then swap in with the ledger) is what makes
-  it visible;
-- an empty plan: ``Commit(run)`` (a rebuild: ``PrepareShadow → Swap(run)``);
-- a dry run: nothing;
-- a preview (a plan of what a replay would change, ``reprocess plan``): ``Read(run) → Diff(run)``,
-  one read of the whole range, whose stage the diff compares with the live target and drops.
+- a merge that fits: ``Migrate → Read(run) → Merge(run→live)``;
+- a merge wider than ``batch_size`` on some partition: ``Migrate → CutBatches → Read(#0) →
+  Merge(#0→live) → … → FinishBatches(run)``; each batch commits on its own in the Spark task, so
+  a failure resumes after the last committed one, and the evaluator commits batch k while batch
+  k+1 reads;
+- a rebuild: ``PrepareShadow → CutBatches → Read(#0) → Merge(#0→shadow) → … → Verify(run) →
+  Swap(run)``; its batches commit into the shadow table, and the swap is what makes it visible;
+- an empty range: ``Migrate → Merge(run→live)`` in the planning task (a rebuild: ``PrepareShadow →
+  Verify → Swap``);
+- a dry run: nothing (it migrates nothing either);
+- a preview (what a replay would change, ``reprocess plan``): ``Read(run) → Diff(run)``, one read
+  of the whole range, whose stage the diff compares with the live target and drops.
 
-Every write to the target happens in a :class:`Commit` or a :class:`Swap`; the Spark side only
-reads, decodes and stages (:class:`Read`).
+Every write to a target happens in a :class:`Merge`, :class:`Migrate`, :class:`PrepareShadow` or
+:class:`Swap`; the Spark side only reads, decodes and stages (:class:`Read`).
 """
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
-from reprocess.core.names import child_run_id
+from reprocess.core.names import child_run_id, shadow_table
 from reprocess.core.ranges import OffsetRange
-from reprocess.core.runs import RunMode, RunPlan
+from reprocess.core.runs import RunKind, RunMode, RunPlan
+
+if TYPE_CHECKING:
+    from reprocess.core.spec import PipelineSpec
+
+
+class Task(enum.StrEnum):
+    """The Airflow task of a run DAG that runs a stage (``reprocess.airflow.run_dags``)."""
+
+    PLAN = "plan_offsets"
+    SPARK = "spark_read_stage"
+    COMMIT = "commit_transaction"
+
+
+@dataclass(frozen=True, slots=True)
+class WriteTarget:
+    """Where a :class:`Merge` writes, decided once by the builder: the live table, or a rebuild's
+    shadow. The live target moves the ledger (and the committed ranges), resolves dead letters and
+    is the table plans compare with; the shadow does none of that until its :class:`Swap`, keeps its
+    dead letters apart and records the newest staged record per key, which :class:`Verify` checks."""
+
+    table: str  # in the spec's target schema
+    markers: str  # in reprocess_deleted (tombstones: delete)
+    dead_letters_owner: str  # the ``pipeline`` value of the dead letters it writes
+    keeps_keys: bool  # records the newest staged record per key (postgres.rebuild_keys)
+    moves_ledger: bool
+
+    @classmethod
+    def live(cls, spec: PipelineSpec) -> WriteTarget:
+        return cls(spec.target_table, spec.markers_table or spec.name, spec.name, False, True)
+
+    @classmethod
+    def shadow(cls, spec: PipelineSpec) -> WriteTarget:
+        """``<table>__rebuild``, ``reprocess_deleted.<pipeline>__rebuild`` and ``<pipeline>/rebuild``."""
+        owner = f"{spec.name}/{RunMode.REBUILD.value}"
+        return cls(shadow_table(spec.target_table), shadow_table(spec.name), owner, True, False)
+
+    @property
+    def name(self) -> str:
+        return "live" if self.moves_ledger else "shadow"
+
+    def spec(self, spec: PipelineSpec) -> PipelineSpec:
+        """``spec`` writing here (the live target is the spec itself)."""
+        return spec if self.moves_ledger else replace(spec, target_table=self.table, markers_table=self.markers)
+
+
+@dataclass(frozen=True, slots=True)
+class Migrate:
+    """Create or evolve the live target to the spec (a merge's; a rebuild's table is its shadow)."""
+
+    run_id: str
+    task: Task = field(default=Task.PLAN, kw_only=True)
 
 
 @dataclass(frozen=True, slots=True)
 class PrepareShadow:
-    """Start a rebuild's shadow state empty: table, deletion markers, dead letters."""
+    """Start a rebuild's shadow state empty: table, deletion markers, dead letters, kept keys."""
 
     run_id: str
+    task: Task = field(default=Task.PLAN, kw_only=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +103,7 @@ class CutBatches:
 
     run_id: str
     batches: tuple[tuple[OffsetRange, ...], ...]
+    task: Task = field(default=Task.SPARK, kw_only=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +115,11 @@ class Read:
     ranges: tuple[OffsetRange, ...]
     batch: int | None = None  # k of a batched run
     batches: int | None = None  # n
+    task: Task = field(default=Task.SPARK, kw_only=True)
+
+    @property
+    def run_id(self) -> str:
+        return self.stage_id
 
     @property
     def offsets(self) -> int:
@@ -63,21 +127,45 @@ class Read:
 
 
 @dataclass(frozen=True, slots=True)
-class Commit:
-    """The commit protocol (postgres.commit) for ``run_id``: a run, or one batch of it. A batched
-    run's own commit checks and sums its batches; a run that reads nothing (``empty``) is
-    recorded staged here, with nothing to stage."""
+class Merge:
+    """The commit protocol (postgres.commit) of ``run_id`` (a run, or one batch of it) into ``into``:
+    its stage merged, its dead letters written and, into the live target, the ledger moved, in one
+    transaction. ``fenced``: an incremental's compare-and-set on the ledger; ``rederives``: the ranges
+    whose rows of another spec version it re-derives or deletes (a backfill into the live target);
+    ``empty``: nothing was read (no stage), recorded staged here."""
 
     run_id: str
+    into: WriteTarget
+    fenced: bool = False
+    rederives: tuple[OffsetRange, ...] = ()
     empty: bool = False
+    task: Task = field(default=Task.SPARK, kw_only=True)
+
+
+@dataclass(frozen=True, slots=True)
+class FinishBatches:
+    """A batched run's own commit: check every batch committed and covers its ranges, and sum them."""
+
+    run_id: str
+    task: Task = field(default=Task.COMMIT, kw_only=True)
+
+
+@dataclass(frozen=True, slots=True)
+class Verify:
+    """Check a rebuild's shadow against the newest record per key its batches staged (a swapped run: nothing)."""
+
+    run_id: str
+    task: Task = field(default=Task.COMMIT, kw_only=True)
 
 
 @dataclass(frozen=True, slots=True)
 class Swap:
-    """A rebuild's commit: verify the shadow against Kafka, then swap it in with the ledger."""
+    """A rebuild's commit: its shadow swapped in with the ledger, in one transaction (postgres.swap);
+    ``empty``: nothing was read, recorded staged here."""
 
     run_id: str
     empty: bool = False
+    task: Task = field(default=Task.COMMIT, kw_only=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,13 +175,16 @@ class Diff:
 
     run_id: str
     empty: bool = False
+    rederives: tuple[OffsetRange, ...] = ()
+    task: Task = field(default=Task.COMMIT, kw_only=True)
 
 
-Stage = PrepareShadow | CutBatches | Read | Commit | Swap | Diff
+Stage = Migrate | PrepareShadow | CutBatches | Read | Merge | FinishBatches | Verify | Swap | Diff
 
 
 def build_stages(
     plan: RunPlan,
+    spec: PipelineSpec,
     mode: RunMode,
     batch_size: int,
     *,
@@ -108,40 +199,68 @@ def build_stages(
 
     Examples
     --------
-    >>> from reprocess.core.runs import RunKind
+    >>> from reprocess.formats.specs import parse_spec
+    >>> spec = parse_spec({"name": "p", "topics": ["t"], "key": ["id"], "columns": {"id": "text"}})
     >>> plan = RunPlan("r", "p", RunKind.BACKFILL, (OffsetRange("t", 0, 0, 5),))
-    >>> describe(build_stages(plan, RunMode.MERGE, 10))
-    'Read(r) → Commit(r)'
-    >>> describe(build_stages(plan, RunMode.MERGE, 2, committed={"r#0"}))
-    'CutBatches(r, 3) → Read(r#1) → Commit(r#1) → Read(r#2) → Commit(r#2) → Commit(r)'
-    >>> describe(build_stages(plan, RunMode.REBUILD, 10))
-    'PrepareShadow(r) → CutBatches(r, 1) → Read(r#0) → Commit(r#0) → Swap(r)'
     >>> empty = RunPlan("r", "p", RunKind.INCREMENTAL, (OffsetRange("t", 0, 5, 5),))
-    >>> describe(build_stages(empty, RunMode.MERGE, 10)), describe(build_stages(plan, RunMode.MERGE, 10, dry_run=True))
-    ('Commit(r)', '')
-    >>> [describe(build_stages(p, RunMode.MERGE, 2, preview=True)) for p in (plan, empty)]
-    ['Read(r) → Diff(r)', 'Diff(r)']
+    >>> def show(p, mode=RunMode.MERGE, size=10, **kw):
+    ...     print(describe(build_stages(p, spec, mode, size, **kw)).replace(" | ", "\\n") or "(none)")
+    >>> show(plan)  # a merge
+    plan_offsets: Migrate(r)
+    spark_read_stage: Read(r)
+    commit_transaction: Merge(r→live)
+    >>> show(plan, size=3)  # batched: each batch commits in the Spark task
+    plan_offsets: Migrate(r)
+    spark_read_stage: CutBatches(r, 2) → Read(r#0) → Merge(r#0→live) → Read(r#1) → Merge(r#1→live)
+    commit_transaction: FinishBatches(r)
+    >>> show(plan, size=3, cut=split_batches(plan.ranges, 3), committed={"r#0"})  # resumed after batch 0
+    plan_offsets: Migrate(r)
+    spark_read_stage: CutBatches(r, 2) → Read(r#1) → Merge(r#1→live)
+    commit_transaction: FinishBatches(r)
+    >>> show(plan, RunMode.REBUILD)
+    plan_offsets: PrepareShadow(r)
+    spark_read_stage: CutBatches(r, 1) → Read(r#0) → Merge(r#0→shadow)
+    commit_transaction: Verify(r) → Swap(r)
+    >>> show(empty)  # an empty range commits in the planning task
+    plan_offsets: Migrate(r) → Merge(r→live)
+    >>> show(empty, RunMode.REBUILD)
+    plan_offsets: PrepareShadow(r) → Verify(r) → Swap(r)
+    >>> show(plan, dry_run=True)  # a dry run: nothing, not even a migration
+    (none)
+    >>> show(plan, preview=True)
+    spark_read_stage: Read(r)
+    commit_transaction: Diff(r)
+    >>> show(empty, preview=True)
+    plan_offsets: Diff(r)
     """
     if dry_run:
         return ()
+    run = plan.run_id
+    rederives = plan.ranges if plan.kind is RunKind.BACKFILL else ()
     if preview:  # one read: the diff is of the range's net effect, whatever batches an apply cuts
-        return (Diff(plan.run_id, True),) if plan.is_empty else (Read(plan.run_id, plan.ranges), Diff(plan.run_id))
+        if plan.is_empty:
+            return (Diff(run, True, rederives, task=Task.PLAN),)
+        return Read(run, plan.ranges), Diff(run, rederives=rederives)
     rebuild = mode is RunMode.REBUILD
-    stages: list[Stage] = [PrepareShadow(plan.run_id)] if rebuild else []
-    empty = plan.is_empty
-    finish = Swap(plan.run_id, empty) if rebuild else Commit(plan.run_id, empty)
-    if empty:
-        return (*stages, finish)
+    into = WriteTarget.shadow(spec) if rebuild else WriteTarget.live(spec)
+    fenced = plan.kind is RunKind.INCREMENTAL and not rebuild
+    start: list[Stage] = [PrepareShadow(run) if rebuild else Migrate(run)]
+    if plan.is_empty:  # nothing to read: the run commits (a rebuild: swaps) in the planning task
+        if rebuild:
+            return (*start, Verify(run, task=Task.PLAN), Swap(run, True, task=Task.PLAN))
+        return (*start, Merge(run, into, fenced, rederives, True, task=Task.PLAN))
+    finish: tuple[Stage, ...] = (Verify(run), Swap(run)) if rebuild else (FinishBatches(run),)
     # A rebuild always runs in batches: they fill its shadow table, and its own commit is the swap.
     batches = [tuple(b) for b in cut] or split_batches(plan.ranges, batch_size)
     if not rebuild and not cut and len(batches) == 1:
-        return (Read(plan.run_id, plan.ranges), finish)
-    stages.append(CutBatches(plan.run_id, tuple(batches)))
+        return (*start, Read(run, plan.ranges), Merge(run, into, fenced, rederives, task=Task.COMMIT))
+    stages = [*start, CutBatches(run, tuple(batches))]
     for k, ranges in enumerate(batches):
-        child = child_run_id(plan.run_id, k)
+        child = child_run_id(run, k)
         if child not in committed:
-            stages += [Read(child, ranges, k, len(batches)), Commit(child)]
-    return (*stages, finish)
+            batch_rederives = ranges if rederives and not rebuild else ()
+            stages += [Read(child, ranges, k, len(batches)), Merge(child, into, fenced, batch_rederives)]
+    return (*stages, *finish)
 
 
 def split_batches(ranges: Sequence[OffsetRange], batch_size: int) -> list[tuple[OffsetRange, ...]]:
@@ -167,31 +286,23 @@ def split_batches(ranges: Sequence[OffsetRange], batch_size: int) -> list[tuple[
         k += 1
 
 
-def launched_before_spark(stages: Sequence[Stage]) -> tuple[Stage, ...]:
-    """The stages the planning task runs itself: all of them when none reads (an empty plan),
-    else those before the first read (a rebuild's shadow)."""
-    reads = [i for i, s in enumerate(stages) if isinstance(s, Read | CutBatches)]
-    return tuple(stages[: reads[0]]) if reads else tuple(stages)
-
-
-def launched_with_spark(stages: Sequence[Stage]) -> tuple[Stage, ...]:
-    """The stages the Spark task runs: the reads and the batches' commits, up to the run's own
-    commit or swap, which is the commit task's (:func:`launched_after_spark`)."""
-    reads = [i for i, s in enumerate(stages) if isinstance(s, Read | CutBatches)]
-    return tuple(stages[reads[0] : -1]) if reads else ()
-
-
-def launched_after_spark(stages: Sequence[Stage]) -> tuple[Stage, ...]:
-    """The run's own commit, swap or diff, when a Spark task ran before it."""
-    return (stages[-1],) if launched_with_spark(stages) else ()
+def for_task(stages: Sequence[Stage], task: Task) -> tuple[Stage, ...]:
+    """The stages ``task`` runs, in order."""
+    return tuple(s for s in stages if s.task is task)
 
 
 def describe(stages: Sequence[Stage]) -> str:
-    """The stages in one line, for logs and the run's report."""
-    parts = []
+    """The stages in one line, grouped by the task that runs them, for logs and the run's report."""
+    groups: list[tuple[Task, list[str]]] = []
     for s in stages:
         if isinstance(s, CutBatches):
-            parts.append(f"CutBatches({s.run_id}, {len(s.batches)})")
+            part = f"CutBatches({s.run_id}, {len(s.batches)})"
+        elif isinstance(s, Merge):
+            part = f"Merge({s.run_id}→{s.into.name})"
         else:
-            parts.append(f"{type(s).__name__}({s.stage_id if isinstance(s, Read) else s.run_id})")
-    return " → ".join(parts)
+            part = f"{type(s).__name__}({s.run_id})"
+        if groups and groups[-1][0] is s.task:
+            groups[-1][1].append(part)
+        else:
+            groups.append((s.task, [part]))
+    return " | ".join(f"{task.value}: {' → '.join(parts)}" for task, parts in groups)

@@ -46,8 +46,8 @@ def plan_run(
     request.check_rebuild(spec.topics)
     try:
         version, warnings = store.ensure_pipeline(
-            engine, spec, request.mode, acknowledged=request.acknowledge_partition_change, preview=request.preview
-        )
+            engine, spec, request.mode, acknowledged=request.acknowledge_partition_change, migrate=False
+        )  # the run's Migrate stage migrates (a dry run or a preview: nothing)
     except SpecError as refused:  # recorded, so the run note says why, not only the task log
         store.record_failed_request(engine, spec, request.kind, run_id, params, str(refused),
                                     parsed=request.as_dict(), dag_id=dag_id, dag_run_id=dag_run_id,

@@ -33,6 +33,7 @@ from reprocess.core.names import parent_run_id
 from reprocess.core.ranges import backfill_conf
 from reprocess.core.runs import RunKind, RunPlan, RunRequest, RunState
 from reprocess.core.spec import PipelineSpec
+from reprocess.core.stages import Diff
 from reprocess.kafka.offsets import take_snapshot
 from reprocess.postgres import queries, store
 from reprocess.postgres.commit import check_spec_version
@@ -65,7 +66,7 @@ _PLAN_READINGS: Final = text(
 )
 
 
-def diff_run(engine: Engine, spec: PipelineSpec, run_id: str) -> dict[str, Any]:
+def diff_run(engine: Engine, spec: PipelineSpec, stage: Diff) -> dict[str, Any]:
     """The Diff stage of a staged plan: the diff (rolled back), then the report stored, the run
     ``dry_run`` and its stage dropped. Returns the report (:func:`load_report`'s form).
 
@@ -73,8 +74,9 @@ def diff_run(engine: Engine, spec: PipelineSpec, run_id: str) -> dict[str, Any]:
     ``staged`` plan behind: the run is marked ``failed`` with the cause and its stage, which no
     commit will ever read, is dropped (the leftover cleanup keeps staged stages).
     """
+    run_id = stage.run_id
     try:
-        return _diff_run(engine, spec, run_id)
+        return _diff_run(engine, spec, stage)
     except RunStateError:
         raise  # not a staged plan: nothing of it is this call's to end
     except Exception as exc:
@@ -84,7 +86,8 @@ def diff_run(engine: Engine, spec: PipelineSpec, run_id: str) -> dict[str, Any]:
         raise
 
 
-def _diff_run(engine: Engine, spec: PipelineSpec, run_id: str) -> dict[str, Any]:
+def _diff_run(engine: Engine, spec: PipelineSpec, stage: Diff) -> dict[str, Any]:
+    run_id = stage.run_id
     refused: str | None = None
     with engine.connect() as conn:
         tx = conn.begin()
@@ -105,7 +108,14 @@ def _diff_run(engine: Engine, spec: PipelineSpec, run_id: str) -> dict[str, Any]
             diff = StageDiff(dict.fromkeys(store.RUN_COUNTS, 0), [], {}, {})
             if not plan.is_empty:
                 try:
-                    diff = diff_stage(conn, spec, run_id, stage_identifier(spec, run_id), spec_version=spec_version)
+                    diff = diff_stage(
+                        conn,
+                        spec,
+                        run_id,
+                        stage_identifier(spec, run_id),
+                        spec_version=spec_version,
+                        rederives=stage.rederives,
+                    )
                 except StageRefusedError as exc:
                     refused = str(exc)
         finally:

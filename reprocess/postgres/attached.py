@@ -3,7 +3,7 @@
 PostgreSQL binds grants, indexes, views, foreign keys, triggers, policies and publication
 membership to the table's OID, not its name: after ``ALTER TABLE … RENAME`` they stay with the
 renamed old table (views serve frozen rows, readers get "permission denied", CDC stops). The
-swap (operations/rebuild.py) therefore carries over what can be re-created exactly on the new
+swap (postgres/swap.py) therefore carries over what can be re-created exactly on the new
 table — table grants, indexes other than the primary key, a publication's plain membership — and
 refuses, naming them, while anything else is attached (:func:`blockers`): the user decides how a
 view or a foreign key should see the new table.

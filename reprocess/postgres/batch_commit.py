@@ -15,7 +15,7 @@ from reprocess.postgres import store
 def sum_committed_batches(conn: Connection, run_id: str) -> dict[str, int] | None:
     """Mark a chunked run committed once every batch is; None when the run has no batches.
 
-    Runs inside commit_run's transaction, which holds the run's lock.
+    Runs inside the commit protocol's transaction (postgres.commit), which holds the run's lock.
 
     Raises
     ------

@@ -1,20 +1,23 @@
 """The commit protocol (DESIGN §2): one Postgres transaction makes a staged run visible.
 
-Read top to bottom, :func:`commit_run` is the protocol: lock, check state, fence, merge,
-dead letters, ledger, run state, drop the stage. Either all of it is visible or none of it.
-A chunked run's batches each go through the same protocol; the run's own commit then only checks
-that every batch committed and sums them. Run rows and
-state transitions are written through :mod:`reprocess.postgres.store`.
+:func:`commit_protocol` is its frame (lock, check state, and a refused run marked failed) around
+each kind of commit, as the stage (:mod:`reprocess.core.stages`) says: :func:`commit_merge` (fence,
+merge, dead letters, ledger, run state, drop the stage) for a :class:`~reprocess.core.stages.Merge`
+into the target its stage names, :func:`finish_batches` for a batched run's own commit (every batch
+went through the merge; it checks and sums them), and a rebuild's swap (:mod:`reprocess.postgres.swap`).
+Either all of a commit is visible or none of it. Run rows, state transitions and the ledger are
+written through :mod:`reprocess.postgres.store` and :mod:`reprocess.postgres.queries`.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
+from typing import Any
 
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Connection, Engine, Row
 from sqlalchemy.exc import DBAPIError
 
 from reprocess.core.errors import (
@@ -26,8 +29,9 @@ from reprocess.core.errors import (
     StageRefusedError,
 )
 from reprocess.core.ranges import OffsetRange, TopicPartition
-from reprocess.core.runs import RunKind, RunMode, RunState
+from reprocess.core.runs import RunState
 from reprocess.core.spec import PipelineSpec
+from reprocess.core.stages import Merge
 from reprocess.postgres import queries, store
 from reprocess.postgres.batch_commit import sum_committed_batches
 from reprocess.postgres.db import one_row, pg_cursor
@@ -57,21 +61,9 @@ class CommitResult:
     )
 
 
-def commit_run(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResult:
-    """Merge a staged run into the target and advance the ledger, atomically and once.
-
-    A run whose stage can never commit (fenced, dead letters over the threshold, rows lost, the
-    spec changed since it was planned) is marked ``failed`` with the reason, in a transaction of
-    its own after the rollback, so its note says why. The next planning drops the stage of a
-    fenced or refused run (stage.drop_leftover_stages; it stays for inspection until then); a
-    spec change drops it at once, since a stage of the old spec's columns is no use to anyone and
-    the next planning may itself stop at the change (a rebuild is needed) before it cleans up.
-
-    A commit whose connection drops while it is in flight may or may not have committed: it
-    raises :class:`CommitInterrupted`, and the retry (Airflow's, or a second call) finds out from
-    the database. It takes the pipeline lock first, so it waits for the first attempt's
-    transaction if the server still holds it, then reads the run's state: ``committed`` answers
-    "already committed" (nothing applied twice); anything else commits it now (nothing lost).
+def commit_merge(engine: Engine, spec: PipelineSpec, merge: Merge) -> CommitResult:
+    """Merge a staged run (or batch) into ``merge.into`` and, into the live target, advance the
+    ledger, atomically and once (:func:`commit_protocol`).
 
     Raises
     ------
@@ -86,9 +78,62 @@ def commit_run(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResult:
     ReprocessError
         The run is not staged.
     """
+    return commit_protocol(engine, spec, merge.run_id, lambda conn, run: _merge(conn, spec, merge, run))
+
+
+def finish_batches(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResult:
+    """A batched run's own commit (:func:`commit_protocol`): every batch went through the protocol;
+    this checks they all committed and cover its ranges, and sums them."""
+
+    def finish(conn: Connection, run: Row[Any]) -> CommitResult:
+        totals = sum_committed_batches(conn, run_id)
+        if totals is None:
+            raise RunStateError(f"{spec.name}: run {run_id} has no batches; nothing was committed", run_id=run_id)
+        log.info("commit run_id=%s pipeline=%s all batches committed %s", run_id, spec.name, totals)
+        return CommitResult(run_id, False, **totals)
+
+    return commit_protocol(engine, spec, run_id, finish)
+
+
+def commit_protocol(
+    engine: Engine, spec: PipelineSpec, run_id: str, body: Callable[[Connection, Row[Any]], CommitResult]
+) -> CommitResult:
+    """DESIGN §2's frame around every commit (a merge, a batched run's finish, a rebuild's swap):
+    one transaction that takes the pipeline lock and the run's row lock, answers "already
+    committed" for a committed run, refuses one that is not staged, then runs ``body``.
+
+    A run whose stage can never commit (fenced, dead letters over the threshold, rows lost, the
+    spec changed since it was planned) is marked ``failed`` with the reason, in a transaction of
+    its own after the rollback, so its note says why. The next planning drops the stage of a
+    fenced or refused run (stage.drop_leftover_stages; it stays for inspection until then); a
+    spec change drops it at once, since a stage of the old spec's columns is no use to anyone and
+    the next planning may itself stop at the change (a rebuild is needed) before it cleans up.
+
+    A commit whose connection drops while it is in flight may or may not have committed: it
+    raises :class:`CommitInterrupted`, and the retry (Airflow's, or a second call) finds out from
+    the database. It takes the pipeline lock first, so it waits for the first attempt's
+    transaction if the server still holds it, then reads the run's state: ``committed`` answers
+    "already committed" (nothing applied twice); anything else commits it now (nothing lost).
+    """
     try:
-        with outcome_unknown_on_disconnect(spec, run_id):
-            return _commit_once(engine, spec, run_id)
+        with outcome_unknown_on_disconnect(spec, run_id), engine.begin() as conn:
+            # 1. One committer per pipeline; the run row is locked against a second commit of it.
+            conn.execute(queries.PIPELINE_LOCK, {"pipeline": spec.name})
+            run = store.lock_run(conn, run_id)
+            if run is None:
+                raise RunStateError(
+                    f"{spec.name}: run {run_id} does not exist; plan it first", pipeline=spec.name, run_id=run_id
+                )
+            if run.state == RunState.COMMITTED:
+                log.info("commit run_id=%s pipeline=%s already committed: no-op", run_id, spec.name)
+                return _committed_result(conn, run_id)
+            if run.state != RunState.STAGED:
+                raise RunStateError(
+                    f"{spec.name}: run {run_id} is {run.state}, not staged; run the Spark stage first",
+                    pipeline=spec.name,
+                    run_id=run_id,
+                )
+            return body(conn, run)
     except (FencedRunError, StageRefusedError, SchemaChangeError) as refused:
         with engine.begin() as conn:
             store.mark_failed(conn, run_id, str(refused))
@@ -97,90 +142,60 @@ def commit_run(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResult:
         raise
 
 
-def _commit_once(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResult:
-    """DESIGN §2's steps 1-6 in one transaction."""
-    with engine.begin() as conn:
-        # 1. One committer per pipeline; the run row is locked against a second commit of it.
-        conn.execute(queries.PIPELINE_LOCK, {"pipeline": spec.name})
-        run = store.lock_run(conn, run_id)
-        if run is None:
-            raise RunStateError(
-                f"{spec.name}: run {run_id} does not exist; plan it first", pipeline=spec.name, run_id=run_id
-            )
-        if run.state == RunState.COMMITTED:
-            log.info("commit run_id=%s pipeline=%s already committed: no-op", run_id, spec.name)
-            return _committed_result(conn, run_id)
-        if run.state != RunState.STAGED:
-            raise RunStateError(
-                f"{spec.name}: run {run_id} is {run.state}, not staged; run the Spark stage first",
+def _merge(conn: Connection, spec: PipelineSpec, merge: Merge, run: Row[Any]) -> CommitResult:
+    """DESIGN §2's steps 2-6 in the protocol's transaction."""
+    run_id, live = merge.run_id, merge.into.moves_ledger
+    plan = store.load_plan(conn, run_id)
+    starts = _accounted_starts(conn, run_id, plan.ranges)
+
+    # 2. Incremental runs: compare-and-set on the ledger fences concurrent or zombie runs.
+    if merge.fenced:
+        _check_fence(conn, spec, run_id, starts)
+    spec_version = check_spec_version(conn, spec, run_id, live=live)
+
+    stage = stage_identifier(spec, run_id)
+    cur = pg_cursor(conn)
+    cur.execute("SELECT to_regclass(%s)", (stage.as_string(cur),))
+    has_stage = one_row(cur)[0] is not None
+    if not has_stage and not plan.is_empty:
+        raise StageLostError(
+            f"{spec.name}: run {run_id} is staged but its stage table is gone; re-run the stage",
+            pipeline=spec.name,
+            run_id=run_id,
+        )
+    counts = dict.fromkeys(store.RUN_COUNTS, 0)
+    if has_stage:
+        counts = stage_counts(cur, stage)
+        held = counts["rows_staged"] + counts["dead_letters"] + counts.pop("_filtered_rows") + counts.pop("_moved")
+        if run.stage_rows is not None and held != run.stage_rows:
+            raise StageRefusedError(
+                f"{spec.name}: run {run_id}'s stage holds {held} rows but the Spark "
+                f"job staged {run.stage_rows}; the stage was lost or altered (a Postgres crash-restart empties "
+                "UNLOGGED tables). Nothing was committed: re-run spark_read_stage.",
                 pipeline=spec.name,
                 run_id=run_id,
             )
-        # A rebuild's batches merge into its shadow table; its own commit is the swap (rebuild.swap_in).
-        mode = store.run_mode(conn, run_id)
-        rebuild = mode is RunMode.REBUILD
-        if rebuild and not store.is_batch(conn, run_id):
-            raise RunStateError(
-                f"{spec.name}: run {run_id} is a rebuild: it commits by swapping its shadow in (rebuild.swap_in, "
-                "the commit task of its DAG run), never as a plain run; nothing was committed",
-                pipeline=spec.name,
-                run_id=run_id,
-            )
-        # A chunked run committed batch by batch (each through this protocol); its own commit only
-        # checks and sums them.
-        totals = None if rebuild else sum_committed_batches(conn, run_id)
-        if totals is not None:
-            log.info("commit run_id=%s pipeline=%s all batches committed %s", run_id, spec.name, totals)
-            return CommitResult(run_id, False, **totals)
-        plan = store.load_plan(conn, run_id)
+        counts.update(
+            merge_stage(conn, spec, run_id, stage, into=merge.into, rederives=merge.rederives,
+                        spec_version=spec_version, counts=counts)
+        )  # fmt: skip
 
-        starts = _accounted_starts(conn, run_id, plan.ranges)
+    # 5. Ledger, committed ranges (a rebuild moves them at its swap), run state.
+    for r in plan.ranges if live else ():
+        params = {"pipeline": spec.name, "run_id": run_id, "topic": r.topic, "partition": r.partition,
+                  "start": r.start, "end": r.end}  # fmt: skip
+        conn.execute(queries.ADVANCE_LEDGER, {**params, "start": starts[r.tp]})
+        conn.execute(queries.INSERT_COMMITTED_RANGE, params)
+    store.mark_committed(conn, run_id, counts)
+    if counts["records_read"] and live:  # a rebuild changes the live table at its swap
+        store.touch_target(conn, run_id)
 
-        # 2. Incremental runs: compare-and-set on the ledger fences concurrent or zombie runs.
-        if RunKind(run.kind) is RunKind.INCREMENTAL:
-            _check_fence(conn, spec, run_id, starts)
-        spec_version = check_spec_version(conn, spec, run_id, live=not rebuild)
-
-        stage = stage_identifier(spec, run_id)
-        cur = pg_cursor(conn)
-        cur.execute("SELECT to_regclass(%s)", (stage.as_string(cur),))
-        has_stage = one_row(cur)[0] is not None
-        if not has_stage and not plan.is_empty:
-            raise StageLostError(
-                f"{spec.name}: run {run_id} is staged but its stage table is gone; re-run the stage",
-                pipeline=spec.name,
-                run_id=run_id,
-            )
-        counts = dict.fromkeys(store.RUN_COUNTS, 0)
-        if has_stage:
-            counts = stage_counts(cur, stage)
-            held = counts["rows_staged"] + counts["dead_letters"] + counts.pop("_filtered_rows") + counts.pop("_moved")
-            if run.stage_rows is not None and held != run.stage_rows:
-                raise StageRefusedError(
-                    f"{spec.name}: run {run_id}'s stage holds {held} rows but the Spark "
-                    f"job staged {run.stage_rows}; the stage was lost or altered (a Postgres crash-restart empties "
-                    "UNLOGGED tables). Nothing was committed: re-run spark_read_stage.",
-                    pipeline=spec.name,
-                    run_id=run_id,
-                )
-            counts.update(merge_stage(conn, spec, run_id, stage, mode=mode, spec_version=spec_version, counts=counts))
-
-        # 5. Ledger, committed ranges (a rebuild moves them at its swap), run state.
-        for r in () if rebuild else plan.ranges:
-            params = {"pipeline": spec.name, "run_id": run_id, "topic": r.topic, "partition": r.partition,
-                      "start": r.start, "end": r.end}  # fmt: skip
-            conn.execute(queries.ADVANCE_LEDGER, {**params, "start": starts[r.tp]})
-            conn.execute(queries.INSERT_COMMITTED_RANGE, params)
-        store.mark_committed(conn, run_id, counts)
-        if counts["records_read"] and not rebuild:  # a rebuild changes the live table at its swap
-            store.touch_target(conn, run_id)
-
-        # 6. The stage has served its purpose.
-        if has_stage:
-            drop_stage(conn.connection, spec, run_id)
+    # 6. The stage has served its purpose.
+    if has_stage:
+        drop_stage(conn.connection, spec, run_id)
     log.info(
-        "commit run_id=%s pipeline=%s records=%d staged=%d upserted=%d deleted=%d dead_letters=%d (new %d)",
-        run_id, spec.name, counts["records_read"], counts["rows_staged"], counts["rows_upserted"],
+        "commit run_id=%s pipeline=%s into=%s records=%d staged=%d upserted=%d deleted=%d dead_letters=%d (new %d)",
+        run_id, spec.name, merge.into.name, counts["records_read"], counts["rows_staged"], counts["rows_upserted"],
         counts["rows_deleted"], counts["dead_letters"], counts["dead_letters_new"],
     )  # fmt: skip
     return CommitResult(run_id, False, **counts)

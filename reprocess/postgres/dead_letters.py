@@ -8,18 +8,55 @@ bound; a stage's identifier comes from :func:`reprocess.postgres.stage.stage_ide
 
 from __future__ import annotations
 
+from typing import Final
+
 from psycopg2 import sql
+from sqlalchemy import Connection, text
 
 from reprocess.core.runs import RunMode
 from reprocess.core.spec import PipelineSpec
 from reprocess.core.stage_rows import DEAD
+from reprocess.core.stages import WriteTarget
+
+# A swap's: the live dead letters inside the rebuilt ranges that the rebuild did not find dead are
+# resolved by it; the rebuild's own become the pipeline's (a resolved one that fails again is
+# reopened, as dead_letters_sql does); then they are forgotten.
+_RESOLVE_LIVE: Final = text(
+    "UPDATE reprocess.dead_letters d SET resolved_run_id = :run_id, resolved_at = now() FROM reprocess.run_ranges r "
+    "WHERE r.run_id = :run_id AND d.pipeline = :pipeline AND d.resolved_run_id IS NULL AND d.topic = r.topic "
+    'AND d.partition = r.partition AND d."offset" >= r.start_offset AND d."offset" < r.end_offset '
+    "AND NOT EXISTS (SELECT 1 FROM reprocess.dead_letters s WHERE s.pipeline = :owner AND s.topic = d.topic "
+    'AND s.partition = d.partition AND s."offset" = d."offset")'
+)
+_MOVE: Final = text(
+    'INSERT INTO reprocess.dead_letters (pipeline, topic, partition, "offset", run_id, key, value, error, '
+    'kafka_timestamp) SELECT :pipeline, topic, partition, "offset", run_id, key, value, error, kafka_timestamp '
+    'FROM reprocess.dead_letters WHERE pipeline = :owner ON CONFLICT (pipeline, topic, partition, "offset") '
+    "DO UPDATE SET run_id = EXCLUDED.run_id, error = EXCLUDED.error, resolved_run_id = NULL, resolved_at = NULL "
+    "WHERE reprocess.dead_letters.resolved_run_id IS NOT NULL"
+)
+_FORGET: Final = text("DELETE FROM reprocess.dead_letters WHERE pipeline = :owner")
 
 
 def dead_letters_owner(spec: PipelineSpec, mode: RunMode) -> str:
     """The ``pipeline`` value of the dead letters a run writes: a rebuild's are kept apart (under
     ``<pipeline>/rebuild``, never a pipeline name) until its swap moves them to the pipeline, so
     a rebuild that is never swapped in leaves the live dead letters as they were."""
-    return f"{spec.name}/{mode.value}" if mode is RunMode.REBUILD else spec.name
+    return (WriteTarget.shadow(spec) if mode is RunMode.REBUILD else WriteTarget.live(spec)).dead_letters_owner
+
+
+def forget_dead_letters(conn: Connection, owner: str) -> None:
+    """Drop ``owner``'s dead letters (a shadow's, when a new rebuild starts or its swap took them)."""
+    conn.execute(_FORGET, {"owner": owner})
+
+
+def adopt_dead_letters(conn: Connection, pipeline: str, owner: str, run_id: str) -> None:
+    """At rebuild ``run_id``'s swap: resolve ``pipeline``'s dead letters it read and did not find
+    dead, make ``owner``'s (the shadow's) the pipeline's, and forget them under ``owner``."""
+    params = {"pipeline": pipeline, "owner": owner, "run_id": run_id}
+    conn.execute(_RESOLVE_LIVE, params)
+    conn.execute(_MOVE, params)
+    forget_dead_letters(conn, owner)
 
 
 def dead_letter_of(dead_letter: str, stage_row: str) -> sql.Composed:

@@ -27,7 +27,7 @@ For CDC, each partition also counts the values its records left out that nothing
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -35,14 +35,15 @@ from psycopg2 import sql
 from sqlalchemy import Connection
 
 from reprocess.core.ordering import LINEAGE_ORDER
-from reprocess.core.runs import RunMode
+from reprocess.core.ranges import OffsetRange
 from reprocess.core.spec import PipelineSpec
 from reprocess.core.stage_rows import DEAD, FILTERED, ROW, TOMBSTONE
+from reprocess.core.stages import WriteTarget
 from reprocess.postgres.column_sql import comparable
 from reprocess.postgres.compare import any_differs, differs, value_columns
 from reprocess.postgres.db import pg_cursor
 from reprocess.postgres.merge import newest_per_key, underived_sql
-from reprocess.postgres.merge_stage import merge_stage, rederived_ranges, stage_counts
+from reprocess.postgres.merge_stage import merge_stage, stage_counts
 from reprocess.postgres.target import target_identifier
 
 KINDS: Final = ("inserted", "updated", "rewritten", "unchanged", "refused", "deleted")
@@ -77,7 +78,13 @@ class StageDiff:
 
 
 def diff_stage(
-    conn: Connection, spec: PipelineSpec, run_id: str, stage: sql.Composable, *, spec_version: int
+    conn: Connection,
+    spec: PipelineSpec,
+    run_id: str,
+    stage: sql.Composable,
+    *,
+    spec_version: int,
+    rederives: Sequence[OffsetRange],
 ) -> StageDiff:
     """The diff of committing ``stage`` into the live target, in ``conn``'s transaction, which the
     caller MUST roll back: the commit's statements really run in it (see the module).
@@ -103,7 +110,7 @@ def diff_stage(
             tombstone=sql.Literal(TOMBSTONE),
         )
     )
-    rederived = rederived_ranges(conn, run_id, RunMode.MERGE)
+    rederived = tuple(rederives)  # the Diff stage's (a backfill's ranges)
     if rederived:  # rows another spec version derived from a record this spec no longer keeps: deleted
         lineage = sql.SQL(", ").join(map(sql.Identifier, LINEAGE_ORDER))
         cur.execute(
@@ -129,7 +136,18 @@ def diff_stage(
             "WHERE ({key}) IN (SELECT {key} FROM {newest})"
         ).format(before=_BEFORE, target=target_identifier(spec), key=key, newest=_NEWEST)
     )
-    counts.update(merge_stage(conn, spec, run_id, stage, mode=RunMode.MERGE, spec_version=spec_version, counts=counts))
+    counts.update(
+        merge_stage(
+            conn,
+            spec,
+            run_id,
+            stage,
+            into=WriteTarget.live(spec),
+            rederives=rederived,
+            spec_version=spec_version,
+            counts=counts,
+        )
+    )
     values = value_columns(spec)
     # Classified once; the counts and the samples both read it.
     cur.execute(

@@ -6,6 +6,7 @@ letters. A commit (:mod:`reprocess.postgres.commit`) runs them for good; a plan
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from psycopg2 import sql
@@ -13,12 +14,11 @@ from sqlalchemy import Connection
 
 from reprocess.core.errors import StageRefusedError
 from reprocess.core.ranges import OffsetRange
-from reprocess.core.runs import RunKind, RunMode
 from reprocess.core.spec import PipelineSpec, TombstoneMode
+from reprocess.core.stages import WriteTarget
 from reprocess.postgres import left_out, queries, store
 from reprocess.postgres.db import one_row, pg_cursor
 from reprocess.postgres.dead_letters import (
-    dead_letters_owner,
     dead_letters_sql,
     known_dead_letters_sql,
     resolve_dead_letters_sql,
@@ -34,7 +34,6 @@ from reprocess.postgres.merge_refusals import merge_isolating
 from reprocess.postgres.moved_values import prune_moved_values
 from reprocess.postgres.rebuild_keys import keep_rebuild_keys_sql
 from reprocess.postgres.stage import stage_counts_sql
-from reprocess.postgres.target import shadow_spec
 
 
 def stage_counts(cur: Any, stage: sql.Composable) -> dict[str, int]:
@@ -48,24 +47,14 @@ def stage_counts(cur: Any, stage: sql.Composable) -> dict[str, int]:
     return {**counts, "_filtered_rows": filtered_rows, "_moved": moved}
 
 
-def rederived_ranges(conn: Connection, run_id: str, mode: RunMode) -> tuple[OffsetRange, ...]:
-    """The ranges whose rows of another spec version a run re-derives or deletes
-    (:func:`~reprocess.postgres.merge.underived_sql`): a backfill's (a replay, an apply, a heal);
-    none for an incremental, which reads past the ledger (no scan of the target per run), nor for
-    a rebuild's batches (the shadow holds only rows they wrote)."""
-    if mode is RunMode.REBUILD:
-        return ()
-    plan = store.load_plan(conn, run_id)
-    return plan.ranges if plan.kind is RunKind.BACKFILL else ()
-
-
 def merge_stage(
     conn: Connection,
     spec: PipelineSpec,
     run_id: str,
     stage: sql.Composable,
     *,
-    mode: RunMode,
+    into: WriteTarget,
+    rederives: Sequence[OffsetRange],
     spec_version: int,
     counts: dict[str, int],
 ) -> dict[str, int]:
@@ -75,10 +64,14 @@ def merge_stage(
     The one place these statements run: a commit runs them for good, and a plan
     (:mod:`reprocess.postgres.diff`) runs the very same ones in a transaction it rolls back, so
     what a plan says a replay will change and what the replay then changes cannot disagree.
+    ``into`` is where the rows go (the live target, or a rebuild's shadow); ``rederives`` the ranges
+    whose rows of another spec version the run re-derives or deletes (:func:`~reprocess.postgres.merge.underived_sql`):
+    a backfill's into the live target (a replay, an apply, a heal); none for an incremental, which
+    reads past the ledger (no scan of the target per run), nor for a rebuild's batches (the shadow
+    holds only rows they wrote).
     """
-    rebuild = mode is RunMode.REBUILD
-    target = shadow_spec(spec) if rebuild else spec
-    owner = dead_letters_owner(spec, mode)  # whose dead letters this run writes
+    target = into.spec(spec)
+    owner = into.dead_letters_owner  # whose dead letters this run writes
     cur = pg_cursor(conn)
     dead, filtered = counts["dead_letters"], counts["records_filtered"]
     _check_dead_letter_ratio(conn, spec, run_id, stage, counts["records_read"] - filtered, dead, owner)
@@ -90,11 +83,11 @@ def merge_stage(
     #    found first, and those nobody holds are recorded after.
     #    A record PostgreSQL refuses there becomes a dead letter (postgres.merge_refusals).
     params = {"run_id": run_id, "spec_version": spec_version}
-    reread = rederived_ranges(conn, run_id, mode)
+    reread = tuple(rederives)
 
     def merge() -> tuple[int, ...]:
         if spec.unchanged_columns:
-            left_out.resolve(cur, target, stage, owner, live=spec if rebuild else None)
+            left_out.resolve(cur, target, stage, owner, live=None if into.moves_ledger else spec)
         deleted = incomplete = 0
         if reread:  # after step 1, which may take a left-out value from such a row
             cur.execute(delete_underived_sql(target, stage, reread), params)
@@ -113,12 +106,12 @@ def merge_stage(
 
     merged, refused = merge_isolating(cur, target, stage, params, merge)
     upserted, inserted, rederived, restamped, deleted, incomplete = merged
-    if rebuild:  # what its swap verifies the shadow against: the newest record per key Spark staged
+    if into.keeps_keys:  # what Verify checks the shadow against: the newest record per key Spark staged
         cur.execute(keep_rebuild_keys_sql(target, stage))
     # 4. Dead letters, in the same transaction as the good rows; earlier ones whose record
     #    now parses (a redrive after a fix) are marked resolved by this run. A rebuild's
-    #    batches keep theirs apart and resolve nothing: its swap does both (rebuild.swap_in).
-    if not rebuild:
+    #    batches keep theirs apart and resolve nothing: its swap does both (postgres.swap).
+    if into.moves_ledger:
         cur.execute(resolve_dead_letters_sql(stage), {"pipeline": owner, "run_id": run_id})
     cur.execute(dead_letters_sql(stage), {"pipeline": owner, "run_id": run_id})
     return {"rows_upserted": upserted, "rows_inserted": inserted, "rows_rederived": rederived,

@@ -1,4 +1,5 @@
-"""Pruning ``reprocess.moved_values``: a primary-key change's kept values go once no row needs them.
+"""Pruning ``reprocess.moved_values``: a primary-key change's kept values go once no row needs them;
+and a rebuild's incomplete and moved values, which replace the live ones at its swap as its table does.
 
 :func:`reprocess.postgres.left_out.keep_moved_values` keeps the values each change moved from its old
 key to its new one, for a create of the new key staged after the delete (a batch cut between them,
@@ -13,14 +14,36 @@ not prune it, and records of two partitions hold no order, so such a change stay
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from psycopg2 import sql
+from sqlalchemy import Connection, text
 
 from reprocess.core.spec import PipelineSpec
 from reprocess.core.stage_rows import MOVED, OLD_KEY, ROW, TOMBSTONE, UNCHANGED
 from reprocess.postgres.linked_values import MOVED_VALUES
 from reprocess.postgres.target import target_identifier
+
+_FORGET: Final = text(
+    "DELETE FROM reprocess.incomplete_values WHERE pipeline = :owner; "
+    "DELETE FROM reprocess.moved_values WHERE pipeline = :owner"
+)
+_ADOPT: Final = text(
+    "DELETE FROM reprocess.incomplete_values WHERE pipeline = :pipeline; "
+    "UPDATE reprocess.incomplete_values SET pipeline = :pipeline WHERE pipeline = :owner; "
+    "DELETE FROM reprocess.moved_values WHERE pipeline = :pipeline; "
+    "UPDATE reprocess.moved_values SET pipeline = :pipeline WHERE pipeline = :owner"
+)
+
+
+def forget_left_out(conn: Connection, owner: str) -> None:
+    """Drop ``owner``'s incomplete and moved values (a shadow's, when a new rebuild starts)."""
+    conn.execute(_FORGET, {"owner": owner})
+
+
+def adopt_left_out(conn: Connection, pipeline: str, owner: str) -> None:
+    """At a swap: ``owner``'s (the shadow's) incomplete and moved values replace ``pipeline``'s."""
+    conn.execute(_ADOPT, {"pipeline": pipeline, "owner": owner})
 
 
 def prune_moved_values(cur: Any, spec: PipelineSpec, stage: sql.Composable, owner: str) -> int:

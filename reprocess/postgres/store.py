@@ -68,23 +68,37 @@ _MARK_PARENT_COMMITTED: Final = text(
 )
 
 
+_SET_LIVE_VERSION: Final = text(
+    "UPDATE reprocess.pipelines SET spec_version = (SELECT coalesce(spec_version, 0) FROM reprocess.runs "
+    "WHERE run_id = :run_id), spec = CAST(:spec AS jsonb), updated_at = now() WHERE name = :pipeline"
+)
+_ALLOWS_DATA_LOSS: Final = text(
+    "SELECT coalesce((request->'parsed'->>'allow_data_loss')::boolean, false) FROM reprocess.runs "
+    "WHERE run_id = :run_id"
+)
+_ADD_LOST_RANGES: Final = text(
+    "UPDATE reprocess.runs SET lost_ranges = lost_ranges || CAST(:lost AS jsonb) WHERE run_id = :run_id"
+)
+
+
 def ensure_pipeline(
     engine: Engine,
     spec: PipelineSpec,
     mode: RunMode = RunMode.MERGE,
     *,
     acknowledged: bool = False,
-    preview: bool = False,
+    migrate: bool = True,
 ) -> tuple[int, list[str]]:
     """Register the spec (and its version) and create or evolve its target table; returns the
     version and warnings about changes that were allowed (registry.check_registration).
 
     For a rebuild only the version is registered: the live table, and the spec the live
-    pipeline runs under, stay as they are until the swap (rebuild.swap_in records the spec).
-    A ``preview`` (a plan) leaves them as they are too: its evolution is checked in a savepoint
-    rolled back, so a refusal surfaces now, and its Diff stage migrates inside its own rolled-back
-    transaction (:func:`migrate_live`); only the version is registered, which the run is stamped with.
-    ``acknowledged`` is the request's acknowledge_partition_change.
+    pipeline runs under, stay as they are until the swap (swap.swap_in records the spec).
+    Without ``migrate`` (a run's planning: its ``Migrate`` stage migrates, and a preview's Diff
+    stage inside its own rolled-back transaction, :func:`migrate_live`) they stay as they are too:
+    the evolution is checked in a savepoint rolled back, so a refusal surfaces now, and only the
+    version is registered, which the run is stamped with. ``acknowledged`` is the request's
+    acknowledge_partition_change.
 
     Raises
     ------
@@ -96,10 +110,10 @@ def ensure_pipeline(
     with engine.begin() as conn:
         conn.execute(queries.PIPELINE_LOCK, {"pipeline": spec.name})
         warnings = check_registration(conn, spec, mode, acknowledged=acknowledged)
-        if mode is not RunMode.REBUILD and not preview:
+        if mode is not RunMode.REBUILD and migrate:
             return migrate_live(conn, spec), warnings
         conn.execute(queries.REGISTER_PIPELINE, _registration(spec))
-        if preview:
+        if mode is not RunMode.REBUILD:
             check = conn.begin_nested()
             try:
                 migrate_live(conn, spec)
@@ -281,7 +295,7 @@ def record_failed_request(
     pipeline never registered has no run table row to hang it on: then the task log holds the error.
     """
     try:
-        ensure_pipeline(engine, spec, preview=preview)  # a plan's refusal migrates nothing either
+        ensure_pipeline(engine, spec, migrate=not preview)  # a plan's refusal migrates nothing either
     except SpecError as refused:
         log.info("record run_id=%s pipeline=%s under its standing registration: %s", run_id, spec.name, refused)
     with engine.begin() as conn:
@@ -296,6 +310,22 @@ def record_failed_request(
 
 def mark_committed(conn: Connection, run_id: str, counts: Mapping[str, int]) -> None:
     conn.execute(queries.MARK_COMMITTED, {"run_id": run_id, **counts})
+
+
+def make_spec_live(conn: Connection, spec: PipelineSpec, run_id: str) -> None:
+    """A swap: the spec the run was planned under is the live pipeline's (its table is now)."""
+    params = {"pipeline": spec.name, "run_id": run_id, "spec": json.dumps(spec.as_dict())}
+    conn.execute(_SET_LIVE_VERSION, params)
+
+
+def allows_data_loss(conn: Connection, run_id: str) -> bool:
+    """The run's request accepts data loss (allow_data_loss)."""
+    return bool(conn.execute(_ALLOWS_DATA_LOSS, {"run_id": run_id}).scalar())
+
+
+def add_lost_ranges(conn: Connection, run_id: str, lost: Sequence[LostRange]) -> None:
+    """Record more ranges the run accepted as lost (a swap's dropped rows, allow_data_loss)."""
+    conn.execute(_ADD_LOST_RANGES, {"run_id": run_id, "lost": json.dumps([lost_dict(x) for x in lost])})
 
 
 def touch_target(conn: Connection, run_id: str) -> None:

@@ -15,7 +15,7 @@ from sqlalchemy import Engine
 
 from reprocess.core.runs import RunPlan
 from reprocess.core.spec import PipelineSpec
-from reprocess.core.stages import Stage, launched_after_spark, launched_with_spark
+from reprocess.core.stages import Stage, Task, for_task
 from reprocess.operations.preview import apply_request, check_fresh, mark_applied
 from reprocess.postgres.commit import CommitResult
 from reprocess.runner.evaluate import RunContext, evaluate
@@ -58,7 +58,7 @@ def run_here(
     registry_config: str | None = None,
 ) -> CommitResult | None:
     """The stages after the start, here: the reads on ``spark``, then the commit or the diff."""
-    if not launched_with_spark(stages):
+    if not for_task(stages, Task.SPARK):
         return None
     read_run(spark, spec, run_id, db_url, dict(kafka), None, registry_config)
-    return evaluate(launched_after_spark(stages), RunContext(engine, spec))
+    return evaluate(for_task(stages, Task.COMMIT), RunContext(engine, spec))

@@ -1,5 +1,5 @@
-"""A run's Spark task: the stages between the planning and the run's own commit (its reads, and
-its batches' commits), evaluated where the Spark session is: the Airflow task over Spark Connect,
+"""A run's Spark task: the stages naming it (:class:`reprocess.core.stages.Task`: its reads, and
+a batched run's batches' merges), evaluated where the Spark session is: the Airflow task over Spark Connect,
 or the spark-submit driver (``spark_apps/run_job.py``). :func:`read_job` is the entry both
 launchers call (``reprocess.airflow.spark_task``).
 """
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from reprocess.core.errors import RunStateError
 from reprocess.core.runs import RunState
 from reprocess.core.spec import PipelineSpec
-from reprocess.core.stages import launched_with_spark
+from reprocess.core.stages import Task, for_task
 from reprocess.formats import decoder
 from reprocess.formats.specs import read_spec
 from reprocess.operations.preview import check_readings
@@ -82,7 +82,7 @@ def read_run(
             log.info("stage run_id=%s pipeline=%s already committed: nothing to do", run_id, spec.name)
             return False
         plan = store.load_plan(conn, run_id)
-    stages = launched_with_spark(stored_stages(engine, spec, run_id, batch_size))
+    stages = for_task(stored_stages(engine, spec, run_id, batch_size), Task.SPARK)
     started = time.monotonic()
     progress = RunProgress(spark, engine, spec.name, run_id, sum(r.width for r in plan.ranges))
     schemas = writer_schemas(spec, plan.ranges, registry_config)

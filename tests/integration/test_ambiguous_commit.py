@@ -20,11 +20,8 @@ from sqlalchemy import text
 from reprocess.core.errors import CommitInterrupted
 from reprocess.core.runs import RunRequest
 from reprocess.kafka import demo_data
-from reprocess.operations.plan import plan_run
-from reprocess.operations.rebuild import swap_in
-from reprocess.postgres.commit import commit_run
 from reprocess.postgres.db import make_engine
-from reprocess.runner.start import start_run
+from reprocess.runner.start import commit_stored, snapshot_and_migrate, start_run
 from tests.support.commit_cut_proxy import commit_cut_proxy
 from tests.support.helpers import (
     assert_matches_oracle,
@@ -56,7 +53,7 @@ def test_single_run_commit_cut_before_or_after_the_server_commits_is_resolved_by
     spec = orders_spec(unique_name, unique_name)
     demo_data.create_topic(kafka_config, unique_name, 2)
     produced = demo_data.produce(kafka_config, unique_name, 2, demo_data.order_events(120, 3), transactional_every=50)
-    plan = plan_run(engine, kafka_config, spec, RunRequest.incremental(), unique_name)
+    plan = snapshot_and_migrate(engine, kafka_config, spec, RunRequest.incremental(), unique_name)
     run_spark_stage(spec, plan.run_id)
 
     with commit_cut_proxy(db_url) as (proxy, proxied_url):
@@ -64,7 +61,7 @@ def test_single_run_commit_cut_before_or_after_the_server_commits_is_resolved_by
         # Cut before the COMMIT reaches the server: it rolled back, and the run is still to commit.
         proxy.arm(_marks_committed(plan.run_id), "before")
         with pytest.raises(CommitInterrupted, match="retry the task"):
-            commit_run(cut_engine, spec, plan.run_id)
+            commit_stored(cut_engine, spec, plan.run_id)
         assert proxy.cuts == 1
         assert _state(engine, plan.run_id) == "staged"
         assert target_rows(engine, spec) == {} and ledger(engine, spec) == {}
@@ -72,13 +69,13 @@ def test_single_run_commit_cut_before_or_after_the_server_commits_is_resolved_by
         # Cut after the server committed: the attempt hears nothing, the database has it all.
         proxy.arm(_marks_committed(plan.run_id), "after")
         with pytest.raises(CommitInterrupted):
-            commit_run(cut_engine, spec, plan.run_id)
+            commit_stored(cut_engine, spec, plan.run_id)
         assert proxy.cuts == 2
         cut_engine.dispose()
     assert _state(engine, plan.run_id) == "committed"
 
     # The retry reads the run's state and answers; it applies nothing again.
-    retry = commit_run(engine, spec, plan.run_id)
+    retry = commit_stored(engine, spec, plan.run_id)
     assert retry.already_committed and retry.records_read == len(produced.messages)
     assert_matches_oracle(engine, spec, produced, log_ends(produced))
     (run,) = runs(engine, spec)
@@ -91,7 +88,7 @@ def test_batch_commit_cut_after_the_server_commits_is_not_redone_by_the_retried_
     spec = orders_spec(unique_name, unique_name, max_dead_letter_ratio=0.5)
     demo_data.create_topic(kafka_config, unique_name, 2)
     produced = demo_data.produce(kafka_config, unique_name, 2, demo_data.order_events(90, 3), transactional_every=70)
-    plan = plan_run(engine, kafka_config, spec, RunRequest.from_params({"batch_size": 40}), unique_name)
+    plan = snapshot_and_migrate(engine, kafka_config, spec, RunRequest.from_params({"batch_size": 40}), unique_name)
     assert max(r.width for r in plan.ranges) > 80  # at least three batches
     second = f"{plan.run_id}#1"
 
@@ -117,7 +114,7 @@ def test_batch_commit_cut_after_the_server_commits_is_not_redone_by_the_retried_
         query = text("SELECT batch_index, committed_at FROM reprocess.runs WHERE parent_run_id = :r")
         after = dict(conn.execute(query, {"r": plan.run_id}).all())
     assert {k: after[k] for k in before} == before and len(after) > 2
-    result = commit_run(engine, spec, plan.run_id)
+    result = commit_stored(engine, spec, plan.run_id)
     assert result.records_read == len(produced.messages)
     assert_matches_oracle(engine, spec, produced, log_ends(produced))
 
@@ -128,9 +125,9 @@ def test_rebuild_swap_cut_while_its_commit_is_in_flight_is_resolved_by_the_retry
     spec = orders_spec(unique_name, unique_name)
     demo_data.create_topic(kafka_config, unique_name, 2)
     produced = demo_data.produce(kafka_config, unique_name, 2, demo_data.order_events(80, 3), transactional_every=60)
-    first = plan_run(engine, kafka_config, spec, RunRequest.from_params({}), f"{unique_name}-first")
+    first = snapshot_and_migrate(engine, kafka_config, spec, RunRequest.from_params({}), f"{unique_name}-first")
     run_spark_stage(spec, first.run_id)
-    commit_run(engine, spec, first.run_id)
+    commit_stored(engine, spec, first.run_id)
     rebuild, _ = start_run(engine, kafka_config, spec, RunRequest.from_params({"mode": "rebuild"}), unique_name)
     run_spark_stage(spec, rebuild.run_id)
 
@@ -141,11 +138,11 @@ def test_rebuild_swap_cut_while_its_commit_is_in_flight_is_resolved_by_the_retry
         cut_engine = make_engine(proxied_url)
         proxy.arm(_marks_committed(rebuild.run_id), "held")
         with pytest.raises(CommitInterrupted):
-            swap_in(cut_engine, spec, rebuild.run_id)
+            commit_stored(cut_engine, spec, rebuild.run_id)
 
         def retry() -> None:
             try:
-                outcome["result"] = swap_in(engine, spec, rebuild.run_id)
+                outcome["result"] = commit_stored(engine, spec, rebuild.run_id)
             except Exception as exc:  # reported below
                 outcome["error"] = exc
 

@@ -28,8 +28,7 @@ from reprocess.core.errors import RegistryError
 from reprocess.core.runs import RunRequest
 from reprocess.core.spec import PipelineSpec
 from reprocess.formats.specs import read_spec
-from reprocess.operations.plan import plan_run
-from reprocess.postgres.commit import commit_run
+from reprocess.runner.start import commit_stored, snapshot_and_migrate
 from tests.support.helpers import run_spark_stage
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("postgres")]
@@ -135,9 +134,9 @@ def test_two_writer_versions_and_malformed_payloads_then_an_unreachable_registry
     assert (good[0], int.from_bytes(good[1:5], "big")) == (0, v1) and v1 != v2
 
     spec = _spec(unique_name, topic)
-    run = plan_run(engine, kafka_config, spec, RunRequest.incremental(), f"{unique_name}-1")
+    run = snapshot_and_migrate(engine, kafka_config, spec, RunRequest.incremental(), f"{unique_name}-1")
     run_spark_stage(spec, run.run_id, registry_config=json.dumps({"url": schema_registry}))
-    result = commit_run(engine, spec, run.run_id)
+    result = commit_stored(engine, spec, run.run_id)
     assert (result.records_read, result.dead_letters, result.records_filtered) == (9, 4, 1)  # carol filtered
     kept = {i: _expected(o) for i, o in orders.items() if o["customer"] != "carol"}
     assert _rows(engine, spec) == kept
@@ -154,11 +153,11 @@ def test_two_writer_versions_and_malformed_payloads_then_an_unreachable_registry
     orders[5] = _order(5, "erin", status="new")
     send(5, as_v2(orders[5], ctx))
     before = _rows(engine, spec)
-    second = plan_run(engine, kafka_config, spec, RunRequest.incremental(), f"{unique_name}-2")
+    second = snapshot_and_migrate(engine, kafka_config, spec, RunRequest.incremental(), f"{unique_name}-2")
     unreachable = f"http://127.0.0.1:{free_port()}/apis/ccompat/v7"
     with pytest.raises(RegistryError, match=f"Schema Registry at {unreachable} cannot be reached"):
         run_spark_stage(spec, second.run_id, registry_config=json.dumps({"url": unreachable}))
     assert _rows(engine, spec) == before
     run_spark_stage(spec, second.run_id, registry_config=json.dumps({"url": schema_registry}))  # the retry
-    assert commit_run(engine, spec, second.run_id).rows_upserted == 1
+    assert commit_stored(engine, spec, second.run_id).rows_upserted == 1
     assert _rows(engine, spec) == {i: _expected(o) for i, o in orders.items() if o["customer"] != "carol"}

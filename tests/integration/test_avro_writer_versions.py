@@ -29,9 +29,7 @@ from sqlalchemy import text
 from reprocess.core.runs import RunRequest
 from reprocess.core.spec import PipelineSpec
 from reprocess.formats.specs import read_spec
-from reprocess.operations.rebuild import swap_in
-from reprocess.postgres.commit import commit_run
-from reprocess.runner.start import start_run
+from reprocess.runner.start import commit_stored, start_run
 from tests.support.helpers import run_spark_stage
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("postgres")]
@@ -99,8 +97,8 @@ def _run(engine: Any, kafka_config: dict[str, Any], spec: PipelineSpec, registry
     start_run(engine, kafka_config, spec, RunRequest.from_params(params), run_id)
     run_spark_stage(spec, run_id, registry_config=json.dumps(config))
     if params.get("mode") == "rebuild":
-        return swap_in(engine, spec, run_id)
-    return commit_run(engine, spec, run_id)
+        return commit_stored(engine, spec, run_id)
+    return commit_stored(engine, spec, run_id)
 
 
 def _rows(engine: Any, spec: PipelineSpec) -> dict[int, tuple[Any, Any]]:
@@ -243,7 +241,7 @@ def test_a_plan_is_stale_when_the_registry_changes_how_its_records_read(
     does not map) leaves the plan fresh; one that changes what the plan's records read as (the
     latest's default for a field their writer lacks) makes the apply stale, refused before it reads."""
     from reprocess.core.errors import StalePlanError
-    from reprocess.core.stages import launched_after_spark
+    from reprocess.core.stages import Task, for_task
     from reprocess.runner.evaluate import RunContext, evaluate
     from reprocess.runner.preview import start_apply
 
@@ -258,7 +256,7 @@ def test_a_plan_is_stale_when_the_registry_changes_how_its_records_read(
 
     def stage(stages: Any, run_id: str) -> None:
         run_spark_stage(spec, run_id, kafka=kafka_config, registry_config=config)
-        evaluate(launched_after_spark(stages), RunContext(engine, spec))
+        evaluate(for_task(stages, Task.COMMIT), RunContext(engine, spec))
 
     def plan(name: str) -> None:
         stage(start_run(engine, kafka_config, spec, RunRequest.from_params({"preview": True}), name)[1], name)

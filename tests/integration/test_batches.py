@@ -14,8 +14,7 @@ from sqlalchemy import text
 
 from reprocess.core.runs import RunRequest
 from reprocess.kafka import demo_data
-from reprocess.operations.plan import plan_run
-from reprocess.postgres.commit import commit_run
+from reprocess.runner.start import commit_stored, snapshot_and_migrate
 from tests.support import oracle
 from tests.support.helpers import (
     dead_letter_count,
@@ -50,7 +49,7 @@ def test_killed_chunked_run_resumes_after_the_last_committed_batch(kafka_config,
     spec = orders_spec(unique_name, unique_name, max_dead_letter_ratio=0.5)
     demo_data.create_topic(kafka_config, unique_name, 2)
     produced = demo_data.produce(kafka_config, unique_name, 2, demo_data.order_events(150, 4), transactional_every=80)
-    plan = plan_run(engine, kafka_config, spec, RunRequest.from_params({"batch_size": 60}), unique_name)
+    plan = snapshot_and_migrate(engine, kafka_config, spec, RunRequest.from_params({"batch_size": 60}), unique_name)
     n = max(-(-r.width // 60) for r in plan.ranges)
     assert n >= 4
 
@@ -76,7 +75,7 @@ def test_killed_chunked_run_resumes_after_the_last_committed_batch(kafka_config,
     assert len(after) == n and all(state == "committed" for _, state, _ in after)
     assert all(at == before[k] for k, _, at in after if k in before)
 
-    result = commit_run(engine, spec, plan.run_id)
+    result = commit_stored(engine, spec, plan.run_id)
     assert result.records_read == len(produced.messages)
     expected = {k: (s, str(Decimal(a).normalize()), p, o) for k, (s, a, p, o) in oracle.expected_rows(produced).items()}
     assert target_rows(engine, spec) == expected
@@ -119,7 +118,7 @@ def test_a_cleared_batched_run_keeps_its_plan_and_cut_and_commits_only_when_its_
         conn.execute(text("UPDATE reprocess.runs SET state = 'committed' WHERE parent_run_id = :r"), {"r": unique_name})
         conn.execute(text("UPDATE reprocess.runs SET state = 'staged' WHERE run_id = :r"), {"r": unique_name})
     with pytest.raises(Exception, match=r"batches do not cover its plan exactly on .*\[0\]; nothing was committed"):
-        commit_run(engine, spec, unique_name)
+        commit_stored(engine, spec, unique_name)
     with engine.connect() as conn:
         state = conn.execute(text("SELECT state FROM reprocess.runs WHERE run_id = :r"), {"r": unique_name}).scalar()
     assert state == "staged"

@@ -24,8 +24,7 @@ from devstack.broker import Broker
 from devstack.process import free_port
 from reprocess.core.runs import RunRequest
 from reprocess.kafka import demo_data
-from reprocess.operations.plan import plan_run
-from reprocess.postgres.commit import commit_run
+from reprocess.runner.start import commit_stored, snapshot_and_migrate
 from tests.support.helpers import (
     assert_matches_oracle,
     group_offsets,
@@ -77,7 +76,7 @@ def test_broker_killed_and_restarted_during_the_read_then_retried_matches_the_or
     demo_data.create_topic(kafka, unique_name, 2)
     produced = demo_data.produce(kafka, unique_name, 2, demo_data.order_events(2000, 4, seed=31))
     ends = log_ends(produced)
-    plan = plan_run(engine, kafka, spec, RunRequest.from_params({}), unique_name)
+    plan = snapshot_and_migrate(engine, kafka, spec, RunRequest.from_params({}), unique_name)
     assert {r.partition: r.end for r in plan.ranges} == ends  # the broker's log ends are the produced ones
 
     monkeypatch.setenv("REPROCESS_SPARK_LOG_LEVEL", "INFO")  # the task lines timed below are Spark's INFO
@@ -107,7 +106,7 @@ def test_broker_killed_and_restarted_during_the_read_then_retried_matches_the_or
         assert runs(engine, spec)[0].state == "planned"
         assert target_rows(engine, spec) == {} and ledger(engine, spec) == {}
         run_spark_stage(spec, plan.run_id, kafka=kafka)  # the retry, against the restarted broker
-    commit_run(engine, spec, plan.run_id)
+    commit_stored(engine, spec, plan.run_id)
     assert_matches_oracle(engine, spec, produced, ends)
     assert [r.state for r in runs(engine, spec)] == ["committed"]
 
@@ -143,9 +142,9 @@ def test_broker_killed_during_the_mirror_step_leaves_the_commit_and_the_next_run
     spec = orders_spec(unique_name, unique_name)
     demo_data.create_topic(kafka, unique_name, 2)
     first = demo_data.produce(kafka, unique_name, 2, demo_data.order_events(300, 3, seed=41))
-    plan1 = plan_run(engine, kafka, spec, RunRequest.incremental(), f"{unique_name}-1")
+    plan1 = snapshot_and_migrate(engine, kafka, spec, RunRequest.incremental(), f"{unique_name}-1")
     run_spark_stage(spec, plan1.run_id, kafka=kafka)
-    commit_run(engine, spec, plan1.run_id)
+    commit_stored(engine, spec, plan1.run_id)
 
     own_broker.kill()
     step = _mirror_task(engine, kafka, spec)
@@ -171,10 +170,10 @@ def test_broker_killed_during_the_mirror_step_leaves_the_commit_and_the_next_run
         for k, ev in demo_data.order_events(200, 3, seed=42)
     ]
     second = demo_data.produce(kafka, unique_name, 2, later)
-    plan2 = plan_run(engine, kafka, spec, RunRequest.incremental(), f"{unique_name}-2")
+    plan2 = snapshot_and_migrate(engine, kafka, spec, RunRequest.incremental(), f"{unique_name}-2")
     assert {r.partition: r.start for r in plan2.ranges} == log_ends(first)
     run_spark_stage(spec, plan2.run_id, kafka=kafka)
-    commit_run(engine, spec, plan2.run_id)
+    commit_stored(engine, spec, plan2.run_id)
     both = demo_data.Produced(sorted(first.messages + second.messages))
     assert_matches_oracle(engine, spec, both, log_ends(both))
     assert [r.state for r in runs(engine, spec)] == ["committed", "committed"]

@@ -45,9 +45,7 @@ from reprocess.core.runs import RunKind, RunMode, RunRequest
 from reprocess.core.spec import PipelineSpec
 from reprocess.formats.specs import read_spec
 from reprocess.kafka import demo_data
-from reprocess.operations.rebuild import swap_in
-from reprocess.postgres.commit import commit_run
-from reprocess.runner.start import start_run
+from reprocess.runner.start import commit_stored, start_run
 from tests.support.helpers import run_spark_stage
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("postgres")]
@@ -78,8 +76,8 @@ def _run(engine: Any, kafka_config: dict[str, Any], spec: PipelineSpec, run_id: 
     start_run(engine, kafka_config, spec, request, run_id)
     run_spark_stage(spec, run_id, batch_size=request.batch_size)
     if request.mode is RunMode.REBUILD:
-        return swap_in(engine, spec, run_id)
-    return commit_run(engine, spec, run_id)
+        return commit_stored(engine, spec, run_id)
+    return commit_stored(engine, spec, run_id)
 
 
 def _offsets(topic: str, start: dict[int, int], end: dict[int, int]) -> dict[str, str]:

@@ -23,8 +23,7 @@ from sqlalchemy import text
 
 from reprocess.core.runs import RunRequest
 from reprocess.kafka import demo_data
-from reprocess.operations.plan import plan_run
-from reprocess.postgres.commit import commit_run
+from reprocess.runner.start import commit_stored, snapshot_and_migrate
 from tests.support.helpers import orders_spec, run_spark_stage
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("spark"), pytest.mark.integration("postgres")]
@@ -54,9 +53,9 @@ def _spec(name: str, **settings: Any) -> Any:
 
 
 def _run(engine: Any, kafka_config: dict[str, Any], spec: Any, run_id: str, **stage: Any) -> Any:
-    plan = plan_run(engine, kafka_config, spec, RunRequest.from_params({}), run_id)
+    plan = snapshot_and_migrate(engine, kafka_config, spec, RunRequest.from_params({}), run_id)
     run_spark_stage(spec, plan.run_id, **stage)
-    return commit_run(engine, spec, plan.run_id)
+    return commit_stored(engine, spec, plan.run_id)
 
 
 def _rows(engine: Any, spec: Any, names: list[str] = NAMES) -> dict[int, tuple[Any, ...]]:

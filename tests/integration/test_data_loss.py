@@ -19,7 +19,7 @@ import pytest
 from reprocess.core.errors import DataLossError
 from reprocess.core.runs import RunRequest
 from reprocess.kafka import demo_data
-from reprocess.operations.plan import plan_run
+from reprocess.runner.start import snapshot_and_migrate
 from tests.support.helpers import (
     committed_ranges,
     ledger,
@@ -80,7 +80,7 @@ def test_segments_deleted_by_retention_stop_the_run_with_the_lost_ranges_or_are_
 
     # The run stops before reading: the error names the topic, each partition and its lost range.
     with pytest.raises(DataLossError) as stopped:
-        plan_run(engine, kafka, spec, RunRequest.incremental(), f"{unique_name}-2")
+        snapshot_and_migrate(engine, kafka, spec, RunRequest.incremental(), f"{unique_name}-2")
     message = str(stopped.value)
     for p in (0, 1):
         assert f"{topic}[{p}]" in message and f"[{position[p]}, {gone[p]})" in message, message

@@ -19,7 +19,7 @@ from reprocess.core.spec import PipelineSpec
 from reprocess.formats.specs import parse_spec
 from reprocess.operations.redrive import plan_redrive
 from reprocess.postgres import store
-from reprocess.postgres.commit import commit_run
+from reprocess.runner.start import commit_stored
 from tests.support.staging import Record, mark_staged, plan_ranges, stage_and_commit, write_stage
 
 AMOUNT = "missing required field amount"
@@ -92,9 +92,9 @@ def test_a_burst_of_bad_records_inside_one_batch_is_judged_against_the_whole_run
         child = child_run_id(run_id, k)
         records = [Record(0, o, None) if o in burst else _good(o) for o in range(k * 1000, (k + 1) * 1000)]
         mark_staged(engine, child, write_stage(db_url, spec, child, records))
-        commit_run(engine, spec, child)
+        commit_stored(engine, spec, child)
     mark_staged(engine, run_id, 0)
-    result = commit_run(engine, spec, run_id)
+    result = commit_stored(engine, spec, run_id)
 
     assert (result.records_read, result.dead_letters) == (3000, 100)
     assert _rows(engine, spec) == {f"k{o}": o for o in range(3000) if o not in burst}

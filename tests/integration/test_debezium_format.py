@@ -37,10 +37,7 @@ from reprocess.core.errors import ReconciliationGap
 from reprocess.core.runs import RunKind, RunRequest
 from reprocess.core.spec import PipelineSpec
 from reprocess.formats.specs import read_spec
-from reprocess.operations.plan import plan_run
-from reprocess.operations.rebuild import swap_in
-from reprocess.postgres.commit import commit_run
-from reprocess.runner.start import start_run
+from reprocess.runner.start import commit_stored, snapshot_and_migrate, start_run
 from tests.support.helpers import reconcile_over_connect, run_spark_stage
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("postgres")]
@@ -141,9 +138,9 @@ def test_a_table_life_streamed_by_debezium_replays_into_exactly_the_source_table
     def run(encoding: str, run_id: str, params: dict[str, str] | None = None) -> Any:
         spec = specs[encoding]
         request = RunRequest.from_params(params, RunKind.BACKFILL) if params else RunRequest.incremental()
-        plan_run(engine, kafka_config, spec, request, run_id)
+        snapshot_and_migrate(engine, kafka_config, spec, request, run_id)
         run_spark_stage(spec, run_id, registry_config=registry_config[encoding])
-        return commit_run(engine, spec, run_id)
+        return commit_stored(engine, spec, run_id)
 
     so_far = _source_rows(table)
     for encoding, spec in specs.items():  # the first scheduled run
@@ -204,7 +201,7 @@ def test_a_truncate_fails_the_run_naming_it_and_commits_nothing(debezium_connect
     _wait_for(kafka_config, topic, b"sentinel")
 
     spec = _spec(unique_name, topic, "json")
-    run = plan_run(engine, kafka_config, spec, RunRequest.incremental(), f"{unique_name}-1")
+    run = snapshot_and_migrate(engine, kafka_config, spec, RunRequest.incremental(), f"{unique_name}-1")
     with pytest.raises(Exception, match=r"a truncate event \(op t\) at .* reprocess cannot replay a truncate"):
         run_spark_stage(spec, run.run_id)
     with engine.connect() as conn:
@@ -244,9 +241,9 @@ def test_exprs_over_left_out_values_keep_their_values_and_what_cannot_be_derived
 
     def run(name: str, **settings: Any) -> tuple[PipelineSpec, Any]:
         spec = _spec(name, topic, "json", unavailable_value_placeholder=placeholder, **settings)
-        plan_run(engine, kafka_config, spec, RunRequest.incremental(), f"{name}-1")
+        snapshot_and_migrate(engine, kafka_config, spec, RunRequest.incremental(), f"{name}-1")
         run_spark_stage(spec, f"{name}-1")
-        return spec, commit_run(engine, spec, f"{name}-1")
+        return spec, commit_stored(engine, spec, f"{name}-1")
 
     spec, result = run(unique_name, columns={
         "id": "integer", "status": "text", "notes": "text", "notes_len": {"type": "integer", "expr": "length(notes)"},
@@ -321,9 +318,9 @@ def test_primary_key_changes_over_unchanged_large_values_keep_them_whatever_the_
         else:
             request = RunRequest.from_params({"start_mode": "offsets", "start_value": json.dumps({topic: {"0": start}}),
                                               **params}, RunKind.BACKFILL)  # fmt: skip
-        plan_run(engine, kafka_config, spec, request, run_id)
+        snapshot_and_migrate(engine, kafka_config, spec, request, run_id)
         run_spark_stage(spec, run_id, batch_size=params.get("batch_size"))
-        return commit_run(engine, spec, run_id)
+        return commit_stored(engine, spec, run_id)
 
     incremental = spec_of("inc")
     assert run(incremental, f"{incremental.name}-1").values_incomplete == 0  # before the keys change
@@ -392,7 +389,7 @@ def test_primary_key_changes_over_unchanged_large_values_keep_them_whatever_the_
         engine, kafka_config, incremental, RunRequest.from_params({"mode": "rebuild", "batch_size": 100}), rebuild
     )
     run_spark_stage(incremental, rebuild, batch_size=100)
-    assert swap_in(engine, incremental, rebuild).values_incomplete == 0
+    assert commit_stored(engine, incremental, rebuild).values_incomplete == 0
     assert stored(incremental) == expected
 
     # An update that sends one of the two values: that one is known from now on, the other still is not.
@@ -462,9 +459,9 @@ def test_a_debezium_topic_gives_the_same_table_however_it_is_cut_into_runs_and_b
                       "end_mode": "offsets", "end_value": json.dumps({topic: {"0": stop}}),
                       **({"batch_size": sizes[i]} if sizes[i] else {})}  # fmt: skip
             run_id = f"{spec.name}-{i}"
-            plan_run(engine, kafka_config, spec, RunRequest.from_params(params, RunKind.BACKFILL), run_id)
+            snapshot_and_migrate(engine, kafka_config, spec, RunRequest.from_params(params, RunKind.BACKFILL), run_id)
             run_spark_stage(spec, run_id, batch_size=sizes[i])
-            result = commit_run(engine, spec, run_id)
+            result = commit_stored(engine, spec, run_id)
             assert (result.dead_letters, result.values_incomplete) == (0, 0), (cuts, sizes, result)
 
     def table_of(spec: PipelineSpec) -> list[tuple[Any, ...]]:
@@ -493,9 +490,9 @@ def test_a_debezium_topic_gives_the_same_table_however_it_is_cut_into_runs_and_b
         again = f"{spec.name}-again"
         whole = {"start_mode": "offsets", "start_value": json.dumps({topic: {"0": 0}}),
                  "end_mode": "offsets", "end_value": json.dumps({topic: {"0": end}})}  # fmt: skip
-        plan_run(engine, kafka_config, spec, RunRequest.from_params(whole, RunKind.BACKFILL), again)
+        snapshot_and_migrate(engine, kafka_config, spec, RunRequest.from_params(whole, RunKind.BACKFILL), again)
         run_spark_stage(spec, again)
-        result = commit_run(engine, spec, again)
+        result = commit_stored(engine, spec, again)
         assert (result.rows_upserted, result.rows_deleted) == (0, 0), (cuts, sizes, result)
 
     same_table()

@@ -28,8 +28,7 @@ from reprocess.core.spec import PipelineSpec
 from reprocess.formats.specs import read_spec
 from reprocess.kafka import demo_data
 from reprocess.kafka.clients import make_producer
-from reprocess.operations.plan import plan_run
-from reprocess.postgres.commit import commit_run
+from reprocess.runner.start import commit_stored, snapshot_and_migrate
 from tests.support.debezium_events import SourceTable, produce
 from tests.support.helpers import run_spark_stage
 
@@ -50,9 +49,9 @@ def _run(engine: Any, kafka_config: dict[str, Any], spec: PipelineSpec, run_id: 
     params = {"start_mode": "offsets", "start_value": json.dumps({topic: {str(p): o for p, o in start.items()}}),
               "end_mode": "offsets", "end_value": json.dumps({topic: {str(p): o for p, o in end.items()}}),
               **({"batch_size": batch_size} if batch_size else {})}  # fmt: skip
-    plan_run(engine, kafka_config, spec, RunRequest.from_params(params, RunKind.BACKFILL), run_id)
+    snapshot_and_migrate(engine, kafka_config, spec, RunRequest.from_params(params, RunKind.BACKFILL), run_id)
     run_spark_stage(spec, run_id, batch_size=batch_size)
-    return commit_run(engine, spec, run_id)
+    return commit_stored(engine, spec, run_id)
 
 
 def _incomplete(engine: Any, spec: PipelineSpec) -> list[tuple[Any, ...]]:

@@ -26,8 +26,7 @@ from bench.cdc_source import source as _source
 from bench.cdc_source import wait_for as _wait_for
 from devstack import debezium, kafka_connect, registry
 from reprocess.core.runs import RunKind, RunRequest
-from reprocess.operations.plan import plan_run
-from reprocess.postgres.commit import commit_run
+from reprocess.runner.start import commit_stored, snapshot_and_migrate
 from tests.support.helpers import orders_spec, run_spark_stage
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("postgres")]
@@ -132,9 +131,9 @@ def test_every_type_streamed_by_debezium_lands_as_the_source_table_holds_it(
     def run(name: str, run_id: str, params: dict[str, str] | None = None) -> Any:
         spec = specs[name]
         request = RunRequest.from_params(params, RunKind.BACKFILL) if params else RunRequest.incremental()
-        plan_run(engine, kafka_config, spec, request, run_id)
+        snapshot_and_migrate(engine, kafka_config, spec, request, run_id)
         run_spark_stage(spec, run_id, **({"registry_config": registry_config} if "avro" in name else {}))
-        return commit_run(engine, spec, run_id)
+        return commit_stored(engine, spec, run_id)
 
     for name, (converter, mode) in CONNECTORS.items():  # the first scheduled run
         settings = {"decimal_handling_mode": mode} if mode != "string" else {}

@@ -8,7 +8,7 @@ from decimal import Decimal
 import pytest
 
 from reprocess.kafka import demo_data
-from reprocess.postgres.commit import commit_run
+from reprocess.runner.start import commit_stored
 from tests.support import oracle
 from tests.support.helpers import dead_letter_count, ledger, orders_spec, run_dag, runs, target_rows
 
@@ -59,7 +59,7 @@ def test_backfill_equals_oracle_and_replay_changes_nothing(kafka_config, engine,
 
     # Committing the same run twice is a no-op: no target row is rewritten (same xmin), nothing moves.
     versions = _row_versions(engine, spec)
-    again = commit_run(engine, spec, run1.run_id)
+    again = commit_stored(engine, spec, run1.run_id)
     assert again.already_committed
     assert _row_versions(engine, spec) == versions
     assert ledger(engine, spec) == log_ends

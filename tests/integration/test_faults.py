@@ -7,8 +7,8 @@ and ends by comparing Postgres with an oracle computed from the produced message
 equal to the invalid messages, ledger equal to the committed ends, committed ranges tiling
 each partition exactly once.
 
-The library is driven directly (``plan_run`` → ``spark-submit spark_apps/run_job.py`` →
-``commit_run``), not through Airflow, to keep each case to one or two Spark runs.
+The library is driven directly (``snapshot_and_migrate`` → ``spark-submit spark_apps/run_job.py`` →
+``commit_stored``), not through Airflow, to keep each case to one or two Spark runs.
 
 Not here, on purpose:
 - "the same run committed twice is a no-op" is proven in
@@ -35,10 +35,9 @@ from devstack import connect, postgres
 from reprocess.core.errors import FencedRunError, OrderingError, ReprocessError
 from reprocess.core.runs import RunKind, RunRequest
 from reprocess.kafka import demo_data
-from reprocess.operations.plan import plan_run
-from reprocess.postgres.commit import commit_run
 from reprocess.postgres.db import libpq_url
 from reprocess.postgres.stage import STAGE_SCHEMA
+from reprocess.runner.start import commit_stored, snapshot_and_migrate
 from tests.support import oracle
 from tests.support.helpers import (
     assert_matches_oracle,
@@ -135,7 +134,7 @@ def test_spark_killed_mid_stage_then_retried_loses_and_doubles_nothing(kafka_con
     produced = demo_data.produce(
         kafka_config, unique_name, 2, demo_data.order_events(1200, 4, seed=21), transactional_every=500
     )
-    plan = plan_run(engine, kafka_config, spec, RunRequest.from_params({}), unique_name)
+    plan = snapshot_and_migrate(engine, kafka_config, spec, RunRequest.from_params({}), unique_name)
     table = f'{STAGE_SCHEMA}."{spec.stage_table(plan.run_id)}"'
 
     # No adaptive coalescing: four write tasks, so some can commit while others are in flight.
@@ -155,7 +154,7 @@ def test_spark_killed_mid_stage_then_retried_loses_and_doubles_nothing(kafka_con
     (run,) = runs(engine, spec)
     assert run.state == "planned"  # the killed job never marked it staged ...
     with pytest.raises(ReprocessError, match="not staged"):  # ... so the half stage cannot be committed
-        commit_run(engine, spec, plan.run_id)
+        commit_stored(engine, spec, plan.run_id)
     assert target_rows(engine, spec) == {} and ledger(engine, spec) == {}
 
     # The retry drops the partial stage first: one stage row per key plus one per dead letter. It
@@ -165,7 +164,7 @@ def test_spark_killed_mid_stage_then_retried_loses_and_doubles_nothing(kafka_con
     staged = stage_count(engine, spec, plan.run_id)
     assert staged == len(expected) + invalid
     assert runs(engine, spec)[0].stage_rows == staged
-    result = commit_run(engine, spec, plan.run_id)
+    result = commit_stored(engine, spec, plan.run_id)
     assert result.records_read == len(produced.messages)
     assert_matches_oracle(engine, spec, produced, log_ends(produced))
     assert _run_states(engine, spec) == ["committed"]
@@ -188,7 +187,7 @@ def test_connect_server_killed_mid_stage_then_restarted_and_retried_loses_and_do
     produced = demo_data.produce(
         kafka_config, unique_name, 2, demo_data.order_events(1200, 4, seed=22), transactional_every=500
     )
-    plan = plan_run(engine, kafka_config, spec, RunRequest.from_params({}), unique_name)
+    plan = snapshot_and_migrate(engine, kafka_config, spec, RunRequest.from_params({}), unique_name)
     table = f'{STAGE_SCHEMA}."{spec.stage_table(plan.run_id)}"'
 
     failure: list[BaseException] = []
@@ -216,11 +215,11 @@ def test_connect_server_killed_mid_stage_then_restarted_and_retried_loses_and_do
     assert 0 < partial < len(oracle_rows(produced)) + oracle.invalid_count(produced)
     assert [r.state for r in runs(engine, spec)] == ["planned"]
     with pytest.raises(ReprocessError, match="not staged"):
-        commit_run(engine, spec, plan.run_id)
+        commit_stored(engine, spec, plan.run_id)
     assert target_rows(engine, spec) == {} and ledger(engine, spec) == {}
 
     run_spark_stage(spec, plan.run_id)  # the retry, on the restarted server
-    commit_run(engine, spec, plan.run_id)
+    commit_stored(engine, spec, plan.run_id)
     assert_matches_oracle(engine, spec, produced, log_ends(produced))
     assert _run_states(engine, spec) == ["committed"]
 
@@ -237,7 +236,7 @@ def test_commit_backend_terminated_mid_transaction_commits_nothing_then_retry_co
     spec = orders_spec(unique_name, unique_name)
     demo_data.create_topic(kafka_config, unique_name, 2)
     produced = demo_data.produce(kafka_config, unique_name, 2, demo_data.order_events(300, 4, seed=22))
-    plan = plan_run(engine, kafka_config, spec, RunRequest.from_params({}), unique_name)
+    plan = snapshot_and_migrate(engine, kafka_config, spec, RunRequest.from_params({}), unique_name)
     run_spark_stage(spec, plan.run_id)
 
     blocker = psycopg2.connect(libpq_url(db_url))  # one open transaction, holding the lock
@@ -246,7 +245,7 @@ def test_commit_backend_terminated_mid_transaction_commits_nothing_then_retry_co
 
     def commit() -> None:
         try:
-            outcome["result"] = commit_run(engine, spec, plan.run_id)
+            outcome["result"] = commit_stored(engine, spec, plan.run_id)
         except Exception as exc:  # the test inspects whatever the commit raised
             outcome["error"] = exc
 
@@ -296,11 +295,11 @@ def test_commit_backend_terminated_mid_transaction_commits_nothing_then_retry_co
     assert _run_states(engine, spec) == ["staged"]
 
     # The advisory lock died with the session: the retry gets it and commits once.
-    result = commit_run(engine, spec, plan.run_id)
+    result = commit_stored(engine, spec, plan.run_id)
     assert not result.already_committed and result.records_read == len(produced.messages)
     assert_matches_oracle(engine, spec, produced, log_ends(produced))
     assert _run_states(engine, spec) == ["committed"]
-    assert commit_run(engine, spec, plan.run_id).already_committed
+    assert commit_stored(engine, spec, plan.run_id).already_committed
 
 
 # --------------------------------------------------------------------------- 3. Postgres restart
@@ -321,7 +320,7 @@ def _staged_run(kafka_config: dict[str, Any], engine: Any, name: str, seed: int)
     spec = orders_spec(name, name)
     demo_data.create_topic(kafka_config, name, 2)
     produced = demo_data.produce(kafka_config, name, 2, demo_data.order_events(300, 4, seed=seed))
-    plan = plan_run(engine, kafka_config, spec, RunRequest.from_params({}), name)
+    plan = snapshot_and_migrate(engine, kafka_config, spec, RunRequest.from_params({}), name)
     run_spark_stage(spec, plan.run_id)
     return spec, produced, plan, stage_count(engine, spec, plan.run_id)
 
@@ -336,7 +335,7 @@ def test_postgres_clean_restart_between_stage_and_commit_keeps_the_stage(kafka_c
     _forget_connections(engine)
 
     assert stage_count(engine, spec, plan.run_id) == staged
-    commit_run(engine, spec, plan.run_id)
+    commit_stored(engine, spec, plan.run_id)
     assert_matches_oracle(engine, spec, produced, log_ends(produced))
     assert _run_states(engine, spec) == ["committed"]
 
@@ -356,12 +355,12 @@ def test_postgres_crash_restart_empties_the_stage_and_commit_refuses_until_resta
 
     assert stage_count(engine, spec, plan.run_id) == 0  # the table is there, its rows are not
     with pytest.raises(ReprocessError, match=f"stage holds 0 rows but the Spark job staged {staged}"):
-        commit_run(engine, spec, plan.run_id)
+        commit_stored(engine, spec, plan.run_id)
     assert target_rows(engine, spec) == {} and ledger(engine, spec) == {} and dead_letter_count(engine, spec) == 0
     assert _run_states(engine, spec) == ["failed"]  # with the reason; re-staging makes it staged again
 
     run_spark_stage(spec, plan.run_id)
-    commit_run(engine, spec, plan.run_id)
+    commit_stored(engine, spec, plan.run_id)
     assert_matches_oracle(engine, spec, produced, log_ends(produced))
     assert _run_states(engine, spec) == ["committed"]
 
@@ -392,7 +391,7 @@ def test_two_racing_incremental_runs_commit_exactly_once_and_fence_the_other(kaf
             t.join(400)
         return out
 
-    plans = together(lambda rid: plan_run(engine, kafka_config, spec, RunRequest.incremental(), rid))
+    plans = together(lambda rid: snapshot_and_migrate(engine, kafka_config, spec, RunRequest.incremental(), rid))
     assert plans[0].ranges == plans[1].ranges and all(r.start == 0 for r in plans[0].ranges), plans
     # The Spark jobs, one through each launcher (a second cold spark-submit JVM would cost ~20 s of
     # CPU): run a through spark-submit, run b meanwhile on the Connect server from this process.
@@ -402,7 +401,7 @@ def test_two_racing_incremental_runs_commit_exactly_once_and_fence_the_other(kaf
     assert job.returncode == 0, output[-4000:]
     assert _run_states(engine, spec) == ["staged", "staged"]
 
-    results = together(lambda rid: commit_run(engine, spec, rid))
+    results = together(lambda rid: commit_stored(engine, spec, rid))
     fenced = [r for r in results if isinstance(r, FencedRunError)]
     won = [r for r in results if not isinstance(r, Exception)]
     assert len(fenced) == 1 and len(won) == 1, results
@@ -436,16 +435,16 @@ def test_records_deleted_past_the_ledger_fail_the_read_and_the_plan_unless_allow
     spec = orders_spec(unique_name, unique_name)
     demo_data.create_topic(kafka, unique_name, 2)
     first = demo_data.produce(kafka, unique_name, 2, demo_data.order_events(150, 3, seed=29), malformed=())
-    plan1 = plan_run(engine, kafka, spec, RunRequest.incremental(), f"{unique_name}-1")
+    plan1 = snapshot_and_migrate(engine, kafka, spec, RunRequest.incremental(), f"{unique_name}-1")
     run_spark_stage(spec, plan1.run_id, kafka=kafka)
-    commit_run(engine, spec, plan1.run_id)
+    commit_stored(engine, spec, plan1.run_id)
     position = ledger(engine, spec)[0]
     later = [
         (k.replace("o-", "l-"), {**ev, "order_id": ev["order_id"].replace("o-", "l-")})
         for k, ev in demo_data.order_events(150, 3, seed=30)
     ]
     second = demo_data.produce(kafka, unique_name, 2, later, malformed=())
-    planned = plan_run(engine, kafka, spec, RunRequest.incremental(), f"{unique_name}-2")
+    planned = snapshot_and_migrate(engine, kafka, spec, RunRequest.incremental(), f"{unique_name}-2")
     deleted_to = position + 40
     assert deleted_to < log_ends(second)[0]
     admin = AdminClient(kafka)  # held: a collected client never completes its futures
@@ -463,7 +462,7 @@ def test_records_deleted_past_the_ledger_fail_the_read_and_the_plan_unless_allow
 
     # Planning now sees the new log start and refuses.
     with pytest.raises(DataLossError) as refused:
-        plan_run(engine, kafka, spec, RunRequest.incremental(), f"{unique_name}-3")
+        snapshot_and_migrate(engine, kafka, spec, RunRequest.incremental(), f"{unique_name}-3")
     message = str(refused.value)
     assert f"{unique_name}[0]" in message and f"[{position}, {deleted_to})" in message, message
     assert "allow_data_loss" in message
@@ -471,11 +470,11 @@ def test_records_deleted_past_the_ledger_fail_the_read_and_the_plan_unless_allow
 
     # With allow_data_loss: the lost range is stored in the run, the read starts at the log start.
     request = RunRequest.from_params({"start_mode": "ledger", "allow_data_loss": True})
-    plan4 = plan_run(engine, kafka, spec, request, f"{unique_name}-4")
+    plan4 = snapshot_and_migrate(engine, kafka, spec, request, f"{unique_name}-4")
     assert [(x.topic, x.partition, x.start, x.end) for x in plan4.lost] == [(unique_name, 0, position, deleted_to)]
     assert {r.partition: r.start for r in plan4.ranges}[0] == deleted_to
     run_spark_stage(spec, plan4.run_id, kafka=kafka)
-    commit_run(engine, spec, plan4.run_id)
+    commit_stored(engine, spec, plan4.run_id)
 
     # Oracle: everything produced except partition 0's offsets [position, deleted_to).
     survived = demo_data.Produced(
@@ -509,9 +508,9 @@ def test_every_kind_of_bad_message_becomes_a_dead_letter_with_raw_bytes_and_a_re
         kafka_config, unique_name, 2, demo_data.order_events(200, 3, seed=26),
         malformed=(*demo_data.MALFORMED, oversized),
     )  # fmt: skip
-    plan = plan_run(engine, kafka_config, spec, RunRequest.from_params({}), unique_name)
+    plan = snapshot_and_migrate(engine, kafka_config, spec, RunRequest.from_params({}), unique_name)
     run_spark_stage(spec, plan.run_id)
-    commit_run(engine, spec, plan.run_id)
+    commit_stored(engine, spec, plan.run_id)
 
     # The oracle's validation knows nothing of max_record_bytes: drop the oversized message from it.
     within_limit = demo_data.Produced([m for m in produced.messages if len(m[3]) <= max_bytes])
@@ -560,10 +559,10 @@ def test_partitions_added_fail_an_offset_ordered_plan_and_an_acknowledged_column
     spec = orders_spec(unique_name, unique_name)
     demo_data.create_topic(kafka_config, unique_name, 2)
     first = demo_data.produce(kafka_config, unique_name, 2, demo_data.order_events(150, 3, seed=27), malformed=())
-    plan1 = plan_run(engine, kafka_config, spec, RunRequest.incremental(), f"{unique_name}-1")
+    plan1 = snapshot_and_migrate(engine, kafka_config, spec, RunRequest.incremental(), f"{unique_name}-1")
     assert plan1.warnings == ()
     run_spark_stage(spec, plan1.run_id)
-    commit_run(engine, spec, plan1.run_id)
+    commit_stored(engine, spec, plan1.run_id)
     assert_matches_oracle(engine, spec, first, log_ends(first))
 
     admin = make_admin(kafka_config)
@@ -577,24 +576,24 @@ def test_partitions_added_fail_an_offset_ordered_plan_and_an_acknowledged_column
     assert any(p == 2 for p, *_ in second.messages)
 
     with pytest.raises(OrderingError, match=r"has 3 partitions, 2 at the last committed run.*orders by Kafka offset"):
-        plan_run(engine, kafka_config, spec, RunRequest.incremental(), f"{unique_name}-2")
+        snapshot_and_migrate(engine, kafka_config, spec, RunRequest.incremental(), f"{unique_name}-2")
     assert _run_states(engine, spec) == ["committed", "failed"]
 
     spec = orders_spec(unique_name, unique_name, ordering={"mode": "column", "column": "updated_at"})
     with pytest.raises(OrderingError, match="acknowledge_partition_change=true"):
-        plan_run(engine, kafka_config, spec, RunRequest.incremental(), f"{unique_name}-3")
+        snapshot_and_migrate(engine, kafka_config, spec, RunRequest.incremental(), f"{unique_name}-3")
     acknowledged = RunRequest.from_params(
         {"start_mode": "ledger", "acknowledge_partition_change": True}, RunKind.BACKFILL
     )
-    plan2 = plan_run(engine, kafka_config, spec, acknowledged, f"{unique_name}-4")
+    plan2 = snapshot_and_migrate(engine, kafka_config, spec, acknowledged, f"{unique_name}-4")
     assert any("has 3 partitions, 2 at the last committed run (acknowledged)" in w for w in plan2.warnings)
     starts = {r.partition: r.start for r in plan2.ranges}
     assert starts == {**{r.partition: r.end for r in plan1.ranges}, 2: 0}  # partition 2 from its log start
     run_spark_stage(spec, plan2.run_id)
-    commit_run(engine, spec, plan2.run_id)
+    commit_stored(engine, spec, plan2.run_id)
 
     both = demo_data.Produced(sorted(first.messages + second.messages))
     assert_matches_oracle(engine, spec, both, log_ends(both))
     assert _run_states(engine, spec) == ["committed", "committed", "failed", "failed"]
     # The acknowledged run recorded the new count: the next incremental plans without a decision.
-    assert plan_run(engine, kafka_config, spec, RunRequest.incremental(), f"{unique_name}-5").warnings == ()
+    assert snapshot_and_migrate(engine, kafka_config, spec, RunRequest.incremental(), f"{unique_name}-5").warnings == ()

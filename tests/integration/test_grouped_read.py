@@ -24,8 +24,7 @@ from reprocess.core.ranges import OffsetRange
 from reprocess.core.runs import RunRequest
 from reprocess.kafka import demo_data
 from reprocess.kafka.clients import make_producer
-from reprocess.operations.plan import plan_run
-from reprocess.postgres.commit import commit_run
+from reprocess.runner.start import commit_stored, snapshot_and_migrate
 from reprocess.spark.grouped_read import MIN_RANGES, many_small
 from reprocess.spark.read import data_loss, read_ranges
 from tests.integration.test_reader_bounds import CASES, GappedTopic, Recorder, make_gapped
@@ -109,16 +108,16 @@ def test_records_deleted_after_planning_many_small_ranges_stop_the_run_then_allo
     spec = orders_spec(unique_name, topic)
     demo_data.create_topic(kafka, topic, MIN_RANGES)
     first = demo_data.produce(kafka, topic, MIN_RANGES, demo_data.order_events(400, 2, seed=41), malformed=())
-    plan1 = plan_run(engine, kafka, spec, RunRequest.incremental(), f"{unique_name}-1")
+    plan1 = snapshot_and_migrate(engine, kafka, spec, RunRequest.incremental(), f"{unique_name}-1")
     assert many_small(plan1.ranges, headers=False), [r.width for r in plan1.ranges]
     run_spark_stage(spec, plan1.run_id, kafka=kafka)
-    commit_run(engine, spec, plan1.run_id)
+    commit_stored(engine, spec, plan1.run_id)
     assert target_rows(engine, spec) == oracle_rows(first)
 
     later = [(k.replace("o-", "l-"), {**ev, "order_id": ev["order_id"].replace("o-", "l-")})
              for k, ev in demo_data.order_events(400, 2, seed=42)]  # fmt: skip
     second = demo_data.produce(kafka, topic, MIN_RANGES, later, malformed=())
-    planned = plan_run(engine, kafka, spec, RunRequest.incremental(), f"{unique_name}-2")
+    planned = snapshot_and_migrate(engine, kafka, spec, RunRequest.incremental(), f"{unique_name}-2")
     assert many_small(planned.ranges, headers=False)
     victim = 7
     position, end = ledger(engine, spec)[victim], log_ends(second)[victim]
@@ -135,10 +134,10 @@ def test_records_deleted_after_planning_many_small_ranges_stop_the_run_then_allo
     assert target_rows(engine, spec) == oracle_rows(first)
 
     request = RunRequest.from_params({"start_mode": "ledger", "allow_data_loss": True})
-    plan3 = plan_run(engine, kafka, spec, request, f"{unique_name}-3")
+    plan3 = snapshot_and_migrate(engine, kafka, spec, request, f"{unique_name}-3")
     assert [(x.partition, x.start, x.end) for x in plan3.lost] == [(victim, position, deleted_to)]
     run_spark_stage(spec, plan3.run_id, kafka=kafka)
-    commit_run(engine, spec, plan3.run_id)
+    commit_stored(engine, spec, plan3.run_id)
     survived = demo_data.Produced(
         sorted(first.messages + [m for m in second.messages if not (m[0] == victim and position <= m[1] < deleted_to)])
     )

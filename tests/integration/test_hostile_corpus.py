@@ -17,8 +17,7 @@ import pytest
 
 from reprocess.core.runs import RunRequest
 from reprocess.core.spec import PipelineSpec
-from reprocess.operations.plan import plan_run
-from reprocess.postgres.commit import commit_run
+from reprocess.runner.start import commit_stored, snapshot_and_migrate
 from tests.support.helpers import orders_spec, run_spark_stage
 from tests.support.hostile_corpus import COLUMNS, CORPUS, Case
 from tests.support.hostile_run import produce_corpus, snapshot
@@ -46,9 +45,9 @@ def corpus(kafka_config: dict[str, Any], engine: Any) -> Iterator[Outcome]:
     results = []
     states = []
     for attempt in ("first", "second"):
-        plan = plan_run(engine, kafka_config, spec, RunRequest.from_params({}), f"{name}_{attempt}")
+        plan = snapshot_and_migrate(engine, kafka_config, spec, RunRequest.from_params({}), f"{name}_{attempt}")
         run_spark_stage(spec, plan.run_id)
-        results.append(commit_run(engine, spec, plan.run_id))
+        results.append(commit_stored(engine, spec, plan.run_id))
         states.append(snapshot(engine, spec))
     rows_, dead_ = states[0]
     rows = {r["_kafka_offset"]: r for r in rows_}

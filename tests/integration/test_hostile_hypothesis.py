@@ -21,8 +21,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from reprocess.core.runs import RunRequest
-from reprocess.operations.plan import plan_run
-from reprocess.postgres.commit import commit_run
+from reprocess.runner.start import commit_stored, snapshot_and_migrate
 from tests.support.helpers import orders_spec, run_spark_stage
 from tests.support.hostile_corpus import COLUMNS, Case
 from tests.support.hostile_run import produce_corpus, snapshot
@@ -137,9 +136,9 @@ def test_generated_records_each_end_as_one_row_or_one_dead_letter(kafka_config, 
     offsets = produce_corpus(kafka_config, name, cases)
     results, states = [], []
     for attempt in ("first", "second"):
-        plan = plan_run(engine, kafka_config, spec, RunRequest.from_params({}), f"{name}_{attempt}")
+        plan = snapshot_and_migrate(engine, kafka_config, spec, RunRequest.from_params({}), f"{name}_{attempt}")
         run_spark_stage(spec, plan.run_id)
-        results.append(commit_run(engine, spec, plan.run_id))
+        results.append(commit_stored(engine, spec, plan.run_id))
         states.append(snapshot(engine, spec))
 
     rows = {r["_kafka_offset"]: r for r in states[0][0]}
@@ -225,9 +224,9 @@ def test_generated_avro_payloads_each_end_as_one_row_or_one_dead_letter(schema_r
     offsets = produce_corpus(kafka_config, name, cases)
     results, states = [], []
     for attempt in ("first", "second"):
-        plan = plan_run(engine, kafka_config, spec, RunRequest.from_params({}), f"{name}_{attempt}")
+        plan = snapshot_and_migrate(engine, kafka_config, spec, RunRequest.from_params({}), f"{name}_{attempt}")
         run_spark_stage(spec, plan.run_id, registry_config=json.dumps({"url": schema_registry}))
-        results.append(commit_run(engine, spec, plan.run_id))
+        results.append(commit_stored(engine, spec, plan.run_id))
         states.append(snapshot(engine, spec))
 
     rows = {r["off"] for r in states[0][0]}

@@ -21,8 +21,7 @@ from reprocess.core.runs import RunRequest
 from reprocess.core.spec import PipelineSpec
 from reprocess.kafka import demo_data
 from reprocess.kafka.clients import make_producer
-from reprocess.operations.plan import plan_run
-from reprocess.postgres.commit import commit_run
+from reprocess.runner.start import commit_stored, snapshot_and_migrate
 from tests.support.helpers import assert_matches_oracle, log_ends, orders_spec, run_spark_stage
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("spark"), pytest.mark.integration("postgres")]
@@ -63,9 +62,9 @@ def test_a_value_postgres_cannot_hold_is_a_dead_letter_and_the_run_commits(
     spec = orders_spec(unique_name, unique_name)
     demo_data.create_topic(kafka_config, unique_name, 2)
     produced = demo_data.produce(kafka_config, unique_name, 2, demo_data.order_events(60, 3), malformed=(hostile,))
-    plan = plan_run(engine, kafka_config, spec, RunRequest.from_params({}), unique_name)
+    plan = snapshot_and_migrate(engine, kafka_config, spec, RunRequest.from_params({}), unique_name)
     run_spark_stage(spec, plan.run_id)
-    result = commit_run(engine, spec, plan.run_id)
+    result = commit_stored(engine, spec, plan.run_id)
 
     assert result.dead_letters == 1
     assert_matches_oracle(engine, spec, produced, log_ends(produced))  # the oracle rejects both values
@@ -98,9 +97,9 @@ def test_a_tombstone_keyed_by_a_java_long_serializer_is_a_dead_letter_and_the_ru
         send(struct.pack(">q", i), {"id": i, "s": f"v{i}"})
     send(struct.pack(">q", 3), None)  # LongSerializer key: cannot name id 3
     send(b"4", None)  # a text key that names id 4: deletes it
-    plan = plan_run(engine, kafka_config, spec, RunRequest.from_params({}), unique_name)
+    plan = snapshot_and_migrate(engine, kafka_config, spec, RunRequest.from_params({}), unique_name)
     run_spark_stage(spec, plan.run_id)
-    result = commit_run(engine, spec, plan.run_id)
+    result = commit_stored(engine, spec, plan.run_id)
 
     # The oracle, from what was sent: every value is a row; the tombstone keyed b"4" deletes id 4;
     # the one keyed by 8 binary bytes is a dead letter (its key holds NUL bytes).

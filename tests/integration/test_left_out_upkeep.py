@@ -23,9 +23,9 @@ from sqlalchemy import text
 from reprocess.core.ranges import OffsetRange
 from reprocess.formats.specs import parse_spec
 from reprocess.postgres import left_out
-from reprocess.postgres.commit import commit_run
 from reprocess.postgres.db import libpq_url
 from reprocess.postgres.stage import drop_stage, stage_identifier
+from reprocess.runner.start import commit_stored
 from tests.support.staging import Record, mark_staged, plan_ranges, stage_and_commit, write_stage
 
 INCOMPLETE_ELSEWHERE = 20_000  # other keys' incomplete values of the same pipeline
@@ -103,7 +103,7 @@ def _stage_and_commit(engine, db_url, spec, run_id: str, records: list[Record], 
                 {"old": json.dumps({"id": old}), "new": json.dumps({"id": new}), "id": old},
             )  # fmt: skip
     mark_staged(engine, run_id, rows)
-    commit_run(engine, spec, run_id)
+    commit_stored(engine, spec, run_id)
 
 
 def _created(new: str, old: str, offset: int) -> Record:

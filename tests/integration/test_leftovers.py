@@ -15,11 +15,10 @@ import pytest
 from reprocess.core.errors import FencedRunError, StageRefusedError
 from reprocess.core.runs import RunRequest
 from reprocess.kafka import demo_data
-from reprocess.operations.plan import plan_run
 from reprocess.operations.summary import format_note, run_summary
-from reprocess.postgres.commit import commit_run
 from reprocess.postgres.db import libpq_url
 from reprocess.postgres.stage import live_attempt
+from reprocess.runner.start import commit_stored, snapshot_and_migrate
 from tests.support.helpers import orders_spec, runs, stage_count
 from tests.support.staging import Record, mark_staged, stage_and_commit, write_stage
 
@@ -41,8 +40,8 @@ def test_stages_of_fenced_over_threshold_and_abandoned_runs_are_dropped_at_the_n
     incremental = RunRequest.incremental()
     winner, fenced, dead, waiting, abandoned, live = (f"{unique_name}-{n}" for n in range(6))
     for run_id in (winner, fenced, waiting, abandoned, live):
-        plan_run(engine, kafka_config, spec, incremental, run_id)
-    plan_run(engine, kafka_config, spec, RunRequest.from_params({}), dead)  # a backfill: not fenced
+        snapshot_and_migrate(engine, kafka_config, spec, incremental, run_id)
+    snapshot_and_migrate(engine, kafka_config, spec, RunRequest.from_params({}), dead)  # a backfill: not fenced
     good = [Record(0, 0, _order("o-1"))]
     _stage(engine, db_url, spec, winner, good)
     _stage(engine, db_url, spec, fenced, good)
@@ -51,18 +50,18 @@ def test_stages_of_fenced_over_threshold_and_abandoned_runs_are_dropped_at_the_n
     write_stage(db_url, spec, abandoned, good)  # the attempt died before marking it staged
     write_stage(db_url, spec, live, good)  # an attempt still writing
 
-    commit_run(engine, spec, winner)
+    commit_stored(engine, spec, winner)
     with pytest.raises(FencedRunError):
-        commit_run(engine, spec, fenced)
+        commit_stored(engine, spec, fenced)
     with pytest.raises(StageRefusedError, match="max_dead_letter_ratio"):
-        commit_run(engine, spec, dead)
+        commit_stored(engine, spec, dead)
     states = {r.run_id: (r.state, r.error) for r in runs(engine, spec)}
     assert states[fenced][0] == "failed" and "fenced" in states[fenced][1]  # the note says why
     assert states[dead][0] == "failed" and "dead letters" in states[dead][1]
     assert all(stage_count(engine, spec, r) is not None for r in (fenced, dead, waiting, abandoned, live))
 
     with live_attempt(libpq_url(db_url), live):
-        plan_run(engine, kafka_config, spec, incremental, f"{unique_name}-next")
+        snapshot_and_migrate(engine, kafka_config, spec, incremental, f"{unique_name}-next")
     assert {r: stage_count(engine, spec, r) is not None for r in (winner, fenced, dead, waiting, abandoned, live)} == {
         winner: False, fenced: False, dead: False, abandoned: False,  # dropped (the winner's by its commit)
         waiting: True, live: True,  # still wanted: a commit may come, an attempt is writing

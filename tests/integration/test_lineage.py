@@ -20,8 +20,7 @@ from reprocess.core.runs import RunRequest
 from reprocess.core.spec import PipelineSpec
 from reprocess.formats.specs import read_spec
 from reprocess.kafka import demo_data
-from reprocess.operations.plan import plan_run
-from reprocess.postgres.commit import commit_run
+from reprocess.runner.start import commit_stored, snapshot_and_migrate
 from tests.support.helpers import ledger, run_spark_stage
 from tests.support.staging import Record, mark_staged, stage_and_commit, write_stage
 
@@ -71,10 +70,10 @@ def test_a_topic_recreated_under_its_name_is_refused_by_its_topic_id(engine, db_
     spec = _spec(tmp_path, unique_name)
     demo_data.create_topic(kafka_config, unique_name, 1)
     _produce(kafka_config, unique_name, [(0, _event("a", f"old-{i}")) for i in range(3)])
-    plan = plan_run(engine, kafka_config, spec, RunRequest.incremental(), f"{unique_name}-1")
+    plan = snapshot_and_migrate(engine, kafka_config, spec, RunRequest.incremental(), f"{unique_name}-1")
     staged = write_stage(db_url, spec, plan.run_id, [Record(0, 2, {"id": "a", "s": "old-2"})])
     mark_staged(engine, plan.run_id, staged)
-    commit_run(engine, spec, plan.run_id)
+    commit_stored(engine, spec, plan.run_id)
     assert ledger(engine, spec) == {0: 3}
 
     admin = make_admin(kafka_config)
@@ -88,7 +87,7 @@ def test_a_topic_recreated_under_its_name_is_refused_by_its_topic_id(engine, db_
     _produce(kafka_config, unique_name, [(0, _event("a", f"new-{i}")) for i in range(5)])  # past the old ledger
 
     with pytest.raises(OrderingError, match=rf"topic {unique_name} was re-created \(id .+ → .+\).*mode=rebuild"):
-        plan_run(engine, kafka_config, spec, RunRequest.incremental(), f"{unique_name}-2")
+        snapshot_and_migrate(engine, kafka_config, spec, RunRequest.incremental(), f"{unique_name}-2")
     state, error = _run(engine, f"{unique_name}-2")
     assert state == "failed" and "was re-created" in error
     assert ledger(engine, spec) == {0: 3} and _rows(engine, spec) == {"a": "old-2"}
@@ -102,11 +101,11 @@ def test_one_key_on_two_partitions_under_offset_ordering_is_refused(engine, db_u
     demo_data.create_topic(kafka_config, unique_name, 2)
     # "k" is written first on partition 1 ("old"), then on partition 0 ("new"); "j" only on partition 0.
     _produce(kafka_config, unique_name, [(1, _event("k", "old")), (0, _event("k", "new")), (0, _event("j", "j"))])
-    plan = plan_run(engine, kafka_config, spec, RunRequest.incremental(), f"{unique_name}-1")
+    plan = snapshot_and_migrate(engine, kafka_config, spec, RunRequest.incremental(), f"{unique_name}-1")
     run_spark_stage(spec, plan.run_id)
     where = rf"key 'k' on {unique_name}\[0\], {unique_name}\[1\]"
     with pytest.raises(StageRefusedError, match=rf"{where}.*compares offsets only within one partition"):
-        commit_run(engine, spec, plan.run_id)
+        commit_stored(engine, spec, plan.run_id)
     state, error = _run(engine, plan.run_id)
     assert state == "failed" and "more than one partition" in error
     assert _rows(engine, spec) == {} and ledger(engine, spec) == {}
@@ -141,9 +140,9 @@ def test_numeric_values_are_stored_exactly_or_become_dead_letters(engine, db_url
         b'{"id": 7, "amount": "1e99999"}',
     ]
     _produce(kafka_config, unique_name, [(0, v) for v in [*good, *bad]])
-    plan = plan_run(engine, kafka_config, spec, RunRequest.incremental(), f"{unique_name}-1")
+    plan = snapshot_and_migrate(engine, kafka_config, spec, RunRequest.incremental(), f"{unique_name}-1")
     run_spark_stage(spec, plan.run_id)
-    result = commit_run(engine, spec, plan.run_id)
+    result = commit_stored(engine, spec, plan.run_id)
     assert result.dead_letters == len(bad)
     stored = {str(k): str(v) for k, v in _rows(engine, spec, "id, amount").items()}
     expected = {Decimal(i): Decimal(a) for i, a in good.values()}

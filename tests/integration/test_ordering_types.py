@@ -24,10 +24,9 @@ from sqlalchemy import text
 
 from reprocess.core.runs import EndMode, RunKind, RunRequest, StartMode
 from reprocess.kafka import demo_data
-from reprocess.operations.plan import plan_run
-from reprocess.postgres.commit import commit_run
 from reprocess.postgres.db import make_engine, migrate
 from reprocess.runner.spark_run import read_job
+from reprocess.runner.start import commit_stored, snapshot_and_migrate
 from tests.support.helpers import connect_session, orders_spec
 from tests.support.staging import Record, stage_and_commit
 
@@ -138,10 +137,10 @@ def _produce(kafka_config: dict[str, Any], topics: list[str], records: list[Any]
 def _run(engine: Any, kafka_config: dict[str, Any], spark: Any, url: str, spec: Any, run_id: str) -> None:
     """A run from the ledger to the log end, staged as the DAG's Connect launcher does."""
     request = RunRequest(RunKind.INCREMENTAL, StartMode.LEDGER, EndMode.LATEST)
-    plan = plan_run(engine, kafka_config, spec, request, run_id)
+    plan = snapshot_and_migrate(engine, kafka_config, spec, request, run_id)
     read_job(spark, spec=spec.source_file, fingerprint=spec.fingerprint, run_id=plan.run_id, db_url=url,
              kafka_config=json.dumps(kafka_config), batch_size=None, registry_config=None)  # fmt: skip
-    commit_run(engine, spec, plan.run_id)
+    commit_stored(engine, spec, plan.run_id)
 
 
 def test_a_backfill_and_incrementals_cut_between_records_keep_the_same_rows_for_every_ordering_type(

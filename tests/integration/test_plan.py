@@ -21,6 +21,7 @@ from sqlalchemy import text
 from reprocess.core.errors import StalePlanError
 from reprocess.core.ranges import OffsetRange
 from reprocess.core.runs import RunRequest
+from reprocess.core.stages import Diff
 from reprocess.formats.specs import parse_spec
 from reprocess.kafka import demo_data
 from reprocess.operations.preview import diff_run, load_report
@@ -76,11 +77,11 @@ def _apply(engine, kafka, spec, plan_id: str, run_id: str) -> dict[str, int]:
     """The plan applied as `reprocess apply` does; the committed run's counts."""
     _, stages = start_apply(engine, kafka, spec, plan_id, run_id)
     if any(type(s).__name__ == "Read" for s in stages):
-        from reprocess.core.stages import launched_after_spark
+        from reprocess.core.stages import Task, for_task
         from reprocess.runner.evaluate import RunContext, evaluate
 
         run_spark_stage(spec, run_id, kafka=kafka)
-        evaluate(launched_after_spark(stages), RunContext(engine, spec))
+        evaluate(for_task(stages, Task.COMMIT), RunContext(engine, spec))
     with engine.connect() as conn:
         row = store.committed_counts(conn, run_id)
     return {name: getattr(row, name) or 0 for name in store.RUN_COUNTS}
@@ -160,7 +161,7 @@ def test_plan_counts_tombstone_deletes_and_older_records_refused_as_the_commit_t
     before = _checksum(engine, spec)
     plan_ranges(engine, spec, f"{unique_name}-p", "backfill", [OffsetRange(unique_name, 0, 5, 24)])
     mark_staged(engine, f"{unique_name}-p", write_stage(db_url, spec, f"{unique_name}-p", records))
-    report = diff_run(engine, spec, f"{unique_name}-p")
+    report = diff_run(engine, spec, Diff(f"{unique_name}-p", rederives=(OffsetRange(unique_name, 0, 5, 24),)))
     assert _checksum(engine, spec) == before
     assert {k: report["total"][k] for k in ("deleted", "refused", "inserted", "dead_letters")} == {
         "deleted": 2, "refused": 1, "inserted": 1, "dead_letters": 1}  # fmt: skip
@@ -184,7 +185,7 @@ def test_a_plan_made_under_one_tombstone_rule_is_stale_under_the_other(engine, d
     plan_ranges(engine, spec, f"{unique_name}-p", "backfill", [OffsetRange(unique_name, 0, 0, 2)])
     records = [Record(0, 0, {"id": "a", "s": "a0"}), Record(0, 1, None, error="empty value")]  # a's tombstone
     mark_staged(engine, f"{unique_name}-p", write_stage(db_url, spec, f"{unique_name}-p", records))
-    report = diff_run(engine, spec, f"{unique_name}-p")
+    report = diff_run(engine, spec, Diff(f"{unique_name}-p", rederives=(OffsetRange(unique_name, 0, 0, 2),)))
     assert (report["total"]["deleted"], report["total"]["dead_letters"]) == (0, 1)
     deletes = parse_spec({**raw, "tombstones": "delete"}, source=f"{unique_name}.yaml")
     with pytest.raises(StalePlanError, match="the spec changed"):

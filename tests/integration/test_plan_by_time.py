@@ -17,7 +17,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from reprocess.core.runs import RunRequest
 from reprocess.kafka import demo_data
-from reprocess.operations.plan import plan_run
+from reprocess.runner.start import snapshot_and_migrate
 from tests.support.helpers import orders_spec
 
 pytestmark = pytest.mark.integration("kafka")
@@ -54,7 +54,7 @@ def _plan_by_time(kafka_config, engine, unique_name, start_s, end_s, transaction
         {"start_mode": "timestamp", "start_value": start.isoformat(), "end_mode": "timestamp",
          "end_value": end.isoformat(), "dry_run": True}
     )  # fmt: skip
-    plan = plan_run(engine, kafka_config, spec, request, unique_name)
+    plan = snapshot_and_migrate(engine, kafka_config, spec, request, unique_name)
     expected = {
         p: (_first_at_or_after(produced, p, start, log_ends[p]), _first_at_or_after(produced, p, end, log_ends[p]))
         for p in (0, 1)

@@ -20,6 +20,7 @@ from reprocess.cli.plan import exit_code
 from reprocess.core.errors import StalePlanError
 from reprocess.core.names import child_run_id
 from reprocess.core.ranges import OffsetRange
+from reprocess.core.stages import Diff
 from reprocess.formats.specs import parse_spec
 from reprocess.kafka import demo_data
 from reprocess.operations.preview import diff_run
@@ -41,7 +42,7 @@ def test_plan_whose_apply_would_be_refused_exits_1_with_detailed_exitcode_and_it
     records = [Record(0, o, {"id": f"k{o}", "s": "v"} if o % 20 else None) for o in range(100)]
     plan_ranges(engine, spec, plan_id, "backfill", [OffsetRange(unique_name, 0, 0, 100)])
     mark_staged(engine, plan_id, write_stage(db_url, spec, plan_id, records))
-    report = diff_run(engine, spec, plan_id)
+    report = diff_run(engine, spec, Diff(plan_id, rederives=(OffsetRange(unique_name, 0, 0, 100),)))
     assert report["refused"] and report["changes"] == 0, report["refused"]
     assert exit_code(report, detailed=True) == 1  # what `reprocess plan --detailed-exitcode` exits with
     with pytest.raises(StalePlanError, match="showed its apply refused"):
@@ -73,7 +74,7 @@ def test_plan_is_stale_after_another_runs_commit_to_its_target_but_not_after_its
         conn.execute(text("""UPDATE reprocess.runs SET request = '{"parsed": {"start_mode": "ledger"}}'"""
                           " WHERE run_id = :r"), {"r": plan_id})  # fmt: skip
     mark_staged(engine, plan_id, write_stage(db_url, spec, plan_id, planned))
-    diff_run(engine, spec, plan_id)
+    diff_run(engine, spec, Diff(plan_id, rederives=(OffsetRange(unique_name, 0, 14, 20),)))
 
     start_apply(engine, kafka_config, spec, plan_id, apply_id)  # fresh
     # Its first batch commits (and moves the ledger the plan started at), then the apply is cleared:

@@ -24,7 +24,7 @@ from sqlalchemy import text
 
 from reprocess.core.runs import RunRequest
 from reprocess.kafka import demo_data
-from reprocess.operations.plan import plan_run
+from reprocess.runner.start import snapshot_and_migrate
 from tests.support import airflow_http
 from tests.support.browser import Browser, ensure_chromium
 from tests.support.helpers import orders_spec, run_dag, start_spark_stage
@@ -153,7 +153,7 @@ def test_spark_submit_reports_progress_from_the_status_tracker(kafka_config, eng
     # sees stages part-done however fast the machine is; a 0.5 s interval reports what it sees.
     demo_data.create_topic(kafka_config, unique_name, 8)
     produced = demo_data.produce(kafka_config, unique_name, 8, demo_data.order_events(9_000, 3))
-    plan_run(engine, kafka_config, spec, RunRequest.from_params({"batch_size": 1_000}), unique_name)
+    snapshot_and_migrate(engine, kafka_config, spec, RunRequest.from_params({"batch_size": 1_000}), unique_name)
     monkeypatch.setenv("REPROCESS_PROGRESS_INTERVAL_S", "0.5")
 
     job = start_spark_stage(spec, unique_name, batch_size=1_000)

@@ -27,8 +27,8 @@ from sqlalchemy import text
 from reprocess.core.errors import FencedRunError
 from reprocess.core.ranges import OffsetRange
 from reprocess.formats.specs import parse_spec
-from reprocess.postgres.commit import commit_run
 from reprocess.postgres.target import MARKERS_SCHEMA
+from reprocess.runner.start import commit_stored
 from tests.support.protocol_model import LogRecord, ProtocolModel
 from tests.support.staging import Record, mark_staged, plan_ranges, write_stage
 
@@ -107,9 +107,9 @@ class CommitProtocol(RuleBasedStateMachine):
         starts = {p: s for p, (s, _) in ranges.items()}
         if kind == "incremental" and self.model.fenced(starts):
             with pytest.raises(FencedRunError):
-                commit_run(self.engine, self.spec, run_id)
+                commit_stored(self.engine, self.spec, run_id)
             return
-        result = commit_run(self.engine, self.spec, run_id)
+        result = commit_stored(self.engine, self.spec, run_id)
         assert not result.already_committed
         self.model.commit(ranges, self.log)
         self.committed.append((run_id, ranges))
@@ -161,7 +161,7 @@ class CommitProtocol(RuleBasedStateMachine):
     @rule(data=st.data())
     def double_commit(self, data: st.DataObject) -> None:
         run_id, _ = data.draw(st.sampled_from(self.committed), label="again")
-        assert commit_run(self.engine, self.spec, run_id).already_committed
+        assert commit_stored(self.engine, self.spec, run_id).already_committed
 
     # ------------------------------------------------------------------ the check
     @invariant()

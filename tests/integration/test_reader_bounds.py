@@ -255,7 +255,7 @@ def test_records_deleted_after_planning_stop_the_stage_with_the_products_data_lo
     between planning and the read; the stage fails with DataLossError naming the lost offsets and
     nothing is committed."""
     from reprocess.core.runs import RunRequest
-    from reprocess.operations.plan import plan_run
+    from reprocess.runner.start import snapshot_and_migrate
     from reprocess.spark.connect import CLIENT_MARKS
     from tests.support.helpers import ledger, stage_over_connect, start_spark_stage
 
@@ -264,7 +264,7 @@ def test_records_deleted_after_planning_stop_the_stage_with_the_products_data_lo
     produced = demo_data.produce(kafka_config, unique_name, 1, demo_data.order_events(60, 2, seed=5), malformed=())
     end = max(offset for _, offset, *_ in produced.messages) + 1
     assert end > 30
-    plan = plan_run(engine, kafka_config, spec, RunRequest.incremental(), f"{unique_name}-1")
+    plan = snapshot_and_migrate(engine, kafka_config, spec, RunRequest.incremental(), f"{unique_name}-1")
     assert [(r.start, r.end) for r in plan.ranges] == [(0, end)]
     admin = AdminClient({"bootstrap.servers": kafka_config["bootstrap.servers"]})
     (deleted,) = admin.delete_records([TopicPartition(unique_name, 0, 30)]).values()

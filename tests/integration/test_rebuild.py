@@ -18,13 +18,10 @@ from sqlalchemy import text
 from reprocess.core.errors import FencedRunError, SchemaChangeError
 from reprocess.core.runs import RunRequest
 from reprocess.kafka import demo_data
-from reprocess.operations.plan import plan_run
-from reprocess.operations.rebuild import swap_in
 from reprocess.postgres import queries
-from reprocess.postgres.commit import commit_run
 from reprocess.postgres.db import libpq_url
 from reprocess.postgres.stage import create_stage
-from reprocess.runner.start import start_run
+from reprocess.runner.start import commit_stored, snapshot_and_migrate, start_run
 from tests.support.helpers import ledger, log_ends, orders_spec, run_spark_stage, start_spark_stage
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("spark")]
@@ -84,13 +81,13 @@ def test_key_type_change_is_rebuilt_resumed_verified_and_swapped_atomically(kafk
     demo_data.create_topic(kafka_config, unique_name, 1)
     produced = demo_data.produce(kafka_config, unique_name, 1, _events(60), malformed=())
     expected = _oracle(produced)
-    first = plan_run(engine, kafka_config, v1, RunRequest.from_params({}), f"{unique_name}-v1")
+    first = snapshot_and_migrate(engine, kafka_config, v1, RunRequest.from_params({}), f"{unique_name}-v1")
     run_spark_stage(v1, first.run_id)
-    commit_run(engine, v1, first.run_id)
+    commit_stored(engine, v1, first.run_id)
     before = _live(engine, v1)
     assert before == (len(expected), "text")
     # An incremental planned (and staged) against the v1 table, committing only after the swap.
-    zombie = plan_run(engine, kafka_config, v1, RunRequest.incremental(), f"{unique_name}-zombie")
+    zombie = snapshot_and_migrate(engine, kafka_config, v1, RunRequest.incremental(), f"{unique_name}-zombie")
     with psycopg2.connect(libpq_url(db_url)) as pg:
         create_stage(pg, v1, zombie.run_id)
     with engine.begin() as conn:
@@ -98,7 +95,7 @@ def test_key_type_change_is_rebuilt_resumed_verified_and_swapped_atomically(kafk
 
     v2 = orders_spec(unique_name, unique_name, key=["id"], columns={**COLUMNS, "id": {"type": "bigint"}})
     with pytest.raises(SchemaChangeError, match=r"column id: type text → bigint.*mode=rebuild"):
-        plan_run(engine, kafka_config, v2, RunRequest.incremental(), f"{unique_name}-inc")
+        snapshot_and_migrate(engine, kafka_config, v2, RunRequest.incremental(), f"{unique_name}-inc")
     plan, _ = start_run(engine, kafka_config, v2, RunRequest.from_params({"mode": "rebuild", "batch_size": 40}),
                     f"{unique_name}-rebuild")  # fmt: skip
     assert _live(engine, v1) == before
@@ -132,7 +129,7 @@ def test_key_type_change_is_rebuilt_resumed_verified_and_swapped_atomically(kafk
         # Resumed, not restarted: the batches committed before the kill keep their commit time.
         assert set(_batches(engine, plan.run_id)) == {"committed"}
         assert {k: v for k, v in _committed_at(engine, plan.run_id).items() if k in kept} == kept
-        result = swap_in(engine, v2, plan.run_id)
+        result = commit_stored(engine, v2, plan.run_id)
     finally:
         stop.set()
         watcher.join()
@@ -154,10 +151,10 @@ def test_key_type_change_is_rebuilt_resumed_verified_and_swapped_atomically(kafk
     assert {r._spec_version for r in rows} == {live_version} == {2}
     assert old_rows == before[0] and f"{v2.target_table}__rebuild" not in tables
     assert ledger(engine, v2) == log_ends(produced)
-    assert swap_in(engine, v2, plan.run_id).already_committed
+    assert commit_stored(engine, v2, plan.run_id).already_committed
 
     # The incremental planned against the old table is fenced at its commit; a new one runs on v2.
     with pytest.raises(FencedRunError, match=r"planned for spec v1 but .* is at v2"):
-        commit_run(engine, v2, zombie.run_id)
-    after = plan_run(engine, kafka_config, v2, RunRequest.incremental(), f"{unique_name}-after")
+        commit_stored(engine, v2, zombie.run_id)
+    after = snapshot_and_migrate(engine, kafka_config, v2, RunRequest.incremental(), f"{unique_name}-after")
     assert after.is_empty

@@ -19,8 +19,7 @@ from sqlalchemy import text
 from reprocess.core.errors import ReprocessError
 from reprocess.core.runs import RunRequest
 from reprocess.core.spec import PipelineSpec
-from reprocess.operations.rebuild import swap_in
-from reprocess.runner.start import start_run
+from reprocess.runner.start import commit_stored, start_run
 from tests.support.helpers import orders_spec, run_spark_stage
 from tests.support.sent_topic import Topic
 
@@ -52,7 +51,7 @@ def _newest_kept(sent: list[tuple[Any, Any]], keep: Callable[[dict[str, Any]], b
 def _rebuild(engine: Any, kafka: dict[str, Any], spec: PipelineSpec, run_id: str) -> None:
     plan, _ = start_run(engine, kafka, spec, RunRequest.from_params(REBUILD), run_id)
     run_spark_stage(spec, plan.run_id, batch_size=4, kafka=kafka)
-    swap_in(engine, spec, plan.run_id)
+    commit_stored(engine, spec, plan.run_id)
 
 
 def _rows(engine: Any, spec: PipelineSpec, columns: str) -> dict[Any, Any]:
@@ -130,7 +129,7 @@ def test_a_shadow_missing_a_key_or_holding_an_older_record_is_refused(kafka_conf
         conn.execute(text(f"DELETE FROM {shadow} WHERE id = 'k5'"))
         conn.execute(text(f"UPDATE {shadow} SET status = 'draft', _kafka_offset = :o WHERE id = 'k3'"), {"o": k3_draft})
     with pytest.raises(ReprocessError, match=r"rebuild .* is incomplete: .*1 missing, 1 stale \(e\.g\. k5, k3\)"):
-        swap_in(engine, spec, plan.run_id)
+        commit_stored(engine, spec, plan.run_id)
     assert _rows(engine, spec, "id, status") == expected
 
     _rebuild(engine, kafka_config, spec, f"{unique_name}-again")

@@ -21,10 +21,7 @@ from sqlalchemy import text
 from reprocess.core.errors import ReprocessError
 from reprocess.core.runs import RunRequest
 from reprocess.kafka import demo_data
-from reprocess.operations.plan import plan_run
-from reprocess.operations.rebuild import swap_in
-from reprocess.postgres.commit import commit_run
-from reprocess.runner.start import start_run
+from reprocess.runner.start import commit_stored, snapshot_and_migrate, start_run
 from tests.support.helpers import orders_spec, run_spark_stage
 from tests.support.sent_topic import Topic
 
@@ -62,12 +59,12 @@ def test_typed_keys_and_deleted_keys_verify_and_swap_in(kafka_config, engine, un
         expected[typed(key)] = None if value is None else value["s"]
     expected = {k: v for k, v in expected.items() if v is not None}
 
-    live = plan_run(engine, kafka_config, spec, RunRequest.incremental(), f"{unique_name}-live")
+    live = snapshot_and_migrate(engine, kafka_config, spec, RunRequest.incremental(), f"{unique_name}-live")
     run_spark_stage(spec, live.run_id)
-    commit_run(engine, spec, live.run_id)
+    commit_stored(engine, spec, live.run_id)
     rebuild, _ = start_run(engine, kafka_config, spec, RunRequest.from_params(REBUILD), f"{unique_name}-rebuild")
     run_spark_stage(spec, rebuild.run_id, batch_size=4)
-    swap_in(engine, spec, rebuild.run_id)
+    commit_stored(engine, spec, rebuild.run_id)
 
     rows = _table(engine, spec.qualified_target, "n, t, d, s")
     assert {(n.normalize(), t, d): s for n, t, d, s in rows} == {
@@ -103,10 +100,10 @@ def test_a_rebuild_writes_only_shadow_state_until_its_swap_which_carries_what_ha
     topic.send("1", None)  # 2: deletes 1
     topic.send("3", {"id": "3"})  # 3: no s
     end = {unique_name: {"0": 4}}
-    live = plan_run(engine, kafka_config, v1, RunRequest.from_params({"end_mode": "offsets",
+    live = snapshot_and_migrate(engine, kafka_config, v1, RunRequest.from_params({"end_mode": "offsets",
                     "end_value": json.dumps(end)}), f"{unique_name}-live")  # fmt: skip
     run_spark_stage(v1, live.run_id)
-    commit_run(engine, v1, live.run_id)
+    commit_stored(engine, v1, live.run_id)
     topic.send("1", {"id": "1", "s": "a2"})  # 4: 1 comes back, not read by the live pipeline yet
     markers = f'reprocess_deleted."{v1.name}"'
     live_state = (_table(engine, v1.qualified_target, "id, s"), _table(engine, markers, "id, _kafka_offset"))
@@ -131,11 +128,11 @@ def test_a_rebuild_writes_only_shadow_state_until_its_swap_which_carries_what_ha
     assert _dead_letters(engine, v1.name) == {3: None}
 
     with pytest.raises(ReprocessError, match=rf"view {v1.target_schema}\.recent\b.*Nothing was swapped"):
-        swap_in(engine, v2, rebuild.run_id)
+        commit_stored(engine, v2, rebuild.run_id)
     assert _table(engine, v1.qualified_target, "id, s") == [("2", "b")]
     with engine.begin() as conn:
         conn.execute(text(f"DROP VIEW {v1.target_schema}.recent"))
-    swap_in(engine, v2, rebuild.run_id)
+    commit_stored(engine, v2, rebuild.run_id)
 
     # The oracle, by offset: 1 → a2 @4 (its tombstone @2 is older), 2 → b @1, 3 → no s @3.
     assert sorted(_table(engine, v2.qualified_target, "id, s, _kafka_offset")) == [(1, "a2", 4), (2, "b", 1),
@@ -183,9 +180,9 @@ def test_the_swap_keeps_rows_the_log_no_longer_holds_unless_their_loss_is_allowe
     topic = Topic(kafka, unique_name)
     for i in range(6):
         topic.send(f"k{i}", {"id": f"k{i}", "s": f"v{i}"})
-    live = plan_run(engine, kafka, spec, RunRequest.incremental(), f"{unique_name}-live")
+    live = snapshot_and_migrate(engine, kafka, spec, RunRequest.incremental(), f"{unique_name}-live")
     run_spark_stage(spec, live.run_id, kafka=kafka)
-    commit_run(engine, spec, live.run_id)
+    commit_stored(engine, spec, live.run_id)
     admin = AdminClient(kafka)  # held: a collected client never completes its futures
     deleted = admin.delete_records([TopicPartition(unique_name, 0, 3)], operation_timeout=30)
     assert [f.result().low_watermark for f in deleted.values()] == [3]
@@ -195,13 +192,13 @@ def test_the_swap_keeps_rows_the_log_no_longer_holds_unless_their_loss_is_allowe
     run_spark_stage(spec, refused.run_id, batch_size=4, kafka=kafka)
     with pytest.raises(ReprocessError, match=r"would drop 3 rows .*\[0\]: 3 rows from offset 0 below the log "
                        r"start 3.*allow_data_loss=true"):  # fmt: skip
-        swap_in(engine, spec, refused.run_id)
+        commit_stored(engine, spec, refused.run_id)
     assert sorted(_table(engine, spec.qualified_target, "id, s")) == [(f"k{i}", f"v{i}") for i in range(6)]
 
     allowed, _ = start_run(engine, kafka, spec, RunRequest.from_params({**REBUILD, "allow_data_loss": True}),
                            f"{unique_name}-allowed")  # fmt: skip
     run_spark_stage(spec, allowed.run_id, batch_size=4, kafka=kafka)
-    swap_in(engine, spec, allowed.run_id)
+    commit_stored(engine, spec, allowed.run_id)
     assert sorted(_table(engine, spec.qualified_target, "id, s")) == [(f"k{i}", f"v{i}") for i in range(3, 6)]
     assert _runs(engine, spec)[allowed.run_id] == (
         "committed", [{"topic": unique_name, "partition": 0, "start": 0, "end": 3}]
@@ -211,8 +208,9 @@ def test_the_swap_keeps_rows_the_log_no_longer_holds_unless_their_loss_is_allowe
 def test_a_rebuild_with_nothing_to_read_commits_only_by_its_swap(kafka_config, engine, unique_name):
     """An empty topic: the rebuild's plan is empty. Committing it as a plain empty run (what the
     DAG once did) would mark it committed with the old table still live; its stages end in the
-    swap, and a plain commit of it is refused."""
-    from reprocess.core.stages import Commit, PrepareShadow, Swap, build_stages
+    verified swap, and none of them merges into the live target (the builder alone decides where a
+    run writes: issue 55 took the commit's own check of the run's mode away with the question)."""
+    from reprocess.core.stages import PrepareShadow, Swap, Task, Verify, build_stages
     from reprocess.runner.evaluate import RunContext, evaluate
 
     v1 = orders_spec(unique_name, unique_name, key=["id"], columns={"id": "text", "s": "text"})
@@ -220,15 +218,14 @@ def test_a_rebuild_with_nothing_to_read_commits_only_by_its_swap(kafka_config, e
     start_run(engine, kafka_config, v1, RunRequest.incremental(), f"{unique_name}-live")  # commits the empty plan
     v2 = orders_spec(unique_name, unique_name, key=["id"], columns={"id": "bigint", "s": "text"})
     request = RunRequest.from_params(REBUILD)
-    rebuild = plan_run(engine, kafka_config, v2, request, f"{unique_name}-rebuild")
+    rebuild = snapshot_and_migrate(engine, kafka_config, v2, request, f"{unique_name}-rebuild")
     assert rebuild.is_empty
-    stages = build_stages(rebuild, request.mode, 4)
-    assert stages == (PrepareShadow(rebuild.run_id), Swap(rebuild.run_id, empty=True))
+    stages = build_stages(rebuild, v2, request.mode, 4)
+    run = rebuild.run_id
+    assert stages == (PrepareShadow(run), Verify(run, task=Task.PLAN), Swap(run, True, task=Task.PLAN))
 
     context = RunContext(engine, v2)
     evaluate(stages[:1], context)
-    with pytest.raises(ReprocessError, match="commits by swapping its shadow in"):
-        evaluate([Commit(rebuild.run_id, empty=True)], context)
     assert _runs(engine, v2)[rebuild.run_id][0] != "committed"
     evaluate(stages[1:], context)
     with engine.connect() as conn:

@@ -21,9 +21,8 @@ from sqlalchemy import text
 from reprocess.core.errors import ReconciliationGap
 from reprocess.core.runs import RunRequest
 from reprocess.formats.specs import parse_spec
-from reprocess.operations.plan import plan_run
-from reprocess.postgres.commit import commit_run
 from reprocess.postgres.db import libpq_url
+from reprocess.runner.start import commit_stored, snapshot_and_migrate
 from tests.support.helpers import orders_spec, reconcile_over_connect, run_spark_stage
 from tests.support.hostile_corpus import Case
 from tests.support.hostile_run import produce_corpus, snapshot
@@ -43,9 +42,9 @@ def test_a_key_over_the_btree_index_row_limit_is_a_dead_letter_and_the_run_commi
     sent.insert(7, Case("long", "long key", json.dumps({"id": long_key, "t": "x"}).encode()))
     sent.insert(12, Case(long_tombstone, "long tombstone key", None))
     offsets = produce_corpus(kafka_config, unique_name, sent)
-    plan = plan_run(engine, kafka_config, spec, RunRequest.from_params({}), unique_name)
+    plan = snapshot_and_migrate(engine, kafka_config, spec, RunRequest.from_params({}), unique_name)
     run_spark_stage(spec, plan.run_id)
-    result = commit_run(engine, spec, plan.run_id)
+    result = commit_stored(engine, spec, plan.run_id)
 
     assert (result.records_read, result.dead_letters) == (22, 2)
     rows, dead = snapshot(engine, spec)
@@ -78,9 +77,9 @@ def test_a_newest_record_postgres_cannot_store_lets_the_keys_older_good_record_l
     offsets = produce_corpus(kafka_config, unique_name, sent)
     time.sleep(1.5)
     end = datetime.now(UTC)
-    plan = plan_run(engine, kafka_config, spec, RunRequest.from_params({}), unique_name)
+    plan = snapshot_and_migrate(engine, kafka_config, spec, RunRequest.from_params({}), unique_name)
     run_spark_stage(spec, plan.run_id)
-    result = commit_run(engine, spec, plan.run_id)
+    result = commit_stored(engine, spec, plan.run_id)
 
     assert (result.records_read, result.dead_letters) == (12, 1)
     rows, dead = snapshot(engine, spec)

@@ -28,8 +28,7 @@ from sqlalchemy import text
 from reprocess.core.errors import ReconciliationGap
 from reprocess.core.runs import RunRequest
 from reprocess.kafka.clients import make_producer
-from reprocess.operations.plan import plan_run
-from reprocess.postgres.commit import commit_run
+from reprocess.runner.start import commit_stored, snapshot_and_migrate
 from tests.support.helpers import orders_spec, reconcile_over_connect, run_spark_stage
 from tests.support.hostile_corpus import Case
 from tests.support.hostile_run import produce_corpus, snapshot
@@ -64,9 +63,9 @@ def _record(column: str, value: Any, key: str = "K", t: str = "good") -> bytes:
 
 
 def _run(engine: Any, kafka_config: dict[str, Any], spec: Any, run_id: str) -> Any:
-    plan = plan_run(engine, kafka_config, spec, RunRequest.from_params({}), run_id)
+    plan = snapshot_and_migrate(engine, kafka_config, spec, RunRequest.from_params({}), run_id)
     run_spark_stage(spec, plan.run_id)
-    return commit_run(engine, spec, plan.run_id)
+    return commit_stored(engine, spec, plan.run_id)
 
 
 def test_a_refused_newest_record_of_any_type_lets_the_keys_older_good_record_land(kafka_config, engine, unique_name):

@@ -15,11 +15,10 @@ from reprocess.cli.main import main
 from reprocess.core.errors import FencedRunError, SpecError
 from reprocess.core.runs import EndMode, RunKind, RunRequest, StartMode
 from reprocess.kafka import demo_data
-from reprocess.operations.plan import plan_run
 from reprocess.postgres import queries
-from reprocess.postgres.commit import commit_run
 from reprocess.postgres.db import libpq_url
 from reprocess.postgres.stage import create_stage
+from reprocess.runner.start import commit_stored, snapshot_and_migrate
 from tests.support.helpers import group_offsets, ledger, log_ends, orders_spec, run_dag
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("postgres")]
@@ -49,9 +48,9 @@ def test_reset_to_datetime_dry_run_then_execute_audits_mirrors_and_fences(
     when = BASE + timedelta(seconds=70)
     expected = {p: _first_at_or_after(produced, p, when, ends[p]) for p in (0, 1)}
     # The pipeline has consumed everything: an incremental plan is committed at the log ends.
-    first = plan_run(engine, kafka_config, spec, RunRequest.incremental(), f"{unique_name}-0")
+    first = snapshot_and_migrate(engine, kafka_config, spec, RunRequest.incremental(), f"{unique_name}-0")
     _stage_empty(engine, db_url, spec, first.run_id)
-    commit_run(engine, spec, first.run_id)
+    commit_stored(engine, spec, first.run_id)
     assert ledger(engine, spec) == ends
 
     # Dry run: a table, nothing changed.
@@ -66,7 +65,7 @@ def test_reset_to_datetime_dry_run_then_execute_audits_mirrors_and_fences(
     assert ledger(engine, spec) == ends
 
     # A zombie incremental planned before the reset must not commit after it.
-    zombie = plan_run(engine, kafka_config, spec, RunRequest.incremental(), f"{unique_name}-z")
+    zombie = snapshot_and_migrate(engine, kafka_config, spec, RunRequest.incremental(), f"{unique_name}-z")
     _stage_empty(engine, db_url, spec, zombie.run_id)
 
     assert main(["reset", spec.name, "--to-datetime", when.isoformat(), "--execute", "--reason", "re-read",
@@ -84,11 +83,11 @@ def test_reset_to_datetime_dry_run_then_execute_audits_mirrors_and_fences(
     ]  # fmt: skip
     if any(expected[p] != ends[p] for p in (0, 1)):
         with pytest.raises(FencedRunError):
-            commit_run(engine, spec, zombie.run_id)
+            commit_stored(engine, spec, zombie.run_id)
 
     # The next incremental starts where the reset put it.
     request = RunRequest(RunKind.INCREMENTAL, StartMode.LEDGER, EndMode.LATEST, dry_run=True)
-    after = plan_run(engine, kafka_config, spec, request, f"{unique_name}-1")
+    after = snapshot_and_migrate(engine, kafka_config, spec, request, f"{unique_name}-1")
     assert {r.partition: (r.start, r.end) for r in after.ranges} == {p: (expected[p], ends[p]) for p in (0, 1)}
 
     # --shift-by is relative to the ledger and clamped to the log.
@@ -104,12 +103,12 @@ def test_recreated_topic_error_names_the_reset_and_the_reset_dag_applies_it(kafk
     demo_data.create_topic(kafka_config, unique_name, 2)
     produced = demo_data.produce(kafka_config, unique_name, 2, demo_data.order_events(20, 2), malformed=())
     ends = log_ends(produced)
-    plan_run(engine, kafka_config, spec, RunRequest.from_params({"dry_run": True}), f"{unique_name}-d")
+    snapshot_and_migrate(engine, kafka_config, spec, RunRequest.from_params({"dry_run": True}), f"{unique_name}-d")
     with engine.begin() as conn:  # as if the topic had been re-created: the ledger is beyond its log end
         conn.execute(queries.RESET_LEDGER, {"pipeline": spec.name, "topic": unique_name, "partition": 1,
                                             "new": ends[1] + 500, "run_id": "old-topic"})  # fmt: skip
     with pytest.raises(SpecError, match=rf"`reprocess reset {spec.name} --topic {unique_name} --partitions 1"):
-        plan_run(engine, kafka_config, spec, RunRequest.incremental(), f"{unique_name}-1")
+        snapshot_and_migrate(engine, kafka_config, spec, RunRequest.incremental(), f"{unique_name}-1")
 
     dr = run_dag(spec, "reset", {"mode": "to-earliest", "partitions": [1], "execute": True, "reason": "recreated"})
 
@@ -120,5 +119,5 @@ def test_recreated_topic_error_names_the_reset_and_the_reset_dag_applies_it(kafk
             text("SELECT requested_by, old_offset FROM reprocess.ledger_resets WHERE pipeline = :p"), {"p": spec.name}
         ).one()
     assert by == "dag_test" and old == ends[1] + 500  # dag.test() triggers as "dag_test"
-    plan = plan_run(engine, kafka_config, spec, RunRequest.incremental(), f"{unique_name}-2")
+    plan = snapshot_and_migrate(engine, kafka_config, spec, RunRequest.incremental(), f"{unique_name}-2")
     assert {r.partition: (r.start, r.end) for r in plan.ranges} == {0: (0, ends[0]), 1: (0, ends[1])}

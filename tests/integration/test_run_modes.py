@@ -8,11 +8,10 @@ import pytest
 from reprocess.core.errors import FencedRunError, StageRefusedError
 from reprocess.core.runs import RunRequest
 from reprocess.kafka import demo_data
-from reprocess.operations.plan import plan_run
 from reprocess.postgres import queries
-from reprocess.postgres.commit import commit_run
 from reprocess.postgres.db import libpq_url
 from reprocess.postgres.stage import create_stage
+from reprocess.runner.start import commit_stored, snapshot_and_migrate
 from tests.support import oracle
 from tests.support.helpers import dead_letter_count, ledger, log_ends, orders_spec, run_dag, runs, target_rows
 
@@ -103,16 +102,18 @@ def test_zombie_incremental_run_is_fenced_by_ledger_compare_and_set(kafka_config
     spec = orders_spec(unique_name, unique_name)
     demo_data.create_topic(kafka_config, unique_name, 1)
     produced = demo_data.produce(kafka_config, unique_name, 1, demo_data.order_events(10, 2), malformed=())
-    plans = [plan_run(engine, kafka_config, spec, RunRequest.incremental(), f"{unique_name}-{n}") for n in (1, 2)]
+    plans = [
+        snapshot_and_migrate(engine, kafka_config, spec, RunRequest.incremental(), f"{unique_name}-{n}") for n in (1, 2)
+    ]
     for plan in plans:  # both staged from the same ledger position (empty stages: the CAS is what is tested)
         with psycopg2.connect(libpq_url(db_url)) as pg:
             create_stage(pg, spec, plan.run_id)
         with engine.begin() as conn:
             conn.execute(queries.MARK_STAGED, {"run_id": plan.run_id, "stage_rows": 0})
 
-    commit_run(engine, spec, plans[0].run_id)
+    commit_stored(engine, spec, plans[0].run_id)
     with pytest.raises(FencedRunError, match="fenced"):
-        commit_run(engine, spec, plans[1].run_id)
+        commit_stored(engine, spec, plans[1].run_id)
     assert ledger(engine, spec) == log_ends(produced)  # the first run's end: the log end the broker reported
     assert [r.state for r in runs(engine, spec)] == ["committed", "failed"]  # its stage goes at the next plan
 
@@ -122,12 +123,12 @@ def test_an_emptied_stage_never_commits_as_no_data(kafka_config, engine, db_url,
     spec = orders_spec(unique_name, unique_name)
     demo_data.create_topic(kafka_config, unique_name, 1)
     demo_data.produce(kafka_config, unique_name, 1, demo_data.order_events(10, 2), malformed=())
-    plan = plan_run(engine, kafka_config, spec, RunRequest.from_params({}), unique_name)
+    plan = snapshot_and_migrate(engine, kafka_config, spec, RunRequest.from_params({}), unique_name)
     with psycopg2.connect(libpq_url(db_url)) as pg:
         create_stage(pg, spec, plan.run_id)  # as the Spark job left it, minus its rows
     with engine.begin() as conn:
         conn.execute(queries.MARK_STAGED, {"run_id": plan.run_id, "stage_rows": 11})
 
     with pytest.raises(StageRefusedError, match="stage holds 0 rows but the Spark job staged 11"):
-        commit_run(engine, spec, plan.run_id)
+        commit_stored(engine, spec, plan.run_id)
     assert ledger(engine, spec) == {} and runs(engine, spec)[0].state == "failed"

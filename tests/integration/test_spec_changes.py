@@ -18,8 +18,7 @@ from reprocess.core.runs import RunKind, RunRequest
 from reprocess.core.spec import PipelineSpec
 from reprocess.formats.specs import load_specs, parse_spec
 from reprocess.kafka import demo_data
-from reprocess.operations.plan import plan_run
-from reprocess.postgres.commit import commit_run
+from reprocess.runner.start import commit_stored, snapshot_and_migrate
 from tests.support.staging import Record, mark_staged, plan_ranges, stage_and_commit, write_stage
 
 pytestmark = [pytest.mark.integration("postgres"), pytest.mark.integration("kafka")]
@@ -81,10 +80,10 @@ def test_ordering_by_a_column_the_stored_rows_lack_is_refused_and_recorded(engin
     columns = {"id": "text", "s": "text", "v": {"type": "bigint", "required": True}}
     v2 = _spec(unique_name, columns=columns, ordering={"mode": "column", "column": "v"})
     with pytest.raises(OrderingError, match=r"changes ordering offset → v, with committed positions.*mode=rebuild"):
-        plan_run(engine, kafka_config, v2, RunRequest.incremental(), f"{unique_name}-2")
+        snapshot_and_migrate(engine, kafka_config, v2, RunRequest.incremental(), f"{unique_name}-2")
     acknowledged = RunRequest.from_params(ACKNOWLEDGED, RunKind.BACKFILL)
     with pytest.raises(SchemaChangeError, match=r"orders by v, but 2 rows of .* have no v \(NULL\).*mode=rebuild"):
-        plan_run(engine, kafka_config, v2, acknowledged, f"{unique_name}-3")
+        snapshot_and_migrate(engine, kafka_config, v2, acknowledged, f"{unique_name}-3")
     assert "v" not in _nullable(engine, unique_name, "items")  # nothing was changed
     assert _target(engine, v1.qualified_target) == {"a": "a0", "b": "b1"}
     for run_id, why in ((f"{unique_name}-2", "changes ordering offset → v"), (f"{unique_name}-3", "have no v (NULL)")):
@@ -95,7 +94,7 @@ def test_ordering_by_a_column_the_stored_rows_lack_is_refused_and_recorded(engin
     # NOT NULL from then on, so no row can ever lose its ordering value.
     v3 = _spec(unique_name, columns={"id": "text", "s": {"type": "text", "required": True}},
                ordering={"mode": "column", "column": "s"})  # fmt: skip
-    plan = plan_run(engine, kafka_config, v3, acknowledged, f"{unique_name}-4")
+    plan = snapshot_and_migrate(engine, kafka_config, v3, acknowledged, f"{unique_name}-4")
     assert any("changes ordering offset → s (acknowledged)" in w for w in plan.warnings), plan.warnings
     assert _nullable(engine, unique_name, "items")["s"] is False
 
@@ -109,16 +108,16 @@ def test_a_topic_set_change_under_offset_ordering_needs_a_rebuild(engine, db_url
     _topic(kafka_config, renamed, 2)
     v2 = _spec(unique_name, topics=[renamed])
     with pytest.raises(OrderingError, match=rf"changes topics \['{unique_name}'\] → \['{renamed}'\].*mode=rebuild"):
-        plan_run(engine, kafka_config, v2, RunRequest.incremental(), f"{unique_name}-2")
+        snapshot_and_migrate(engine, kafka_config, v2, RunRequest.incremental(), f"{unique_name}-2")
     assert _run(engine, f"{unique_name}-2").state == "failed"
 
     # A rebuild is allowed (it re-derives the table from the new topic's log start) ...
     rebuild = RunRequest.from_params({"mode": "rebuild", "dry_run": True}, RunKind.BACKFILL)
-    plan = plan_run(engine, kafka_config, v2, rebuild, f"{unique_name}-3")
+    plan = snapshot_and_migrate(engine, kafka_config, v2, rebuild, f"{unique_name}-3")
     assert [(r.topic, r.start) for r in plan.ranges] == [(renamed, 0)]
     # ... while the live table keeps its spec until the swap: an incremental is still refused.
     with pytest.raises(OrderingError, match="changes topics"):
-        plan_run(engine, kafka_config, v2, RunRequest.incremental(), f"{unique_name}-4")
+        snapshot_and_migrate(engine, kafka_config, v2, RunRequest.incremental(), f"{unique_name}-4")
 
 
 def test_a_changed_target_table_is_refused_until_the_table_is_moved(engine, db_url, kafka_config, unique_name):
@@ -131,16 +130,16 @@ def test_a_changed_target_table_is_refused_until_the_table_is_moved(engine, db_u
     plan_ranges(engine, v1, f"{unique_name}-0", "backfill", [OffsetRange(unique_name, 0, 2, 3)])
     mark_staged(engine, f"{unique_name}-0", write_stage(db_url, v1, f"{unique_name}-0", [Record(0, 2, {"id": "c"})]))
     with pytest.raises(SchemaChangeError, match=rf"planned for {v1.qualified_target} but .* now names"):
-        commit_run(engine, v2, f"{unique_name}-0")
+        commit_stored(engine, v2, f"{unique_name}-0")
     with pytest.raises(SchemaChangeError, match=rf"target_table from {v1.qualified_target} to {v2.qualified_target}"
                        r".*ALTER TABLE"):  # fmt: skip
-        plan_run(engine, kafka_config, v2, RunRequest.incremental(), f"{unique_name}-2")
+        snapshot_and_migrate(engine, kafka_config, v2, RunRequest.incremental(), f"{unique_name}-2")
     assert _target(engine, v2.qualified_target) is None
     assert _run(engine, f"{unique_name}-2").state == "failed"
 
     with engine.begin() as conn:  # the remedy: move the table, so the ledger still describes it
         conn.execute(text(f"ALTER TABLE {v1.qualified_target} RENAME TO items_v2"))
-    plan = plan_run(engine, kafka_config, v2, RunRequest.incremental(), f"{unique_name}-3")
+    plan = snapshot_and_migrate(engine, kafka_config, v2, RunRequest.incremental(), f"{unique_name}-3")
     assert [(r.start, r.end) for r in plan.ranges] == [(2, 3)]  # on from the ledger
     assert _target(engine, v2.qualified_target) == {"a": "a0", "b": "b1"}
 
@@ -158,7 +157,7 @@ def test_a_target_table_belongs_to_one_pipeline(engine, db_url, kafka_config, un
     # Specs deployed apart: the registry refuses the second before it touches anything.
     stage_and_commit(engine, db_url, first, f"{unique_name}-1", ROWS)
     with pytest.raises(SpecError, match=rf"{shared} belongs to pipeline '{first.name}'"):
-        plan_run(engine, kafka_config, second, RunRequest.incremental(), f"{unique_name}-2")
+        snapshot_and_migrate(engine, kafka_config, second, RunRequest.incremental(), f"{unique_name}-2")
     assert _target(engine, shared) == {"a": "a0", "b": "b1"}
     with engine.connect() as conn:
         names = conn.execute(text("SELECT name FROM reprocess.pipelines WHERE target_table = :t"), {"t": shared})
@@ -214,7 +213,9 @@ def test_a_change_of_how_records_decode_needs_a_rebuild(engine, db_url, kafka_co
     stage_and_commit(engine, db_url, _spec(unique_name, **v1), f"{unique_name}-1", rows)
     with pytest.raises(SchemaChangeError, match=says + r", with committed positions.*Nothing was planned\. Revert "
                        r"the change, or rebuild.*mode=rebuild"):  # fmt: skip
-        plan_run(engine, kafka_config, _spec(unique_name, **v2), RunRequest.incremental(), f"{unique_name}-2")
+        snapshot_and_migrate(
+            engine, kafka_config, _spec(unique_name, **v2), RunRequest.incremental(), f"{unique_name}-2"
+        )
     assert _run(engine, f"{unique_name}-2").state == "failed"
     rebuild = RunRequest.from_params({"mode": "rebuild", "dry_run": True}, RunKind.BACKFILL)
-    plan_run(engine, kafka_config, _spec(unique_name, **v2), rebuild, f"{unique_name}-3")  # a rebuild may
+    snapshot_and_migrate(engine, kafka_config, _spec(unique_name, **v2), rebuild, f"{unique_name}-3")  # a rebuild may

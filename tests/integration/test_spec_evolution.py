@@ -17,12 +17,11 @@ from reprocess.core.errors import FencedRunError, ReconciliationGap, SchemaChang
 from reprocess.core.ranges import OffsetRange
 from reprocess.core.runs import RunRequest
 from reprocess.kafka import demo_data
-from reprocess.operations.plan import plan_run
 from reprocess.operations.summary import run_summary
 from reprocess.postgres import queries
-from reprocess.postgres.commit import commit_run
 from reprocess.postgres.db import libpq_url
 from reprocess.postgres.stage import create_stage
+from reprocess.runner.start import commit_stored, snapshot_and_migrate
 from tests.support import oracle
 from tests.support.helpers import ORDERS_SPEC, orders_spec, reconcile_over_connect, run_dag, run_spark_stage
 
@@ -68,16 +67,16 @@ def test_added_column_is_altered_in_place_and_older_rows_are_reported_until_rebu
     produced = demo_data.produce(kafka_config, unique_name, 2, demo_data.order_events(80, 3), malformed=(),
                                  base_time=BASE)  # fmt: skip
     keys = len(oracle.expected_rows(produced))
-    plan = plan_run(engine, kafka_config, v1, RunRequest.from_params({}), f"{unique_name}-1")
+    plan = snapshot_and_migrate(engine, kafka_config, v1, RunRequest.from_params({}), f"{unique_name}-1")
     run_spark_stage(v1, plan.run_id)
-    commit_run(engine, v1, plan.run_id)
+    commit_stored(engine, v1, plan.run_id)
     assert _versions(engine, v1) == (1, [1], {1: keys})
     assert "currency" not in _table(engine, v1)
 
     # v2 adds a nullable column: planning registers v2 and alters the table in the same transaction.
     v2 = orders_spec(unique_name, unique_name)
     assert v2.fingerprint != v1.fingerprint
-    plan_run(engine, kafka_config, v2, RunRequest.from_params({"dry_run": True}), f"{unique_name}-2")
+    snapshot_and_migrate(engine, kafka_config, v2, RunRequest.from_params({"dry_run": True}), f"{unique_name}-2")
     assert _table(engine, v2)["currency"] == "text"
     assert _versions(engine, v2) == (2, [1, 2], {1: keys})
     summary = run_summary(engine, v2.name, f"{unique_name}-1", spec=v2)
@@ -86,9 +85,9 @@ def test_added_column_is_altered_in_place_and_older_rows_are_reported_until_rebu
         reconcile_over_connect(engine, v2, BASE, datetime(2026, 11, 2, tzinfo=UTC), f"{unique_name}-check")
 
     # A backfill fills the new column: every row is re-derived from the same record under v2.
-    plan = plan_run(engine, kafka_config, v2, RunRequest.from_params({}), f"{unique_name}-2b")
+    plan = snapshot_and_migrate(engine, kafka_config, v2, RunRequest.from_params({}), f"{unique_name}-2b")
     run_spark_stage(v2, plan.run_id)
-    result = commit_run(engine, v2, plan.run_id)
+    result = commit_stored(engine, v2, plan.run_id)
     assert (result.rows_rederived, result.rows_inserted) == (keys, 0)
     values = {(p, o): json.loads(v) for p, o, _k, v in produced.messages}
     with engine.connect() as conn:
@@ -102,7 +101,7 @@ def test_added_column_is_altered_in_place_and_older_rows_are_reported_until_rebu
     # A type change cannot be applied in place: planning fails, saying what changed and offering the rebuild.
     v3 = orders_spec(unique_name, unique_name, columns=_columns(items={"type": "bigint"}))
     with pytest.raises(SchemaChangeError, match=r"column items: type integer → bigint.*mode=rebuild"):
-        plan_run(engine, kafka_config, v3, RunRequest.from_params({}), f"{unique_name}-3")
+        snapshot_and_migrate(engine, kafka_config, v3, RunRequest.from_params({}), f"{unique_name}-3")
     assert _table(engine, v3)["items"] == "integer" and _versions(engine, v3)[0] == 2
 
     # A dropped column and a new key are refused the same way, and the DAG fails at once (no retry).
@@ -112,7 +111,7 @@ def test_added_column_is_altered_in_place_and_older_rows_are_reported_until_rebu
     ti = dr.get_task_instance("plan_offsets")
     assert ti.state == "failed" and ti.try_number == 1
     with pytest.raises(SchemaChangeError, match=r"column items: dropped from the spec; key \(order_id\) → "):
-        plan_run(engine, kafka_config, v4, RunRequest.from_params({}), f"{unique_name}-4")
+        snapshot_and_migrate(engine, kafka_config, v4, RunRequest.from_params({}), f"{unique_name}-4")
     assert _versions(engine, v4)[0] == 2
 
 
@@ -120,16 +119,16 @@ def test_a_run_planned_under_one_spec_is_not_committed_under_another(kafka_confi
     v1 = orders_spec(unique_name, unique_name, columns=_columns(currency=None))
     demo_data.create_topic(kafka_config, unique_name, 1)
     demo_data.produce(kafka_config, unique_name, 1, demo_data.order_events(10, 2), malformed=())
-    plan = plan_run(engine, kafka_config, v1, RunRequest.from_params({}), unique_name)
+    plan = snapshot_and_migrate(engine, kafka_config, v1, RunRequest.from_params({}), unique_name)
     with psycopg2.connect(libpq_url(db_url)) as pg:
         create_stage(pg, v1, plan.run_id)
     with engine.begin() as conn:
         conn.execute(queries.MARK_STAGED, {"run_id": plan.run_id, "stage_rows": 0})
     v2 = orders_spec(unique_name, unique_name)  # the spec file changed between stage and commit
-    plan_run(engine, kafka_config, v2, RunRequest.from_params({"dry_run": True}), f"{unique_name}-dry")
+    snapshot_and_migrate(engine, kafka_config, v2, RunRequest.from_params({"dry_run": True}), f"{unique_name}-dry")
 
     with pytest.raises(FencedRunError, match=r"planned for spec v1 but .* is at v2 \(migrated or rebuilt since\)"):
-        commit_run(engine, v2, plan.run_id)
+        commit_stored(engine, v2, plan.run_id)
 
 
 def test_a_commit_refused_for_a_spec_change_fails_the_run_with_the_reason_and_drops_its_stage(
@@ -149,7 +148,7 @@ def test_a_commit_refused_for_a_spec_change_fails_the_run_with_the_reason_and_dr
     v2 = orders_spec(unique_name, unique_name)  # currency added to the file after the stage
 
     with pytest.raises(SchemaChangeError, match=r"planned under spec v1 but .* is now an unregistered spec"):
-        commit_run(engine, v2, run_id)
+        commit_stored(engine, v2, run_id)
     (run,) = runs(engine, v2)
     assert run.state == "failed"
     assert "planned under spec v1" in run.error and "Trigger the run again" in run.error

@@ -15,8 +15,8 @@ from sqlalchemy import text
 from reprocess.core.errors import ReconciliationGap
 from reprocess.core.runs import RunRequest
 from reprocess.kafka import demo_data
-from reprocess.operations.plan import plan_run
 from reprocess.operations.preview import load_report
+from reprocess.runner.start import snapshot_and_migrate
 from tests.support.helpers import backfill, orders_spec, plan_stage_commit, reconcile_over_connect
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("spark")]
@@ -48,7 +48,9 @@ def test_a_where_added_deletes_the_rows_it_filters_through_the_named_backfill_wh
                                  "d": ("ok", 1, 4, 1), "e": ("ok", 2, 6, 1)}  # fmt: skip
 
     v2 = orders_spec(unique_name, unique_name, **settings, where="status <> 'test'")
-    plan_run(engine, kafka_config, v2, RunRequest.from_params({"dry_run": True}), f"{unique_name}-v2")  # registers v2
+    snapshot_and_migrate(
+        engine, kafka_config, v2, RunRequest.from_params({"dry_run": True}), f"{unique_name}-v2"
+    )  # registers v2
     with pytest.raises(ReconciliationGap) as gap:
         reconcile_over_connect(engine, v2, *WINDOW, f"{unique_name}-c1")
     message = str(gap.value)

@@ -23,11 +23,10 @@ from reprocess.core.runs import RunRequest
 from reprocess.core.spec import PipelineSpec
 from reprocess.core.stage_rows import stage_columns
 from reprocess.formats.specs import parse_spec
-from reprocess.operations.plan import plan_run
-from reprocess.postgres.commit import commit_run
 from reprocess.postgres.db import libpq_url
 from reprocess.postgres.stage import STAGE_SCHEMA, create_stage
 from reprocess.postgres.stage_write import stage_oid
+from reprocess.runner.start import commit_stored, snapshot_and_migrate
 from reprocess.spark.stage_task import StageTask
 from tests.support.helpers import orders_spec, run_spark_stage
 from tests.support.hostile_corpus import Case
@@ -189,9 +188,9 @@ def test_a_transform_output_postgres_refuses_is_a_dead_letter_and_the_run_commit
     sent = [Case(f"k{i}", "refused", json.dumps({"id": f"k{i}", "t": f"bad{i}" if i % 10 == 3 else f"ok{i}"}).encode())
             for i in range(50)]  # fmt: skip
     offsets = produce_corpus(kafka_config, unique_name, sent)
-    plan = plan_run(engine, kafka_config, spec, RunRequest.from_params({}), unique_name)
+    plan = snapshot_and_migrate(engine, kafka_config, spec, RunRequest.from_params({}), unique_name)
     run_spark_stage(spec, plan.run_id)
-    result = commit_run(engine, spec, plan.run_id)
+    result = commit_stored(engine, spec, plan.run_id)
 
     # The oracle, from what was sent: the five "bad" texts PostgreSQL cannot store are dead letters, the rest rows.
     assert (result.records_read, result.rows_upserted, result.dead_letters) == (50, 45, 5)

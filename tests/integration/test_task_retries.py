@@ -38,11 +38,10 @@ from reprocess.core.errors import StaleStageTask
 from reprocess.core.runs import RunRequest
 from reprocess.core.stage_rows import stage_columns
 from reprocess.kafka import demo_data
-from reprocess.operations.plan import plan_run
-from reprocess.postgres.commit import commit_run
 from reprocess.postgres.db import libpq_url
 from reprocess.postgres.stage import STAGE_SCHEMA, create_stage
 from reprocess.postgres.stage_write import write_task
+from reprocess.runner.start import commit_stored, snapshot_and_migrate
 from tests.support.helpers import (
     assert_matches_oracle,
     log_ends,
@@ -205,14 +204,14 @@ def test_task_killed_after_its_copy_commits_is_retried_on_local_without_doubling
     retries it alone, the retry keeps attempt 0's rows, the run commits and equals the oracle."""
     spec = orders_spec(unique_name, unique_name)
     produced = _orders(kafka_config, unique_name, seed=31)
-    plan = plan_run(engine, kafka_config, spec, RunRequest.from_params({}), unique_name)
+    plan = snapshot_and_migrate(engine, kafka_config, spec, RunRequest.from_params({}), unique_name)
     monkeypatch.setenv(FAULT_ENV, "exit:0")
 
     output = _stage_on_spark_submit(spec, plan.run_id, tmp_path / "events", master="local[2,4]")
 
     _assert_killed_write_retried_alone(tmp_path / "events", 0)
     assert "task=0 attempt=1" in output and f"{KEPT}0" in output, output[-4000:]
-    commit_run(engine, spec, plan.run_id)
+    commit_stored(engine, spec, plan.run_id)
     assert_matches_oracle(engine, spec, produced, log_ends(produced))
     (run,) = runs(engine, spec)
     assert run.state == "committed" and run.records_read == len(produced.messages)
@@ -226,7 +225,7 @@ def test_task_killed_after_its_copy_commits_is_retried_over_connect_without_doub
     job (in this process, as the DAG's Connect launcher runs it) logs which attempt's rows it kept."""
     spec = orders_spec(unique_name, unique_name)
     produced = _orders(kafka_config, unique_name, seed=32)
-    plan = plan_run(engine, kafka_config, spec, RunRequest.from_params({}), unique_name)
+    plan = snapshot_and_migrate(engine, kafka_config, spec, RunRequest.from_params({}), unique_name)
     monkeypatch.setenv(FAULT_ENV, "exit:0")
 
     with caplog.at_level(logging.INFO, logger="reprocess.spark.job"):
@@ -234,7 +233,7 @@ def test_task_killed_after_its_copy_commits_is_retried_over_connect_without_doub
 
     kept = [r.getMessage() for r in caplog.records if KEPT in r.getMessage()]
     assert len(kept) == 1 and "task=0 attempt=1" in kept[0] and kept[0].endswith(f"{KEPT}0"), kept
-    commit_run(engine, spec, plan.run_id)
+    commit_stored(engine, spec, plan.run_id)
     assert_matches_oracle(engine, spec, produced, log_ends(produced))
     (run,) = runs(engine, spec)
     assert run.state == "committed" and run.records_read == len(produced.messages)
@@ -255,14 +254,14 @@ def test_task_killed_after_its_copy_commits_is_retried_on_a_standalone_cluster_w
     attempt's rows, no other task runs again, the run equals the oracle."""
     spec = orders_spec(unique_name, unique_name)
     produced = _orders(kafka_config, unique_name, seed=33)
-    plan = plan_run(engine, kafka_config, spec, RunRequest.from_params({}), unique_name)
+    plan = snapshot_and_migrate(engine, kafka_config, spec, RunRequest.from_params({}), unique_name)
     monkeypatch.setenv(FAULT_ENV, "exit:0")
 
     output = _stage_on_spark_submit(spec, plan.run_id, tmp_path / "events", master=on_cluster)
 
     _assert_killed_write_retried_alone(tmp_path / "events", 0)
     assert "task=0 attempt=1" in output and f"{KEPT}0" in output, output[-4000:]
-    commit_run(engine, spec, plan.run_id)
+    commit_stored(engine, spec, plan.run_id)
     assert_matches_oracle(engine, spec, produced, log_ends(produced))
 
 
@@ -284,7 +283,7 @@ def test_speculative_copy_of_a_straggling_write_task_stages_its_rows_once_on_a_s
     attempt's rows and finishes the task; the run equals the oracle."""
     spec = orders_spec(unique_name, unique_name)
     produced = _orders(kafka_config, unique_name, seed=34)
-    plan = plan_run(engine, kafka_config, spec, RunRequest.from_params({}), unique_name)
+    plan = snapshot_and_migrate(engine, kafka_config, spec, RunRequest.from_params({}), unique_name)
     monkeypatch.setenv(FAULT_ENV, "stall:0:120")
 
     output = _stage_on_spark_submit(spec, plan.run_id, tmp_path / "events", master=on_cluster, extra=SPECULATION)
@@ -296,5 +295,5 @@ def test_speculative_copy_of_a_straggling_write_task_stages_its_rows_once_on_a_s
     assert writes[(stage, 0)][-1] == (1, True, "Success"), writes  # the copy finished the task ...
     assert (0, False, "Success") not in writes[(stage, 0)], writes  # ... the straggler never did (killed)
     assert "task=0 attempt=1" in output and f"{KEPT}0" in output, output[-4000:]
-    commit_run(engine, spec, plan.run_id)
+    commit_stored(engine, spec, plan.run_id)
     assert_matches_oracle(engine, spec, produced, log_ends(produced))

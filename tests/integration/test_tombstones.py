@@ -16,9 +16,8 @@ from sqlalchemy import text
 from reprocess.core.runs import RunKind, RunRequest
 from reprocess.core.spec import PipelineSpec
 from reprocess.formats.specs import parse_spec
-from reprocess.operations.plan import plan_run
-from reprocess.postgres.commit import commit_run
 from reprocess.postgres.target import MARKERS_SCHEMA
+from reprocess.runner.start import commit_stored, snapshot_and_migrate
 from tests.support.helpers import orders_spec, run_spark_stage
 from tests.support.staging import Record, stage_and_commit
 
@@ -108,9 +107,9 @@ def test_real_tombstones_from_the_broker_delete_and_a_replay_does_not_resurrect(
     send(b"o-2", order("o-2", "new"))  # 1
     send(b"o-1", None)  # 2: deletes o-1
     send(None, None)  # 3: a tombstone without a key: dead letter
-    first = plan_run(engine, kafka_config, spec, RunRequest.incremental(), f"{unique_name}-1")
+    first = snapshot_and_migrate(engine, kafka_config, spec, RunRequest.incremental(), f"{unique_name}-1")
     run_spark_stage(spec, first.run_id)
-    result = commit_run(engine, spec, first.run_id)
+    result = commit_stored(engine, spec, first.run_id)
     assert (result.rows_deleted, result.dead_letters) == (0, 1)  # o-1's newest record in the run is its tombstone
 
     def statuses() -> dict[str, str]:
@@ -123,13 +122,13 @@ def test_real_tombstones_from_the_broker_delete_and_a_replay_does_not_resurrect(
         {"start_mode": "offsets", "start_value": slice_[0], "end_mode": "offsets", "end_value": slice_[1]},
         RunKind.BACKFILL,
     )
-    plan_run(engine, kafka_config, spec, replay, f"{unique_name}-2")
+    snapshot_and_migrate(engine, kafka_config, spec, replay, f"{unique_name}-2")
     run_spark_stage(spec, f"{unique_name}-2")
-    assert commit_run(engine, spec, f"{unique_name}-2").rows_upserted == 0
+    assert commit_stored(engine, spec, f"{unique_name}-2").rows_upserted == 0
     assert statuses() == {"o-2": "new"}
 
     send(b"o-1", order("o-1", "reopened"))  # 4: a newer insert brings it back
-    second = plan_run(engine, kafka_config, spec, RunRequest.incremental(), f"{unique_name}-3")
+    second = snapshot_and_migrate(engine, kafka_config, spec, RunRequest.incremental(), f"{unique_name}-3")
     run_spark_stage(spec, second.run_id)
-    commit_run(engine, spec, second.run_id)
+    commit_stored(engine, spec, second.run_id)
     assert statuses() == {"o-1": "reopened", "o-2": "new"}

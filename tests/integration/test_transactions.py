@@ -20,9 +20,8 @@ import yaml
 from reprocess.core.runs import RunKind, RunRequest
 from reprocess.kafka import demo_data
 from reprocess.kafka.clients import make_producer
-from reprocess.operations.rebuild import swap_in
 from reprocess.operations.redrive import plan_redrive
-from reprocess.runner.start import start_run
+from reprocess.runner.start import commit_stored, start_run
 from tests.support import oracle
 from tests.support.helpers import (
     ORDERS_SPEC,
@@ -163,6 +162,6 @@ def test_aborted_and_open_transactions_are_invisible_to_every_read_and_covered_b
     # 5. A rebuild from the log start gives the same table.
     rebuild, _ = start_run(engine, kafka, fixed, RunRequest.from_params({"mode": "rebuild"}), f"{unique_name}-rebuild")
     run_spark_stage(fixed, rebuild.run_id)
-    swap_in(engine, fixed, rebuild.run_id)
+    commit_stored(engine, fixed, rebuild.run_id)
     assert target_rows(engine, fixed) == oracle_rows(everything)
     assert ledger(engine, fixed) == ends

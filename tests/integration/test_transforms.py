@@ -25,9 +25,8 @@ from reprocess.core.runs import RunRequest
 from reprocess.core.spec import PipelineSpec
 from reprocess.formats.specs import read_spec
 from reprocess.kafka import demo_data
-from reprocess.operations.plan import plan_run
 from reprocess.operations.summary import format_summary, run_summary
-from reprocess.postgres.commit import commit_run
+from reprocess.runner.start import commit_stored, snapshot_and_migrate
 from tests.support.helpers import backfill, orders_spec, reconcile_over_connect, run_spark_stage
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("spark")]
@@ -117,7 +116,7 @@ def test_transform_version_bump_rederives_exactly_the_changed_rows(kafka_config,
     # v2 adds VAT for eu: planning registers the new version, and the rows v1 derived are reported.
     v2 = _spec(unique_name, "v2", 2)
     assert v2.fingerprint != v1.fingerprint
-    plan_run(engine, kafka_config, v2, RunRequest.from_params({"dry_run": True}), f"{unique_name}-dry")
+    snapshot_and_migrate(engine, kafka_config, v2, RunRequest.from_params({"dry_run": True}), f"{unique_name}-dry")
     stale = run_summary(engine, v2.name, f"{unique_name}-dry", spec=v2)["stale_message"]
     assert stale == f"{len(expected):,} rows from spec v1; current is v2: run a backfill to re-derive"
 
@@ -161,7 +160,7 @@ def test_what_only_spark_can_refuse_is_refused_before_anything_is_read(
     demo_data.create_topic(kafka_config, unique_name, 1)
     demo_data.produce(kafka_config, unique_name, 1, _events(5), malformed=(), base_time=BASE)
     spec = orders_spec(unique_name, unique_name, base=SPEC, **overrides)
-    plan = plan_run(engine, kafka_config, spec, RunRequest.from_params({}), f"{unique_name}-1")
+    plan = snapshot_and_migrate(engine, kafka_config, spec, RunRequest.from_params({}), f"{unique_name}-1")
     with pytest.raises(SpecError, match=says):
         run_spark_stage(spec, plan.run_id)
     with engine.connect() as conn:
@@ -181,10 +180,10 @@ def test_spark_submit_reaches_the_transform_through_py_files(kafka_config, engin
         z.writestr("shipped_fns/__init__.py", "")
         z.write(Path(__file__).parents[1] / "support" / "transform_fns.py", "shipped_fns/fns.py")
     spec = orders_spec(unique_name, unique_name, base=SPEC, transform="shipped_fns.fns:v2", transform_version=2)
-    plan = plan_run(engine, kafka_config, spec, RunRequest.from_params({}), f"{unique_name}-1")
+    plan = snapshot_and_migrate(engine, kafka_config, spec, RunRequest.from_params({}), f"{unique_name}-1")
     started = time.monotonic()
     run_spark_stage(spec, plan.run_id, launcher="submit", conf={"spark.submit.pyFiles": str(shipped)})
-    result = commit_run(engine, spec, plan.run_id)
+    result = commit_stored(engine, spec, plan.run_id)
     print(f"spark-submit: {result} in {time.monotonic() - started:.1f} s")
     expected, filtered, dead = _oracle(produced, vat=True)
     assert {k: v[:7] for k, v in _target(engine, spec).items()} == expected

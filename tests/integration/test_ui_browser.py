@@ -26,8 +26,8 @@ from sqlalchemy import text
 
 from reprocess.core.runs import EndMode, RunKind, RunRequest, StartMode
 from reprocess.kafka import demo_data
-from reprocess.operations.plan import plan_run
 from reprocess.postgres.store import ensure_pipeline
+from reprocess.runner.start import snapshot_and_migrate
 from tests.support import airflow_http
 from tests.support.browser import Browser, ensure_chromium
 from tests.support.helpers import orders_spec, run_dag
@@ -244,7 +244,7 @@ def _coverage_data(engine: Any, kafka: dict[str, Any], spec: Any) -> None:
     demo_data.produce(kafka, spec.topics[0], 2, demo_data.order_events(10, 1, seed=23), malformed=(), base_time=DAY3)
     request = RunRequest(RunKind.BACKFILL, StartMode.LEDGER, EndMode.LATEST, dry_run=True)
     run_id = f"{spec.dag_id('backfill')}/dry_run_snapshot"
-    plan_run(
+    snapshot_and_migrate(
         engine,
         kafka,
         spec,

@@ -237,13 +237,12 @@ def run_spark_stage(
 def backfill(engine: Engine, kafka: dict[str, Any], spec: PipelineSpec, run_id: str) -> Any:
     """A backfill of everything (the form's defaults), timed; returns its commit result."""
     from reprocess.core.runs import RunRequest
-    from reprocess.operations.plan import plan_run
-    from reprocess.postgres.commit import commit_run
+    from reprocess.runner.start import commit_stored, snapshot_and_migrate
 
     started = time.monotonic()
-    plan = plan_run(engine, kafka, spec, RunRequest.from_params({}), run_id)
+    plan = snapshot_and_migrate(engine, kafka, spec, RunRequest.from_params({}), run_id)
     run_spark_stage(spec, plan.run_id)
-    result = commit_run(engine, spec, plan.run_id)
+    result = commit_stored(engine, spec, plan.run_id)
     print(f"{run_id}: {result} in {time.monotonic() - started:.1f} s")
     return result
 
@@ -251,14 +250,14 @@ def backfill(engine: Engine, kafka: dict[str, Any], spec: PipelineSpec, run_id: 
 def plan_stage_commit(engine: Engine, kafka: dict[str, Any], spec: PipelineSpec, request: Any, run_id: str) -> Any:
     """One whole run as the DAG makes it (its stages: planning, then the Spark task over Connect and
     the commit when it reads anything); returns its plan."""
-    from reprocess.core.stages import launched_after_spark, launched_with_spark
+    from reprocess.core.stages import Task, for_task
     from reprocess.runner.evaluate import RunContext, evaluate
     from reprocess.runner.start import start_run
 
     plan, stages = start_run(engine, kafka, spec, request, run_id)
-    if launched_with_spark(stages):
+    if for_task(stages, Task.SPARK):
         run_spark_stage(spec, run_id, kafka=kafka, batch_size=request.batch_size)
-        evaluate(launched_after_spark(stages), RunContext(engine, spec))
+        evaluate(for_task(stages, Task.COMMIT), RunContext(engine, spec))
     return plan
 
 

@@ -10,8 +10,7 @@ from sqlalchemy import text
 from reprocess.core.runs import RunRequest
 from reprocess.core.spec import PipelineSpec
 from reprocess.kafka.clients import make_admin, make_producer
-from reprocess.operations.plan import plan_run
-from reprocess.postgres.commit import commit_run
+from reprocess.runner.start import commit_stored, snapshot_and_migrate
 from tests.support.helpers import run_spark_stage
 from tests.support.hostile_corpus import TOPIC_MAX_BYTES, Case
 
@@ -57,9 +56,9 @@ def run_and_check(engine: Any, kafka_config: dict[str, Any], spec: PipelineSpec,
     """Produce ``cases`` to the spec's topic, back it up in one run, and assert each case ends as it
     says: its row stored with the columns it names, or a dead letter whose error holds its ``error``."""
     offsets = produce_corpus(kafka_config, spec.topics[0], cases)
-    plan = plan_run(engine, kafka_config, spec, RunRequest.from_params({}), f"{spec.name}_run")
+    plan = snapshot_and_migrate(engine, kafka_config, spec, RunRequest.from_params({}), f"{spec.name}_run")
     run_spark_stage(spec, plan.run_id)
-    commit_run(engine, spec, plan.run_id)
+    commit_stored(engine, spec, plan.run_id)
     rows, dead_letters = snapshot(engine, spec)
     stored = {r["_kafka_offset"]: r for r in rows}
     dead = {d["offset"]: d["error"] for d in dead_letters}

@@ -2,7 +2,7 @@
 
 A test states the records a run read, already parsed (the Spark job's output shape), and
 :func:`stage_and_commit` plans the run, COPYs the rows with :class:`reprocess.spark.stage_task.StageTask`
-(exactly as the Spark tasks do) and commits it through :func:`reprocess.postgres.commit.commit_run`.
+(exactly as the Spark tasks do) and commits it through :func:`reprocess.runner.start.commit_stored`.
 """
 
 from __future__ import annotations
@@ -23,9 +23,10 @@ from reprocess.core.spec import ColumnType, PipelineSpec
 from reprocess.core.stage_rows import DEAD, ROW, TOMBSTONE, stage_columns
 from reprocess.formats.specs import parse_spec
 from reprocess.postgres import store
-from reprocess.postgres.commit import CommitResult, commit_run
+from reprocess.postgres.commit import CommitResult
 from reprocess.postgres.db import libpq_url
 from reprocess.postgres.stage import STAGE_SCHEMA, create_stage, stage_types
+from reprocess.runner.start import commit_stored
 from reprocess.spark.stage_task import StageTask
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
@@ -133,7 +134,7 @@ def write_stage(db_url: str, spec: PipelineSpec, run_id: str, records: Sequence[
 
 
 def plan_ranges(engine: Engine, spec: PipelineSpec, run_id: str, kind: str, ranges: Iterable[OffsetRange]) -> None:
-    """Store a planned run with these ranges (what plan_run stores after a Kafka snapshot)."""
+    """Store a planned run with these ranges (what snapshot_run stores after a Kafka snapshot)."""
     version, _warnings = store.ensure_pipeline(engine, spec)
     with engine.begin() as conn:
         store.save_plan(
@@ -164,4 +165,4 @@ def stage_and_commit(
     ranges = [OffsetRange(t, p, min(o), max(o) + 1) for (t, p), o in sorted(spans.items())]
     plan_ranges(engine, spec, run_id, kind, ranges)
     mark_staged(engine, run_id, write_stage(db_url, spec, run_id, records, as_text))
-    return commit_run(engine, spec, run_id)
+    return commit_stored(engine, spec, run_id)

@@ -16,7 +16,8 @@ import pytest
 
 from reprocess.core.ranges import OffsetRange
 from reprocess.core.runs import RunKind, RunMode, RunPlan
-from reprocess.core.stages import Read, build_stages
+from reprocess.core.stages import Read, Task, build_stages, for_task
+from reprocess.formats.specs import parse_spec
 from reprocess.postgres import store
 from reprocess.postgres.commit import CommitResult
 from reprocess.runner import evaluate
@@ -31,8 +32,9 @@ class _Engine:
 
 def _stages(batch_count: int, committed: frozenset[str] = frozenset()) -> Any:
     plan = RunPlan("run", "p", RunKind.BACKFILL, (OffsetRange("t", 0, 0, 10 * batch_count),))
-    stages = build_stages(plan, RunMode.MERGE, 10, committed=committed)
-    return stages[:-1]  # the Spark task's part: the run's own commit is the commit task's
+    spec = parse_spec({"name": "p", "topics": ["t"], "key": ["id"], "columns": {"id": "text"}})
+    stages = build_stages(plan, spec, RunMode.MERGE, 10, committed=committed)
+    return for_task(stages, Task.SPARK)  # the run's own commit is the commit task's
 
 
 class _Reader:
@@ -58,12 +60,12 @@ def commits(monkeypatch: pytest.MonkeyPatch) -> list[Callable[[str], None]]:
     monkeypatch.setattr(store, "mark_staged", lambda conn, run_id, rows: None)
     monkeypatch.setattr(evaluate, "check_spec_version", lambda *a, **k: 1)
 
-    def commit_run(engine: Any, spec: Any, run_id: str) -> CommitResult:
+    def commit_merge(engine: Any, spec: Any, merge: Any) -> CommitResult:
         for b in behaviour:
-            b(run_id)
-        return _result(run_id)
+            b(merge.run_id)
+        return _result(merge.run_id)
 
-    monkeypatch.setattr(evaluate, "commit_run", commit_run)
+    monkeypatch.setattr(evaluate, "commit_merge", commit_merge)
     return behaviour
 
 

@@ -18,19 +18,24 @@ from reprocess.core.ranges import (
 )
 from reprocess.core.runs import RunKind, RunMode, RunPlan
 from reprocess.core.stages import (
-    Commit,
     CutBatches,
+    FinishBatches,
+    Merge,
+    Migrate,
     PrepareShadow,
     Read,
     Swap,
+    Task,
+    Verify,
+    WriteTarget,
     build_stages,
-    launched_after_spark,
-    launched_before_spark,
-    launched_with_spark,
+    for_task,
     split_batches,
 )
+from reprocess.formats.specs import parse_spec
 
 EXAMPLES = settings(max_examples=200, deadline=None)
+SPEC = parse_spec({"name": "p", "topics": ["t"], "key": ["id"], "columns": {"id": "text"}})
 
 
 @st.composite
@@ -68,14 +73,23 @@ def test_the_stages_read_exactly_what_is_left_and_the_three_tasks_split_them_wit
     plan = RunPlan("r", "p", RunKind.BACKFILL, ranges)
     batches = split_batches(ranges, size)
     done = data.draw(st.sets(st.sampled_from([child_run_id("r", k) for k in range(len(batches))] or ["-"])))
-    stages = build_stages(plan, mode, size, committed=done)
+    stages = build_stages(plan, SPEC, mode, size, committed=done)
 
     # The three tasks (planning, Spark, commit) run every stage once, in the list's order.
-    split = launched_before_spark(stages) + launched_with_spark(stages) + launched_after_spark(stages)
+    split = for_task(stages, Task.PLAN) + for_task(stages, Task.SPARK) + for_task(stages, Task.COMMIT)
     assert split == stages
-    # The run ends with its own commit (a rebuild: its swap); a rebuild starts with its shadow.
-    assert stages[-1] == (Swap("r", plan.is_empty) if mode is RunMode.REBUILD else Commit("r", plan.is_empty))
-    assert (stages[0] == PrepareShadow("r")) is (mode is RunMode.REBUILD)
+    rebuild = mode is RunMode.REBUILD
+    into = WriteTarget.shadow(SPEC) if rebuild else WriteTarget.live(SPEC)
+    # A run starts with its migration (a rebuild: its shadow) and ends with its own commit (a rebuild:
+    # Verify then Swap; a batched run: FinishBatches), which the planning task runs when nothing is read.
+    assert stages[0] == (PrepareShadow("r") if rebuild else Migrate("r"))
+    task = Task.PLAN if plan.is_empty else Task.COMMIT
+    if rebuild:
+        assert stages[-2:] == (Verify("r", task=task), Swap("r", plan.is_empty, task=task))
+    elif plan.is_empty or len(batches) == 1:
+        assert stages[-1] == Merge("r", into, False, plan.ranges, plan.is_empty, task=task)
+    else:
+        assert stages[-1] == FinishBatches("r")
     reads = [s for s in stages if isinstance(s, Read)]
     if plan.is_empty:
         assert reads == []
@@ -89,7 +103,7 @@ def test_the_stages_read_exactly_what_is_left_and_the_three_tasks_split_them_wit
     assert [s for s in stages if isinstance(s, CutBatches)] == [CutBatches("r", tuple(batches))]
     for i, stage in enumerate(stages):
         if isinstance(stage, Read):
-            assert stages[i + 1] == Commit(stage.stage_id)
+            assert stages[i + 1] == Merge(stage.stage_id, into, False, () if rebuild else stage.ranges)
     read = sorted(o for r in reads for o in _offsets(r.ranges))
     left = sorted(o for k, b in enumerate(batches) if child_run_id("r", k) not in done for o in _offsets(b))
     assert read == left
