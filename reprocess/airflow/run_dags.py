@@ -1,5 +1,7 @@
 """The backfill (manual, Params-driven) and incremental (scheduled) DAGs of a pipeline: both run
-plan_offsets → spark_read_stage → commit_transaction → mirror_group_offsets → report."""
+plan_offsets → spark_read_stage → commit_transaction → mirror_group_offsets → report. The first
+three each evaluate the stages that name them (:class:`reprocess.core.stages.Task`), and their docs
+say which, per kind of run (:func:`reprocess.core.stages.task_doc`)."""
 
 from __future__ import annotations
 
@@ -41,6 +43,7 @@ from reprocess.core.runs import (
     window_text,
 )
 from reprocess.core.spec import PipelineSpec
+from reprocess.core.stages import Task, task_doc
 
 log = logging.getLogger(__name__)
 
@@ -200,12 +203,15 @@ def _doc(spec: PipelineSpec, kind: RunKind) -> str:
 **Target** `{spec.qualified_target}` keyed by `{", ".join(spec.key)}`; newer wins by
 `{spec.ordering.column or "Kafka offset within a partition"}`, so replays never overwrite newer rows.
 
-**Flow**: `plan_offsets` snapshots log start/end and the group's offsets into Postgres and stores
-the planned `[start, end)` per partition → `spark_read_stage` reads exactly those offsets
-(read_committed), parses and validates them, keeps the newest record per key, COPYs into a
-run-scoped stage → `commit_transaction` merges, inserts dead letters and advances the ledger in
-ONE transaction (committing twice is a no-op) → `mirror_group_offsets` copies the ledger to the
+**Flow**: `plan_offsets` snapshots log start/end and the group's offsets into Postgres, stores
+the run's `[start, end)` per partition and migrates the table → `spark_read_stage` reads exactly
+those offsets (read_committed), parses and validates them, keeps the newest record per key, COPYs
+into a run-scoped stage → `commit_transaction` merges, inserts dead letters and advances the ledger
+in ONE transaction (committing twice is a no-op) → `mirror_group_offsets` copies the ledger to the
 consumer group `{spec.consumer_group}` → `report` writes the summary (XCom `return_value`).
+A run wider than its batch size commits each batch in `spark_read_stage` and only sums them in
+`commit_transaction`; a range with nothing to read commits in `plan_offsets`. Each task's doc lists
+its stages for every kind of run.
 
 Spec file: `{spec.source_file}`. Bookkeeping: schema `reprocess` (runs, run_ranges,
 offset_snapshots, consumer_offsets, committed_ranges, dead_letters).
@@ -232,7 +238,8 @@ def build_run_dag(spec: PipelineSpec, kind: RunKind, assets: PipelineAssets | No
 
         @pipeline_task(
             task_id=PlannedRun.TASK,
-            doc_md="Snapshot offsets into Postgres, store the planned ranges, build the stages.",
+            doc_md="Snapshot offsets into Postgres, store the run's ranges, build its stages and run the first.\n\n"
+            + task_doc(spec, Task.PLAN),
             registry_conn=registry_conn(spec),  # a dry run decodes a sample
             first_contact=True,
         )
@@ -295,8 +302,9 @@ def build_run_dag(spec: PipelineSpec, kind: RunKind, assets: PipelineAssets | No
         spark = pipeline_spark_task(
             spec,
             "spark_read_stage",
-            "The run's reads (bounded read of the planned ranges, parse, dedupe, COPY into a stage) and its "
-            "batches' commits: a Spark Connect client or spark-submit, as the spark_default connection's type says.",
+            "The run's reads (bounded read of its ranges, parse, dedupe, COPY into a stage) and a batched run's "
+            "batches' commits: a Spark Connect client or spark-submit, as the spark_default connection's type says.\n\n"
+            + task_doc(spec, Task.SPARK),
             "reprocess.runner.spark_run:read_job",
             f"reprocess-{spec.name}",
             {
@@ -308,11 +316,12 @@ def build_run_dag(spec: PipelineSpec, kind: RunKind, assets: PipelineAssets | No
 
         @lineage_task(
             task_id="commit_transaction",
-            doc_md="The run's commit (a rebuild: its swap), in one transaction.",
+            doc_md="The run's own commit, in one transaction (a rebuild: verified, then swapped in; a preview: "
+            "its diff, rolled back).\n\n" + task_doc(spec, Task.COMMIT),
             lineage_target=spec.qualified_target,
         )
         def commit_transaction(planned: dict[str, Any]) -> dict[str, Any]:
-            from reprocess.core.stages import Diff, Task, for_task
+            from reprocess.core.stages import Diff, for_task
             from reprocess.postgres.commit import result_dict
             from reprocess.runner.evaluate import RunContext, evaluate
             from reprocess.runner.start import stored_stages

@@ -295,14 +295,35 @@ def describe(stages: Sequence[Stage]) -> str:
     """The stages in one line, grouped by the task that runs them, for logs and the run's report."""
     groups: list[tuple[Task, list[str]]] = []
     for s in stages:
-        if isinstance(s, CutBatches):
-            part = f"CutBatches({s.run_id}, {len(s.batches)})"
-        elif isinstance(s, Merge):
-            part = f"Merge({s.run_id}→{s.into.name})"
-        else:
-            part = f"{type(s).__name__}({s.run_id})"
         if groups and groups[-1][0] is s.task:
-            groups[-1][1].append(part)
+            groups[-1][1].append(_name(s))
         else:
-            groups.append((s.task, [part]))
+            groups.append((s.task, [_name(s)]))
     return " | ".join(f"{task.value}: {' → '.join(parts)}" for task, parts in groups)
+
+
+def task_doc(spec: PipelineSpec, task: Task) -> str:
+    """Markdown for a run DAG task's doc: per kind of run, the stages ``task`` runs, as the builder
+    builds them for a run ``r`` of two offsets (a batch size of one: two batches)."""
+    wide = RunPlan("r", spec.name, RunKind.BACKFILL, (OffsetRange("t", 0, 0, 2),))
+    empty = RunPlan("r", spec.name, RunKind.INCREMENTAL, (OffsetRange("t", 0, 2, 2),))
+    courses = {
+        "merge": build_stages(wide, spec, RunMode.MERGE, 2),
+        "merge wider than its batch size": build_stages(wide, spec, RunMode.MERGE, 1),
+        "rebuild": build_stages(wide, spec, RunMode.REBUILD, 1),
+        "empty range": build_stages(empty, spec, RunMode.MERGE, 1),
+        "empty range, rebuild": build_stages(empty, spec, RunMode.REBUILD, 1),
+        "preview": build_stages(wide, spec, RunMode.MERGE, 1, preview=True),
+        "preview of an empty range": build_stages(empty, spec, RunMode.MERGE, 1, preview=True),
+        "dry run": build_stages(wide, spec, RunMode.MERGE, 1, dry_run=True),
+    }
+    lines = [f"- {course}: {' → '.join(map(_name, for_task(s, task))) or 'nothing'}" for course, s in courses.items()]
+    return "**Stages** this task runs (`reprocess.core.stages`), per kind of run:\n\n" + "\n".join(lines)
+
+
+def _name(stage: Stage) -> str:
+    if isinstance(stage, CutBatches):
+        return f"CutBatches({stage.run_id}, {len(stage.batches)})"
+    if isinstance(stage, Merge):
+        return f"Merge({stage.run_id}→{stage.into.name})"
+    return f"{type(stage).__name__}({stage.run_id})"

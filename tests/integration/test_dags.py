@@ -113,3 +113,24 @@ def test_a_dag_file_of_40_pipelines_parses_in_under_a_third_of_airflows_import_t
     assert parsed["errors"] == {} and parsed["dags"] == 4 * MANY_PIPELINES + 1  # and the lag DAG
     print(f"parse of {MANY_PIPELINES} pipelines: {parsed}")
     assert parsed["seconds"] < IMPORT_TIMEOUT_S / 3, parsed
+
+
+def test_each_run_task_shows_the_stages_it_runs_for_each_kind_of_run(monkeypatch):
+    """Issue 55 item 3: the DAG graph tells where a batch commits. Each run DAG task's doc lists, per
+    kind of run, the stages that name it: the batches' merges in the Spark task, a batched run's
+    FinishBatches and a rebuild's Verify → Swap in the commit task, an empty range's commit in the
+    planning task, and a dry run's nothing (no migration either)."""
+    monkeypatch.setenv("REPROCESS_PIPELINES_DIR", str(REPO / "pipelines"))
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=str(REPO / "dags"))
+    spec = load_specs(REPO / "pipelines")[0]
+    dag = bag.dags[spec.dag_id("backfill")]
+    doc = {t: dag.get_task(t).doc_md for t in ("plan_offsets", "spark_read_stage", "commit_transaction")}
+    batched = "- merge wider than its batch size: CutBatches(r, 2) → Read(r#0) → Merge(r#0→live) → Read(r#1)"
+    assert batched in doc["spark_read_stage"]
+    assert "- merge wider than its batch size: FinishBatches(r)" in doc["commit_transaction"]
+    assert "- rebuild: Verify(r) → Swap(r)" in doc["commit_transaction"]
+    assert "- empty range: Migrate(r) → Merge(r→live)" in doc["plan_offsets"]
+    assert "- dry run: nothing" in doc["plan_offsets"]
+    assert "- preview: Diff(r)" in doc["commit_transaction"]

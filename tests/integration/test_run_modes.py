@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import psycopg2
 import pytest
+from sqlalchemy import text
 
 from reprocess.core.errors import FencedRunError, StageRefusedError
 from reprocess.core.runs import RunRequest
@@ -44,7 +45,9 @@ def test_dry_run_stores_the_plan_and_reads_nothing(kafka_config, engine, unique_
     assert run.state == "dry_run" and run.records_read is None
     assert run.request["params"]["dry_run"] is True  # the trigger form's values, verbatim
     assert run.request["parsed"]["start_mode"] == "earliest"
-    assert target_rows(engine, spec) == {} and ledger(engine, spec) == {}
+    with engine.connect() as conn:  # a dry run migrates nothing: a new pipeline's table is not even created
+        table = conn.execute(text("SELECT to_regclass(:t)"), {"t": spec.qualified_target}).scalar()
+    assert table is None and ledger(engine, spec) == {}
     assert _note(dr).startswith("**DRY RUN")
 
 
@@ -132,3 +135,28 @@ def test_an_emptied_stage_never_commits_as_no_data(kafka_config, engine, db_url,
     with pytest.raises(StageRefusedError, match="stage holds 0 rows but the Spark job staged 11"):
         commit_stored(engine, spec, plan.run_id)
     assert ledger(engine, spec) == {} and runs(engine, spec)[0].state == "failed"
+
+
+def test_a_dry_run_migrates_nothing_the_runs_migrate_stage_does(kafka_config, engine, unique_name):
+    """Issue 55 item 3: planning once migrated the live table before any stage existed, dry runs
+    included. A new column reaches the table in a run's Migrate stage (the planning task), never
+    in a dry run's planning. Driven through start_run (the stages' evaluator)."""
+    from reprocess.runner.start import start_run
+
+    v1 = orders_spec(unique_name, unique_name, key=["id"], columns={"id": "text", "s": "text"})
+    demo_data.create_topic(kafka_config, unique_name, 1)
+    start_run(engine, kafka_config, v1, RunRequest.incremental(), f"{unique_name}-1")  # empty: commits at once
+    v2 = orders_spec(unique_name, unique_name, key=["id"], columns={"id": "text", "s": "text", "n": "bigint"})
+
+    def columns() -> list[str]:
+        with engine.connect() as conn:
+            return list(conn.execute(
+                text("SELECT column_name FROM information_schema.columns WHERE table_schema = :s AND table_name = :t "
+                     "ORDER BY ordinal_position"), {"s": v2.target_schema, "t": v2.target_table}
+            ).scalars())  # fmt: skip
+
+    before = columns()
+    _, stages = start_run(engine, kafka_config, v2, RunRequest.from_params({"dry_run": True}), f"{unique_name}-2")
+    assert stages == () and columns() == before  # a dry run: no stage, no migration
+    start_run(engine, kafka_config, v2, RunRequest.incremental(), f"{unique_name}-3")
+    assert columns() == [*before, "n"]
