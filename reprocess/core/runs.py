@@ -239,7 +239,11 @@ class LostRange:
 
 
 @dataclass(frozen=True, slots=True)
-class RunPlan:
+class RunRanges:
+    """A run's snapshotted ranges (``operations.snapshot.snapshot_run``): what it reads, per
+    partition, and what it accepted as lost; the stages that carry it out are built from it
+    (:mod:`reprocess.core.stages`). Not a "plan": that word is the preview's (``reprocess plan``)."""
+
     run_id: str
     pipeline: str
     kind: RunKind

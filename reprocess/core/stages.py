@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 
 from reprocess.core.names import child_run_id, shadow_table
 from reprocess.core.ranges import OffsetRange
-from reprocess.core.runs import RunKind, RunMode, RunPlan
+from reprocess.core.runs import RunKind, RunMode, RunRanges
 
 if TYPE_CHECKING:
     from reprocess.core.spec import PipelineSpec
@@ -183,7 +183,7 @@ Stage = Migrate | PrepareShadow | CutBatches | Read | Merge | FinishBatches | Ve
 
 
 def build_stages(
-    plan: RunPlan,
+    run: RunRanges,
     spec: PipelineSpec,
     mode: RunMode,
     batch_size: int,
@@ -193,7 +193,7 @@ def build_stages(
     cut: Sequence[Sequence[OffsetRange]] = (),
     committed: Collection[str] = (),
 ) -> tuple[Stage, ...]:
-    """The stages that carry out ``plan`` (see the module). ``cut`` is the batches an earlier
+    """The stages that carry out run ``run``'s ranges (see the module). ``cut`` is the batches an earlier
     attempt recorded (they stand, whatever ``batch_size`` says now) and ``committed`` the batch
     runs already committed, whose stages are left out: the list is what remains to be done.
 
@@ -201,23 +201,23 @@ def build_stages(
     --------
     >>> from reprocess.formats.specs import parse_spec
     >>> spec = parse_spec({"name": "p", "topics": ["t"], "key": ["id"], "columns": {"id": "text"}})
-    >>> plan = RunPlan("r", "p", RunKind.BACKFILL, (OffsetRange("t", 0, 0, 5),))
-    >>> empty = RunPlan("r", "p", RunKind.INCREMENTAL, (OffsetRange("t", 0, 5, 5),))
+    >>> wide = RunRanges("r", "p", RunKind.BACKFILL, (OffsetRange("t", 0, 0, 5),))
+    >>> empty = RunRanges("r", "p", RunKind.INCREMENTAL, (OffsetRange("t", 0, 5, 5),))
     >>> def show(p, mode=RunMode.MERGE, size=10, **kw):
     ...     print(describe(build_stages(p, spec, mode, size, **kw)).replace(" | ", "\\n") or "(none)")
-    >>> show(plan)  # a merge
+    >>> show(wide)  # a merge
     plan_offsets: Migrate(r)
     spark_read_stage: Read(r)
     commit_transaction: Merge(r→live)
-    >>> show(plan, size=3)  # batched: each batch commits in the Spark task
+    >>> show(wide, size=3)  # batched: each batch commits in the Spark task
     plan_offsets: Migrate(r)
     spark_read_stage: CutBatches(r, 2) → Read(r#0) → Merge(r#0→live) → Read(r#1) → Merge(r#1→live)
     commit_transaction: FinishBatches(r)
-    >>> show(plan, size=3, cut=split_batches(plan.ranges, 3), committed={"r#0"})  # resumed after batch 0
+    >>> show(wide, size=3, cut=split_batches(wide.ranges, 3), committed={"r#0"})  # resumed after batch 0
     plan_offsets: Migrate(r)
     spark_read_stage: CutBatches(r, 2) → Read(r#1) → Merge(r#1→live)
     commit_transaction: FinishBatches(r)
-    >>> show(plan, RunMode.REBUILD)
+    >>> show(wide, RunMode.REBUILD)
     plan_offsets: PrepareShadow(r)
     spark_read_stage: CutBatches(r, 1) → Read(r#0) → Merge(r#0→shadow)
     commit_transaction: Verify(r) → Swap(r)
@@ -225,9 +225,9 @@ def build_stages(
     plan_offsets: Migrate(r) → Merge(r→live)
     >>> show(empty, RunMode.REBUILD)
     plan_offsets: PrepareShadow(r) → Verify(r) → Swap(r)
-    >>> show(plan, dry_run=True)  # a dry run: nothing, not even a migration
+    >>> show(wide, dry_run=True)  # a dry run: nothing, not even a migration
     (none)
-    >>> show(plan, preview=True)
+    >>> show(wide, preview=True)
     spark_read_stage: Read(r)
     commit_transaction: Diff(r)
     >>> show(empty, preview=True)
@@ -235,28 +235,28 @@ def build_stages(
     """
     if dry_run:
         return ()
-    run = plan.run_id
-    rederives = plan.ranges if plan.kind is RunKind.BACKFILL else ()
+    rid = run.run_id
+    rederives = run.ranges if run.kind is RunKind.BACKFILL else ()
     if preview:  # one read: the diff is of the range's net effect, whatever batches an apply cuts
-        if plan.is_empty:
-            return (Diff(run, True, rederives, task=Task.PLAN),)
-        return Read(run, plan.ranges), Diff(run, rederives=rederives)
+        if run.is_empty:
+            return (Diff(rid, True, rederives, task=Task.PLAN),)
+        return Read(rid, run.ranges), Diff(rid, rederives=rederives)
     rebuild = mode is RunMode.REBUILD
     into = WriteTarget.shadow(spec) if rebuild else WriteTarget.live(spec)
-    fenced = plan.kind is RunKind.INCREMENTAL and not rebuild
-    start: list[Stage] = [PrepareShadow(run) if rebuild else Migrate(run)]
-    if plan.is_empty:  # nothing to read: the run commits (a rebuild: swaps) in the planning task
+    fenced = run.kind is RunKind.INCREMENTAL and not rebuild
+    start: list[Stage] = [PrepareShadow(rid) if rebuild else Migrate(rid)]
+    if run.is_empty:  # nothing to read: the run commits (a rebuild: swaps) in the planning task
         if rebuild:
-            return (*start, Verify(run, task=Task.PLAN), Swap(run, True, task=Task.PLAN))
-        return (*start, Merge(run, into, fenced, rederives, True, task=Task.PLAN))
-    finish: tuple[Stage, ...] = (Verify(run), Swap(run)) if rebuild else (FinishBatches(run),)
+            return (*start, Verify(rid, task=Task.PLAN), Swap(rid, True, task=Task.PLAN))
+        return (*start, Merge(rid, into, fenced, rederives, True, task=Task.PLAN))
+    finish: tuple[Stage, ...] = (Verify(rid), Swap(rid)) if rebuild else (FinishBatches(rid),)
     # A rebuild always runs in batches: they fill its shadow table, and its own commit is the swap.
-    batches = [tuple(b) for b in cut] or split_batches(plan.ranges, batch_size)
+    batches = [tuple(b) for b in cut] or split_batches(run.ranges, batch_size)
     if not rebuild and not cut and len(batches) == 1:
-        return (*start, Read(run, plan.ranges), Merge(run, into, fenced, rederives, task=Task.COMMIT))
-    stages = [*start, CutBatches(run, tuple(batches))]
+        return (*start, Read(rid, run.ranges), Merge(rid, into, fenced, rederives, task=Task.COMMIT))
+    stages = [*start, CutBatches(rid, tuple(batches))]
     for k, ranges in enumerate(batches):
-        child = child_run_id(run, k)
+        child = child_run_id(rid, k)
         if child not in committed:
             batch_rederives = ranges if rederives and not rebuild else ()
             stages += [Read(child, ranges, k, len(batches)), Merge(child, into, fenced, batch_rederives)]
@@ -305,8 +305,8 @@ def describe(stages: Sequence[Stage]) -> str:
 def task_doc(spec: PipelineSpec, task: Task) -> str:
     """Markdown for a run DAG task's doc: per kind of run, the stages ``task`` runs, as the builder
     builds them for a run ``r`` of two offsets (a batch size of one: two batches)."""
-    wide = RunPlan("r", spec.name, RunKind.BACKFILL, (OffsetRange("t", 0, 0, 2),))
-    empty = RunPlan("r", spec.name, RunKind.INCREMENTAL, (OffsetRange("t", 0, 2, 2),))
+    wide = RunRanges("r", spec.name, RunKind.BACKFILL, (OffsetRange("t", 0, 0, 2),))
+    empty = RunRanges("r", spec.name, RunKind.INCREMENTAL, (OffsetRange("t", 0, 2, 2),))
     courses = {
         "merge": build_stages(wide, spec, RunMode.MERGE, 2),
         "merge wider than its batch size": build_stages(wide, spec, RunMode.MERGE, 1),

@@ -31,7 +31,7 @@ from sqlalchemy import Connection, Engine, text
 from reprocess.core.errors import RunStateError, StageRefusedError, StalePlanError
 from reprocess.core.names import parent_run_id
 from reprocess.core.ranges import backfill_conf
-from reprocess.core.runs import RunKind, RunPlan, RunRequest, RunState
+from reprocess.core.runs import RunKind, RunRanges, RunRequest, RunState
 from reprocess.core.spec import PipelineSpec
 from reprocess.core.stages import Diff
 from reprocess.kafka.offsets import take_snapshot
@@ -99,7 +99,7 @@ def _diff_run(engine: Engine, spec: PipelineSpec, stage: Diff) -> dict[str, Any]
                     f"{spec.name}: plan {run_id} is {run.state if run else 'unknown'}, not staged; "
                     "run `reprocess plan` again", pipeline=spec.name, run_id=run_id,
                 )  # fmt: skip
-            plan = store.load_plan(conn, run_id)
+            plan = store.load_ranges(conn, run_id)
             target_commit = store.last_target_commit(conn, spec.name)  # the table the diff sees, under the lock
             # The table as the apply will find it (a column the spec adds), undone with the rest; planning
             # only checked that it can be done. ALTER TABLE holds its lock until the rollback.
@@ -137,7 +137,7 @@ def _diff_run(engine: Engine, spec: PipelineSpec, stage: Diff) -> dict[str, Any]
     return report
 
 
-def _report(spec: PipelineSpec, plan: RunPlan, diff: StageDiff, refused: str | None) -> dict[str, Any]:
+def _report(spec: PipelineSpec, plan: RunRanges, diff: StageDiff, refused: str | None) -> dict[str, Any]:
     """The report a plan stores and shows (CLI, JSON, run note, coverage page)."""
     total: dict[str, int] = dict.fromkeys(KINDS, 0)
     total["dead_letters"], total["records_filtered"] = 0, 0
@@ -180,7 +180,7 @@ def latest_report(conn: Connection, pipeline: str, plan_id: str | None = None) -
     return report if report is not None and report["pipeline"] == pipeline else None
 
 
-def check_fresh(conn: Connection, kafka: Mapping[str, Any], spec: PipelineSpec, plan_id: str, run_id: str) -> RunPlan:
+def check_fresh(conn: Connection, kafka: Mapping[str, Any], spec: PipelineSpec, plan_id: str, run_id: str) -> RunRanges:
     """The plan's ranges, when run ``run_id`` applying them still does what the plan showed.
 
     The apply's own commits do not make its plan stale: its batches' commits, and the ledger they
@@ -205,7 +205,7 @@ def check_fresh(conn: Connection, kafka: Mapping[str, Any], spec: PipelineSpec, 
             f"fix the cause and make a new plan (`reprocess plan {spec.name}`).",
             pipeline=spec.name,
         )
-    plan = store.load_plan(conn, plan_id)
+    plan = store.load_ranges(conn, plan_id)
 
     def own(run: str) -> bool:  # the apply itself or one of its batches
         return parent_run_id(run) == run_id
@@ -269,7 +269,7 @@ def check_readings(conn: Connection, spec: PipelineSpec, run_id: str, readings: 
         )
 
 
-def apply_request(plan: RunPlan) -> RunRequest:
+def apply_request(plan: RunRanges) -> RunRequest:
     """The backfill that reads exactly the plan's ranges (the form's offsets modes)."""
     return RunRequest.from_params(backfill_conf(r for r in plan.ranges if r.width), RunKind.BACKFILL)
 

@@ -41,7 +41,7 @@ def sum_committed_batches(conn: Connection, run_id: str) -> dict[str, int] | Non
 def _check_batches_cover_plan(conn: Connection, run_id: str) -> None:
     """A chunked run commits only when its batches read exactly its plan: a batch cut from another
     plan of the run (a re-plan) would leave a slice unread while the run says committed."""
-    plan = store.load_plan(conn, run_id).ranges
+    plan = store.load_ranges(conn, run_id).ranges
     cut, _ = store.batch_cut(conn, run_id)
     pieces: dict[TopicPartition, list[tuple[int, int]]] = {}
     for r in (r for batch in cut for r in batch):

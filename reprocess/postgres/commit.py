@@ -145,8 +145,8 @@ def commit_protocol(
 def _merge(conn: Connection, spec: PipelineSpec, merge: Merge, run: Row[Any]) -> CommitResult:
     """DESIGN §2's steps 2-6 in the protocol's transaction."""
     run_id, live = merge.run_id, merge.into.moves_ledger
-    plan = store.load_plan(conn, run_id)
-    starts = _accounted_starts(conn, run_id, plan.ranges)
+    run_ranges = store.load_ranges(conn, run_id)
+    starts = _accounted_starts(conn, run_id, run_ranges.ranges)
 
     # 2. Incremental runs: compare-and-set on the ledger fences concurrent or zombie runs.
     if merge.fenced:
@@ -157,7 +157,7 @@ def _merge(conn: Connection, spec: PipelineSpec, merge: Merge, run: Row[Any]) ->
     cur = pg_cursor(conn)
     cur.execute("SELECT to_regclass(%s)", (stage.as_string(cur),))
     has_stage = one_row(cur)[0] is not None
-    if not has_stage and not plan.is_empty:
+    if not has_stage and not run_ranges.is_empty:
         raise StageLostError(
             f"{spec.name}: run {run_id} is staged but its stage table is gone; re-run the stage",
             pipeline=spec.name,
@@ -181,7 +181,7 @@ def _merge(conn: Connection, spec: PipelineSpec, merge: Merge, run: Row[Any]) ->
         )  # fmt: skip
 
     # 5. Ledger, committed ranges (a rebuild moves them at its swap), run state.
-    for r in plan.ranges if live else ():
+    for r in run_ranges.ranges if live else ():
         params = {"pipeline": spec.name, "run_id": run_id, "topic": r.topic, "partition": r.partition,
                   "start": r.start, "end": r.end}  # fmt: skip
         conn.execute(queries.ADVANCE_LEDGER, {**params, "start": starts[r.tp]})

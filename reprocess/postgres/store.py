@@ -14,7 +14,7 @@ State machine of a run (``runs.state``)::
       failed ◄────┘          dry_run (a plan that reads nothing, or a preview's diff done)
 
 A staged or committed run's plan is final: a zombie plan attempt (an Airflow task retried
-while the first one still runs) finds the guard in :func:`save_plan` and keeps the plan.
+while the first one still runs) finds the guard in :func:`save_ranges` and keeps the plan.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from reprocess.core.errors import SpecError
 from reprocess.core.names import child_run_id
 from reprocess.core.progress import ProgressLine
 from reprocess.core.ranges import OffsetRange, PartitionSnapshot
-from reprocess.core.runs import LostRange, RunKind, RunMode, RunPlan, RunState
+from reprocess.core.runs import LostRange, RunKind, RunMode, RunRanges, RunState
 from reprocess.core.spec import PipelineSpec, TombstoneMode
 from reprocess.postgres import queries
 from reprocess.postgres.db import pg_cursor
@@ -40,7 +40,8 @@ from reprocess.postgres.target import create_markers_sql
 
 log = logging.getLogger(__name__)
 
-FINAL_PLAN_STATES: Final = frozenset({RunState.STAGED, RunState.COMMITTED})
+# A run in these states keeps its ranges when it is snapshotted again (a cleared DAG run).
+KEPT_RANGES_STATES: Final = frozenset({RunState.STAGED, RunState.COMMITTED})
 # A committed run's counts (columns of reprocess.runs, fields of commit.CommitResult).
 RUN_COUNTS: Final = (
     "records_read", "rows_staged", "rows_upserted", "dead_letters", "dead_letters_new", "rows_deleted",
@@ -147,7 +148,7 @@ def run_state(conn: Connection, run_id: str) -> RunState | None:
     return None if state is None else RunState(state)
 
 
-def save_plan(
+def save_ranges(
     conn: Connection,
     spec: PipelineSpec,
     request_kind: RunKind,
@@ -162,7 +163,7 @@ def save_plan(
     dag_run_id: str | None = None,
     error: str | None = None,
     spec_version: int | None = None,
-) -> RunPlan | None:
+) -> RunRanges | None:
     """Store a run's plan (or its planning failure) unless the run already staged or committed.
 
     The guarded upsert of the run row and the rewrite of its ranges and snapshots happen in
@@ -188,7 +189,7 @@ def save_plan(
     ).rowcount
     if not updated:
         log.info("plan run_id=%s pipeline=%s already staged or committed: keeping its plan", run_id, spec.name)
-        return load_plan(conn, run_id)
+        return load_ranges(conn, run_id)
     conn.execute(queries.DELETE_PLAN_RANGES, {"run_id": run_id})
     conn.execute(queries.DELETE_PLAN_SNAPSHOTS, {"run_id": run_id})
     if snapshots:
@@ -221,14 +222,14 @@ def lost_dict(lost: LostRange) -> dict[str, Any]:
     return {"topic": lost.topic, "partition": lost.partition, "start": lost.start, "end": lost.end}
 
 
-def load_plan(conn: Connection, run_id: str) -> RunPlan:
+def load_ranges(conn: Connection, run_id: str) -> RunRanges:
     row = conn.execute(queries.RUN_HEADER, {"run_id": run_id}).one()
     ranges = tuple(
         OffsetRange(r.topic, r.partition, r.start_offset, r.end_offset)
         for r in conn.execute(queries.RUN_RANGES, {"run_id": run_id})
     )
     lost = tuple(LostRange(**x) for x in (row.lost_ranges or []))
-    return RunPlan(run_id, row.pipeline, RunKind(row.kind), ranges, lost, (), {r.tp: r.width for r in ranges})
+    return RunRanges(run_id, row.pipeline, RunKind(row.kind), ranges, lost, (), {r.tp: r.width for r in ranges})
 
 
 def lock_run(conn: Connection, run_id: str) -> Row[Any] | None:
@@ -304,7 +305,7 @@ def record_failed_request(
                         run_id, spec.name)  # fmt: skip
             return
         stored = {"params": dict(params) if params is not None else None, "parsed": parsed}
-        save_plan(conn, spec, kind, stored, run_id, state=RunState.FAILED, dag_id=dag_id, dag_run_id=dag_run_id,
+        save_ranges(conn, spec, kind, stored, run_id, state=RunState.FAILED, dag_id=dag_id, dag_run_id=dag_run_id,
                   error=error)  # fmt: skip
 
 
@@ -371,7 +372,7 @@ def batch_cut(conn: Connection, parent: str) -> tuple[list[tuple[OffsetRange, ..
     """The batches an earlier attempt of a chunked run recorded (their ranges, in order), and
     those of them committed: a resumed run keeps its cut and goes on after them."""
     children = batch_runs(conn, parent)
-    cut = [load_plan(conn, c.run_id).ranges for c in children]
+    cut = [load_ranges(conn, c.run_id).ranges for c in children]
     return cut, {c.run_id for c in children if c.state == RunState.COMMITTED}
 
 

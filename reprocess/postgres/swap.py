@@ -45,7 +45,7 @@ from sqlalchemy import Connection, Engine, Row, text
 
 from reprocess.core.errors import ReprocessError, RunStateError
 from reprocess.core.names import kept_table
-from reprocess.core.runs import LostRange, RunMode, RunPlan
+from reprocess.core.runs import LostRange, RunMode, RunRanges
 from reprocess.core.spec import PipelineSpec, TombstoneMode
 from reprocess.core.stages import WriteTarget
 from reprocess.postgres import attached, store
@@ -123,10 +123,10 @@ def _swap(conn: Connection, spec: PipelineSpec, run_id: str, stamp: str) -> dict
     """The swap in the protocol's transaction; returns the run's counts (its batches' sum)."""
     into = WriteTarget.shadow(spec)
     shadow = into.spec(spec)
-    plan = store.load_plan(conn, run_id)
+    run_ranges = store.load_ranges(conn, run_id)
     totals = sum_committed_batches(conn, run_id)
     if totals is None:
-        if not plan.is_empty:
+        if not run_ranges.is_empty:
             raise RunStateError(
                 f"{spec.name}: rebuild {run_id} has no committed batches; run the Spark stage",
                 pipeline=spec.name,
@@ -135,7 +135,7 @@ def _swap(conn: Connection, spec: PipelineSpec, run_id: str, stamp: str) -> dict
         totals = dict.fromkeys(store.RUN_COUNTS, 0)
         store.mark_committed(conn, run_id, totals)
     if _exists(conn, target_identifier(spec)):  # a pipeline's first run may be its rebuild
-        _check_rows_beyond_the_log(conn, spec, plan)
+        _check_rows_beyond_the_log(conn, spec, run_ranges)
         _carry_over(conn, spec, stamp)
         _rename(conn, spec.target_schema, spec.target_table, kept_table(spec.target_table, stamp))
     _rename(conn, shadow.target_schema, shadow.target_table, spec.target_table)
@@ -147,7 +147,7 @@ def _swap(conn: Connection, spec: PipelineSpec, run_id: str, stamp: str) -> dict
     adopt_left_out(conn, spec.name, into.dead_letters_owner)
     with pg_cursor(conn) as cur:
         cur.execute(drop_rebuild_keys_sql(spec))
-    point_ledger_at(conn, spec.name, run_id, plan.ranges)
+    point_ledger_at(conn, spec.name, run_id, run_ranges.ranges)
     store.make_spec_live(conn, spec, run_id)
     store.touch_target(conn, run_id)  # plans made before the swap describe another table
     return totals
@@ -169,14 +169,14 @@ def _carry_over(conn: Connection, spec: PipelineSpec, stamp: str) -> None:
         )
 
 
-def _check_rows_beyond_the_log(conn: Connection, spec: PipelineSpec, plan: RunPlan) -> None:
+def _check_rows_beyond_the_log(conn: Connection, spec: PipelineSpec, run_ranges: RunRanges) -> None:
     """Refuse to drop live rows whose key the rebuild could not see: their newest record is older
     than the rebuilt range's start (retention deleted it) or on a partition it did not read.
 
     With ``allow_data_loss`` they are dropped and recorded as lost ranges of the run (per
     partition: from the oldest such row's offset to the rebuilt start).
     """
-    beyond = _rows_beyond_the_log(conn, spec, plan)
+    beyond = _rows_beyond_the_log(conn, spec, run_ranges)
     if not beyond:
         return
     total = sum(n for _, _, n, _, _ in beyond)
@@ -185,23 +185,23 @@ def _check_rows_beyond_the_log(conn: Connection, spec: PipelineSpec, plan: RunPl
         + (f" below the log start {start}" if start is not None else " (not read)")
         for t, p, n, low, start in beyond
     )
-    if not store.allows_data_loss(conn, plan.run_id):
+    if not store.allows_data_loss(conn, run_ranges.run_id):
         raise ReprocessError(
             f"{spec.name}: the swap would drop {total} rows of {spec.qualified_target} whose records the log no "
             f"longer holds ({detail}): the rebuild read from the log start and could not re-derive them. Nothing "
             "was swapped. Keep the live table (revert the spec), or rebuild again with allow_data_loss=true to "
             "drop them (they are recorded as lost ranges of the run).",
             pipeline=spec.name,
-            run_id=plan.run_id,
+            run_id=run_ranges.run_id,
         )
     lost = [LostRange(t, p, low, start) for t, p, _, low, start in beyond if start is not None]
-    store.add_lost_ranges(conn, plan.run_id, lost)
+    store.add_lost_ranges(conn, run_ranges.run_id, lost)
     log.warning("rebuild run_id=%s pipeline=%s drops %d rows the log no longer holds (allow_data_loss): %s",
-                plan.run_id, spec.name, total, detail)  # fmt: skip
+                run_ranges.run_id, spec.name, total, detail)  # fmt: skip
 
 
 def _rows_beyond_the_log(
-    conn: Connection, spec: PipelineSpec, plan: RunPlan
+    conn: Connection, spec: PipelineSpec, run_ranges: RunRanges
 ) -> list[tuple[str, int, int, int, int | None]]:
     """Per (topic, partition): live rows (and their lowest offset) with no state in the shadow
     whose record lies below the rebuilt start (or whose partition it did not read).
@@ -240,8 +240,9 @@ def _rows_beyond_the_log(
         "WHERE (r.start IS NULL OR l._kafka_offset < r.start) "
         "AND NOT EXISTS (SELECT 1 FROM {shadow} s WHERE {match_s}){markers} GROUP BY 1, 2 ORDER BY 1, 2"
     ).format(live=target_identifier(spec), shadow=target_identifier(shadow), match_s=match("s"), markers=markers)
-    params = {"topics": [r.topic for r in plan.ranges], "partitions": [r.partition for r in plan.ranges],
-              "starts": [r.start for r in plan.ranges]}  # fmt: skip
+    ranges = run_ranges.ranges
+    params = {"topics": [r.topic for r in ranges], "partitions": [r.partition for r in ranges],
+              "starts": [r.start for r in ranges]}  # fmt: skip
     with pg_cursor(conn) as cur:
         cur.execute(query, params)
         return [(t, int(p), int(n), int(low), None if start is None else int(start)) for t, p, n, low, start in cur]

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine
 
-from reprocess.core.runs import RunPlan
+from reprocess.core.runs import RunRanges
 from reprocess.core.spec import PipelineSpec
 from reprocess.core.stages import Stage, Task, for_task
 from reprocess.operations.preview import apply_request, check_fresh, mark_applied
@@ -33,7 +33,7 @@ def start_apply(
     plan_id: str,
     run_id: str,
     **start: Any,
-) -> tuple[RunPlan, tuple[Stage, ...]]:
+) -> tuple[RunRanges, tuple[Stage, ...]]:
     """Start the run ``run_id`` that applies plan ``plan_id`` (``start``: :func:`start_run`'s keywords).
 
     Raises

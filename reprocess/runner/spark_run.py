@@ -57,7 +57,7 @@ def read_job(
     """
     spec_ = spec_as_built(spec, fingerprint) if fingerprint else read_spec(Path(spec))
     size = int(batch_size) if batch_size else None
-    with live_attempt(libpq_url(db_url), run_id):  # plan_run's stage cleanup never drops ours
+    with live_attempt(libpq_url(db_url), run_id):  # snapshot_run's stage cleanup never drops ours
         return read_run(spark, spec_, run_id, db_url, json.loads(kafka_config), size, registry_config)
 
 
@@ -81,7 +81,7 @@ def read_run(
         if state == RunState.COMMITTED:
             log.info("stage run_id=%s pipeline=%s already committed: nothing to do", run_id, spec.name)
             return False
-        plan = store.load_plan(conn, run_id)
+        plan = store.load_ranges(conn, run_id)
     stages = for_task(stored_stages(engine, spec, run_id, batch_size), Task.SPARK)
     started = time.monotonic()
     progress = RunProgress(spark, engine, spec.name, run_id, sum(r.width for r in plan.ranges))

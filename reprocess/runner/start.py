@@ -1,4 +1,4 @@
-"""The start of a run: its ranges snapshotted (``operations.plan.plan_run``), the stages built from
+"""The start of a run: its ranges snapshotted (``operations.snapshot.snapshot_run``), the stages built from
 them (:func:`reprocess.core.stages.build_stages`), and the ones the planning task runs itself (its
 migration or a rebuild's shadow; an empty range's commit or swap). :func:`stored_stages` builds
 the same list again from what PostgreSQL holds, for the later tasks and for a resumed run."""
@@ -13,10 +13,10 @@ from sqlalchemy import Engine
 
 from reprocess.core.errors import RunStateError
 from reprocess.core.names import parent_run_id
-from reprocess.core.runs import RunPlan, RunRequest
+from reprocess.core.runs import RunRanges, RunRequest
 from reprocess.core.spec import PipelineSpec
 from reprocess.core.stages import Diff, FinishBatches, Merge, Migrate, Stage, Swap, Task, Verify, build_stages, for_task
-from reprocess.operations.plan import plan_run
+from reprocess.operations.snapshot import snapshot_run
 from reprocess.postgres import store
 from reprocess.postgres.commit import CommitResult
 from reprocess.runner.evaluate import RunContext, evaluate
@@ -32,10 +32,10 @@ def start_run(
     dag_id: str | None = None,
     dag_run_id: str | None = None,
     params: Mapping[str, Any] | None = None,
-) -> tuple[RunPlan, tuple[Stage, ...]]:
+) -> tuple[RunRanges, tuple[Stage, ...]]:
     """Plan the run and evaluate its planning task's stages; returns the plan and every stage of
     the run (a dry run has none)."""
-    plan = plan_run(engine, kafka, spec, request, run_id, dag_id=dag_id, dag_run_id=dag_run_id, params=params)
+    plan = snapshot_run(engine, kafka, spec, request, run_id, dag_id=dag_id, dag_run_id=dag_run_id, params=params)
     # A run planned before (a cleared DAG run) keeps the batches it was cut into, whatever batch_size says now.
     with engine.begin() as conn:
         cut, committed = store.batch_cut(conn, run_id)
@@ -55,7 +55,7 @@ def stored_stages(
     earlier attempt cut; with ``left``, without those of the batches committed (a resumed run goes on
     after them)."""
     with engine.begin() as conn:
-        plan = store.load_plan(conn, run_id)
+        plan = store.load_ranges(conn, run_id)
         mode = store.run_mode(conn, run_id)
         cut, committed = store.batch_cut(conn, run_id)
         preview = store.is_preview(conn, run_id)
@@ -73,7 +73,7 @@ def commit_stored(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResu
     merges = [s for s in stages if isinstance(s, Merge)]
     if not commits and run_id != parent and merges:  # a batch the cut does not hold: merged where its run's are
         with engine.begin() as conn:
-            ranges = store.load_plan(conn, run_id).ranges
+            ranges = store.load_ranges(conn, run_id).ranges
         rederives = ranges if merges[0].rederives else ()
         commits = (replace(merges[0], run_id=run_id, rederives=rederives, empty=False),)
     result = evaluate(commits, RunContext(engine, spec))
@@ -89,11 +89,11 @@ def commit_stored(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResu
 
 def snapshot_and_migrate(
     engine: Engine, kafka: Mapping[str, Any], spec: PipelineSpec, request: RunRequest, run_id: str, **planned: Any
-) -> RunPlan:
+) -> RunRanges:
     """The run's ranges snapshotted and its ``Migrate`` stage evaluated (a merge's: a dry run, a
     preview and a rebuild migrate nothing), nothing else: for callers that read and commit the run
-    themselves (the tests, the benchmarks). ``planned``: :func:`plan_run`'s keywords."""
-    plan = plan_run(engine, kafka, spec, request, run_id, **planned)
+    themselves (the tests, the benchmarks). ``planned``: :func:`snapshot_run`'s keywords."""
+    plan = snapshot_run(engine, kafka, spec, request, run_id, **planned)
     stages = build_stages(plan, spec, request.mode, spec.batch_size, dry_run=request.dry_run, preview=request.preview)
     evaluate(tuple(s for s in stages if isinstance(s, Migrate)), RunContext(engine, spec))
     return plan

@@ -10,7 +10,7 @@ from tests.support.staging import mark_staged, ordering_spec, plan_ranges
 
 def _ranges(engine, run_id):
     with engine.connect() as conn:
-        return store.load_plan(conn, run_id).ranges
+        return store.load_ranges(conn, run_id).ranges
 
 
 def test_a_zombie_plan_attempt_cannot_rewrite_a_staged_runs_ranges(engine, unique_name):
@@ -27,7 +27,7 @@ def test_a_zombie_plan_attempt_cannot_rewrite_a_staged_runs_ranges(engine, uniqu
     # The zombie attempt of the plan task (or a retry racing the Spark job) plans [0, 99):
     # nothing is written, the stored plan is handed back and the run stays staged.
     with engine.begin() as conn:
-        kept = store.save_plan(
+        kept = store.save_ranges(
             conn, spec, RunKind.BACKFILL, {}, run_id, state=RunState.FAILED,
             ranges=[OffsetRange(unique_name, 0, 0, 99)], error="snapshot failed",
         )  # fmt: skip

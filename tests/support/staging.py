@@ -137,7 +137,7 @@ def plan_ranges(engine: Engine, spec: PipelineSpec, run_id: str, kind: str, rang
     """Store a planned run with these ranges (what snapshot_run stores after a Kafka snapshot)."""
     version, _warnings = store.ensure_pipeline(engine, spec)
     with engine.begin() as conn:
-        store.save_plan(
+        store.save_ranges(
             conn, spec, RunKind(kind), {}, run_id, state=RunState.PLANNED, ranges=list(ranges), spec_version=version
         )
 

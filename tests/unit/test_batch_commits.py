@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from reprocess.core.ranges import OffsetRange
-from reprocess.core.runs import RunKind, RunMode, RunPlan
+from reprocess.core.runs import RunKind, RunMode, RunRanges
 from reprocess.core.stages import Read, Task, build_stages, for_task
 from reprocess.formats.specs import parse_spec
 from reprocess.postgres import store
@@ -31,7 +31,7 @@ class _Engine:
 
 
 def _stages(batch_count: int, committed: frozenset[str] = frozenset()) -> Any:
-    plan = RunPlan("run", "p", RunKind.BACKFILL, (OffsetRange("t", 0, 0, 10 * batch_count),))
+    plan = RunRanges("run", "p", RunKind.BACKFILL, (OffsetRange("t", 0, 0, 10 * batch_count),))
     spec = parse_spec({"name": "p", "topics": ["t"], "key": ["id"], "columns": {"id": "text"}})
     stages = build_stages(plan, spec, RunMode.MERGE, 10, committed=committed)
     return for_task(stages, Task.SPARK)  # the run's own commit is the commit task's

@@ -16,7 +16,7 @@ from reprocess.core.ranges import (
     parse_offsets_json,
     uncovered,
 )
-from reprocess.core.runs import RunKind, RunMode, RunPlan
+from reprocess.core.runs import RunKind, RunMode, RunRanges
 from reprocess.core.stages import (
     CutBatches,
     FinishBatches,
@@ -70,7 +70,7 @@ def test_batches_hold_every_offset_once_in_order_and_none_wider_than_the_size(ra
 @EXAMPLES
 @given(plans(), st.integers(1, 40), st.sampled_from([RunMode.MERGE, RunMode.REBUILD]), st.data())
 def test_the_stages_read_exactly_what_is_left_and_the_three_tasks_split_them_without_loss(ranges, size, mode, data):
-    plan = RunPlan("r", "p", RunKind.BACKFILL, ranges)
+    plan = RunRanges("r", "p", RunKind.BACKFILL, ranges)
     batches = split_batches(ranges, size)
     done = data.draw(st.sets(st.sampled_from([child_run_id("r", k) for k in range(len(batches))] or ["-"])))
     stages = build_stages(plan, SPEC, mode, size, committed=done)

@@ -1,7 +1,8 @@
-"""Plan a run: snapshot Kafka's offsets, resolve the request into ranges, and store both.
+"""A run's snapshot: Kafka's offsets snapshotted, the request resolved into the run's ranges, both stored.
 
 The snapshot is stored before anything is read, so every run can later be explained: what
-the log looked like, what was asked, and which ``[start, end)`` was planned per partition. The
+the log looked like, what was asked, and which ``[start, end)`` it reads per partition (its
+:class:`~reprocess.core.runs.RunRanges`; docs/concepts/runs.md names the words). The
 broker is asked in :mod:`reprocess.kafka.offsets`; the request is resolved by the pure
 :func:`reprocess.core.resolve.resolve`.
 """
@@ -17,7 +18,7 @@ from sqlalchemy import Connection, Engine
 from reprocess.core.errors import DataLossError, SpecError
 from reprocess.core.ranges import PartitionSnapshot, TopicPartition, retention_risks
 from reprocess.core.resolve import resolve
-from reprocess.core.runs import RunMode, RunPlan, RunRequest, RunState, parse_timestamp
+from reprocess.core.runs import RunMode, RunRanges, RunRequest, RunState, parse_timestamp
 from reprocess.core.spec import PipelineSpec
 from reprocess.kafka.offsets import offsets_for_time, take_snapshot
 from reprocess.postgres import queries, store
@@ -27,7 +28,7 @@ from reprocess.postgres.stage import drop_leftover_stages
 log = logging.getLogger(__name__)
 
 
-def plan_run(
+def snapshot_run(
     engine: Engine,
     kafka: Mapping[str, Any],
     spec: PipelineSpec,
@@ -37,9 +38,10 @@ def plan_run(
     dag_id: str | None = None,
     dag_run_id: str | None = None,
     params: Mapping[str, Any] | None = None,
-) -> RunPlan:
-    """Snapshot, resolve and store a run's plan. A run that already staged or committed keeps its plan,
-    and so does one cut into batches: its batches' ranges are the cut of that plan.
+) -> RunRanges:
+    """Snapshot, resolve and store a run's ranges. A run that already staged or committed keeps its
+    ranges, and so does one cut into batches: its batches' ranges are the cut of them. It writes no
+    target: the run's stages do (its ``Migrate`` stage migrates the table).
 
     ``params`` (the trigger form's values) are stored verbatim beside the parsed request.
     """
@@ -56,14 +58,14 @@ def plan_run(
     drop_leftover_stages(engine, spec)
     with engine.begin() as conn:
         existing = store.run_state(conn, run_id)
-        if existing in store.FINAL_PLAN_STATES:
+        if existing in store.KEPT_RANGES_STATES:
             log.info("plan run_id=%s pipeline=%s already %s: keeping its plan", run_id, spec.name, existing)
-            return store.load_plan(conn, run_id)
+            return store.load_ranges(conn, run_id)
         if store.batch_runs(conn, run_id):  # a cleared DAG run of a cut run resumes it (issue 39 item 3)
             log.warning("plan run_id=%s pipeline=%s was cut into batches: keeping its plan and its batches (a "
                         "new plan would leave part of it unread); later records are the next run's",
                         run_id, spec.name)  # fmt: skip
-            return store.load_plan(conn, run_id)
+            return store.load_ranges(conn, run_id)
     topics = request.topics or spec.topics
     snapshots = take_snapshot(kafka, spec, topics)
     time_offsets: dict[str, dict[TopicPartition, int]] = {}
@@ -85,7 +87,7 @@ def plan_run(
             ranges, lost, error = [], [], exc
         stored = {"params": dict(params) if params is not None else None, "parsed": request.as_dict()}
         state = RunState.FAILED if error else (RunState.DRY_RUN if request.dry_run else RunState.PLANNED)
-        kept = store.save_plan(
+        kept = store.save_ranges(
             conn, spec, request.kind, stored, run_id, state=state, snapshots=snapshots, ranges=ranges, lost=lost,
             dag_id=dag_id, dag_run_id=dag_run_id, error=str(error) if error else None, spec_version=version,
         )  # fmt: skip
@@ -95,7 +97,7 @@ def plan_run(
         raise error
     for w in warnings:
         log.warning("plan run_id=%s pipeline=%s %s", run_id, spec.name, w)
-    plan = RunPlan(
+    plan = RunRanges(
         run_id, spec.name, request.kind, tuple(ranges), tuple(lost), tuple(warnings),
         {r.tp: r.width for r in ranges},
     )  # fmt: skip
@@ -126,4 +128,4 @@ def _check_partition_counts(
     return warnings + spec.ordering.check_partition_counts(spec.name, counts, now, acknowledged=acknowledged)
 
 
-__all__ = ["plan_run"]
+__all__ = ["snapshot_run"]
