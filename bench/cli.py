@@ -26,6 +26,7 @@ from bench.ceilings import ceiling_a_pg_merge, ceiling_b_kafka_raw, read_alone
 from bench.concurrency import LEVELS, concurrent_runs
 from bench.context import RESULTS, Bench, Result, bench_db_url
 from bench.data import UPDATES_PER_KEY, Dataset, produce_dataset
+from bench.figures import BATCHED, BIG, PER_PARTITION, Measured, figures
 from bench.flink_peer import flink_job
 from bench.formats import FORMATS, format_dataset, format_product
 from bench.jdbc_sink import jdbc_sink
@@ -37,10 +38,6 @@ from bench.slices import older_slice
 from bench.spark_peer import spark_availablenow_job
 
 log = logging.getLogger("bench")
-
-BIG = 10_000_000
-BATCHED = 1_000_000  # the former default batch_size: the 10 M case cut in 3 batches
-PER_PARTITION = 21  # records per partition in the --partitions case: an hourly increment of a wide topic
 
 
 def launchers() -> list[Launcher]:
@@ -286,111 +283,11 @@ def main(argv: list[str] | None = None) -> int:
                 except Exception as exc:  # cleanup must not hide the real error
                     log.warning("could not delete topic: %s", exc)
 
-    same = {k: ceil_a.detail[k] for k in ("rows", "checksum")}
-    checks = {"baseline target == ceiling A target": {k: base.detail[k] for k in same} == same}
-    for name, (full, _fixed) in by_launcher.items():
-        checks[f"product on {name}: target == ceiling A target"] = {k: full.detail[k] for k in same} == same
-        checks[f"product on {name}: records_read == N"] = full.detail["records_read"] == n
-    for fmt, result in by_format.items():
-        checks[f"product on format {fmt}: target == ceiling A target"] = {k: result.detail[k] for k in same} == same
-    checks.update({f"optional case {label} ran": False for label in failed})
-    for k, r in conc.items():
-        checks[f"{k} concurrent runs: every run's target the same"] = r.detail["runs_exact"]
-
-    prod, fixed = by_launcher[default.name]
-    if "wrong_after_replay" in prod.detail:
-        checks["product: no row wrong after the load and after a replay (bench.oracle)"] = (
-            prod.detail["wrong_after_load"]["total"] == prod.detail["wrong_after_replay"]["total"] == 0
-        )
-    ratios: dict[str, float | str] = {
-        "product ÷ ceiling A (records/s)": prod.rate / ceil_a.rate,
-        "product ÷ ceiling B (records/s)": prod.rate / ceil_b.rate,
-        "product ÷ baseline (records/s)": prod.rate / base.rate,
-        "baseline ÷ ceiling A (records/s)": base.rate / ceil_a.rate,
-        "fixed overhead: 1,000-record product run (s)": fixed.seconds,
-        "product time minus fixed overhead, records/s": n / max(1e-9, prod.seconds - fixed.seconds),
-    }
-    for name, (full, small_run) in by_launcher.items():
-        ratios[f"product on {name} ÷ ceiling A (records/s)"] = full.rate / ceil_a.rate
-        ratios[f"product on {name} ÷ baseline (records/s)"] = full.rate / base.rate
-        ratios[f"fixed overhead: 1,000-record product run on {name} (s)"] = small_run.seconds
-        if name in cold:
-            ratios[f"  product on {name}, first N-record run after the server's start ÷ ceiling A"] = (
-                cold[name].rate / ceil_a.rate
-            )
-        if name in settling:
-            shares = ", ".join(f"{share:.0%}" for share in settling[name])
-            ratios[f"  product on {name}: untimed N-record runs between that one and the warm one, and the JIT "
-                   "compilers' share of the server's CPU in each"] = f"{len(settling[name])} ({shares})"  # fmt: skip
-    airflow_1k = next((r for r in results if r.case.endswith("(airflow_1k)")), None)
-    if airflow_1k is not None:
-        ratios["fixed overhead: 1,000-record run through Airflow, trigger → committed (s)"] = airflow_1k.seconds
-        ratios["  the same, first run after Airflow's start (s)"] = airflow_1k.detail["first_run_after_start_s"]
-    if "scale_n_10" in scaled:
-        # 10x the records should cost at most 11x the time above the fixed overhead.
-        ratios["time above fixed overhead, N ÷ N/10 (target ≤ 11)"] = (prod.seconds - fixed.seconds) / max(
-            1e-9, scaled["scale_n_10"].seconds - fixed.seconds
-        )
-    if "scale_3n" in scaled:
-        ratios["product at 3N ÷ ceiling A at N (records/s)"] = scaled["scale_3n"].rate / ceil_a.rate
-    if "big" in scaled:
-        big = scaled["big"]
-        ratios[f"product at {BIG:,} ÷ product at N (records/s, target ≥ 1)"] = big.rate / prod.rate
-        ratios[f"{BIG / 1e6:g} M records/s ÷ {n / 1e6:g} M records/s"] = big.rate / prod.rate
-        for group in ("jvm", "python workers"):
-            at_n, at_big = prod.detail["peak_rss_mb"].get(group), big.detail["peak_rss_mb"].get(group, 0)
-            if at_n:
-                ratios[f"peak RSS {group} at {BIG:,} ÷ at N (flat ≈ 1)"] = at_big / at_n
-    if "big_batched" in scaled:
-        batched, of = scaled["big_batched"], ("rows", "checksum")
-        cut = f"in batches of {BATCHED:,} offsets per partition"
-        ratios[f"  the same {BIG / 1e6:g} M records {cut}, records/s ÷ {n / 1e6:g} M records/s"] = (
-            batched.rate / prod.rate
-        )
-        if "big" in scaled:
-            same = {k: batched.detail[k] for k in of} == {k: scaled["big"].detail[k] for k in of}
-            checks[f"{BIG / 1e6:g} M records: {cut} and at the default batch_size, the same target"] = same
-    if 1 in conc and 4 in conc:
-        ratios["k = 4 concurrent runs, total records/s ÷ one run's"] = conc[4].rate / conc[1].rate
-    if "jdbc" in peers:
-        ratios["product ÷ Debezium JDBC sink (records/s)"] = prod.rate / peers["jdbc"].rate
-    if "spark" in peers:
-        ratios["product ÷ Spark AvailableNow job (records/s)"] = prod.rate / peers["spark"].rate
-    if {"jdbc", "spark"} <= peers.keys() and "wrong_after_replay" in prod.detail:
-        ratios["rows wrong after a replay — product / JDBC sink / Spark job"] = " / ".join(
-            f"**{r.detail['wrong_after_replay']['total']:,}**" for r in (prod, peers["jdbc"], peers["spark"])
-        )
-    # Issue 28's lines, appended so the earlier ones keep their place.
-    if "partitions" in scaled:
-        wide = scaled["partitions"]
-        ratios[f"{args.partitions:,} partitions × {PER_PARTITION} records, product run (s)"] = wide.seconds
-        if "partitions_again" in scaled:
-            ratios[f"  the same {args.partitions:,}-partition run again (s)"] = scaled["partitions_again"].seconds
-        checks[f"product over {args.partitions:,} partitions: records_read and rows"] = (
-            wide.detail["records_read"] == wide.records and wide.detail["rows"] == args.partitions
-        )
-    if default.name in cold:
-        ratios["first N-record run after the server's start ÷ warm N-record run (seconds)"] = (
-            cold[default.name].seconds / prod.seconds
-        )
-    if "plan" in scaled:  # issue 38: a plan's read and rolled-back diff against the apply of exactly it
-        ratios[f"plan ÷ apply at {n:,} records (seconds)"] = scaled["plan"].detail["plan_over_apply"]
-    if "big_reconcile" in scaled:
-        ratios[f"reconciliation of a {BIG / 1e6:g} M-record window (s)"] = scaled["big_reconcile"].seconds
-        if "big_reconcile_lineage" in scaled:  # issue 38: what comparing values costs (target ≤ 1.5)
-            ratios[f"reconciliation of a {BIG / 1e6:g} M-record window, with values ÷ lineage only (seconds)"] = (
-                scaled["big_reconcile"].seconds / scaled["big_reconcile_lineage"].seconds
-            )
-    if args.peers:  # issue 41: the Flink peer, and every peer's replays side by side
-        if "flink" in peers:
-            ratios["product ÷ Flink job (records/s)"] = prod.rate / peers["flink"].rate
-        four = [prod, *(peers.get(k) for k in ("jdbc", "spark", "flink"))]
-        ratios["rows wrong after a replay — product / JDBC sink / Spark job / Flink"] = report.wrong_counts(
-            four, "wrong_after_replay"
-        )
-        ratios["rows wrong after an older-slice replay — product / JDBC sink / Spark job / Flink"] = (
-            report.wrong_counts(four, "wrong_after_older_slice")
-        )
+    measured = Measured(
+        n, ceil_a, ceil_b, base, default.name, results, failed, peers, conc, by_launcher, cold, settling, by_format,
+        scaled, args.partitions, args.peers,
+    )  # fmt: skip
+    ratios, checks = figures(measured)
     text = report.body(n, results, ceil_a, base, ratios, checks)
     print(text)
     meta = {

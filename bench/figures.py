@@ -1,0 +1,145 @@
+"""The bench's figures: the ratios printed in docs/benchmarks.md and the checks that fail the run,
+computed from the results the cases measured (:func:`bench.cli.main` runs them)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bench import report
+from bench.context import Result
+
+BIG = 10_000_000
+BATCHED = 1_000_000  # the former default batch_size: the 10 M case cut in 3 batches
+PER_PARTITION = 21  # records per partition in the --partitions case: an hourly increment of a wide topic
+
+
+@dataclass
+class Measured:
+    """What one bench run measured, by case (each dict holds the cases that ran)."""
+
+    n: int  # records per main case
+    ceil_a: Result
+    ceil_b: Result
+    base: Result
+    default: str  # the default launcher's name
+    results: list[Result]
+    failed: list[str]  # optional cases that raised
+    peers: dict[str, Result]
+    conc: dict[int, Result]
+    by_launcher: dict[str, tuple[Result, Result]]  # (N records, 1,000 records)
+    cold: dict[str, Result]
+    settling: dict[str, list[float]]
+    by_format: dict[str, Result]
+    scaled: dict[str, Result]
+    partitions: int  # --partitions (0: not run)
+    peers_ran: bool  # --no-peers not given
+
+
+def figures(m: Measured) -> tuple[dict[str, float | str], dict[str, bool]]:
+    """The ratios (name → value) and the checks (name → passed) of ``m``, in the order they print."""
+    same = {k: m.ceil_a.detail[k] for k in ("rows", "checksum")}
+    checks = {"baseline target == ceiling A target": {k: m.base.detail[k] for k in same} == same}
+    for name, (full, _fixed) in m.by_launcher.items():
+        checks[f"product on {name}: target == ceiling A target"] = {k: full.detail[k] for k in same} == same
+        checks[f"product on {name}: records_read == N"] = full.detail["records_read"] == m.n
+    for fmt, result in m.by_format.items():
+        checks[f"product on format {fmt}: target == ceiling A target"] = {k: result.detail[k] for k in same} == same
+    checks.update({f"optional case {label} ran": False for label in m.failed})
+    for k, r in m.conc.items():
+        checks[f"{k} concurrent runs: every run's target the same"] = r.detail["runs_exact"]
+
+    prod, fixed = m.by_launcher[m.default]
+    if "wrong_after_replay" in prod.detail:
+        checks["product: no row wrong after the load and after a replay (bench.oracle)"] = (
+            prod.detail["wrong_after_load"]["total"] == prod.detail["wrong_after_replay"]["total"] == 0
+        )
+    ratios: dict[str, float | str] = {
+        "product ÷ ceiling A (records/s)": prod.rate / m.ceil_a.rate,
+        "product ÷ ceiling B (records/s)": prod.rate / m.ceil_b.rate,
+        "product ÷ baseline (records/s)": prod.rate / m.base.rate,
+        "baseline ÷ ceiling A (records/s)": m.base.rate / m.ceil_a.rate,
+        "fixed overhead: 1,000-record product run (s)": fixed.seconds,
+        "product time minus fixed overhead, records/s": m.n / max(1e-9, prod.seconds - fixed.seconds),
+    }
+    for name, (full, small_run) in m.by_launcher.items():
+        ratios[f"product on {name} ÷ ceiling A (records/s)"] = full.rate / m.ceil_a.rate
+        ratios[f"product on {name} ÷ baseline (records/s)"] = full.rate / m.base.rate
+        ratios[f"fixed overhead: 1,000-record product run on {name} (s)"] = small_run.seconds
+        if name in m.cold:
+            ratios[f"  product on {name}, first N-record run after the server's start ÷ ceiling A"] = (
+                m.cold[name].rate / m.ceil_a.rate
+            )
+        if name in m.settling:
+            shares = ", ".join(f"{share:.0%}" for share in m.settling[name])
+            ratios[f"  product on {name}: untimed N-record runs between that one and the warm one, and the JIT "
+                   "compilers' share of the server's CPU in each"] = f"{len(m.settling[name])} ({shares})"  # fmt: skip
+    airflow_1k = next((r for r in m.results if r.case.endswith("(airflow_1k)")), None)
+    if airflow_1k is not None:
+        ratios["fixed overhead: 1,000-record run through Airflow, trigger → committed (s)"] = airflow_1k.seconds
+        ratios["  the same, first run after Airflow's start (s)"] = airflow_1k.detail["first_run_after_start_s"]
+    if "scale_n_10" in m.scaled:
+        # 10x the records should cost at most 11x the time above the fixed overhead.
+        ratios["time above fixed overhead, N ÷ N/10 (target ≤ 11)"] = (prod.seconds - fixed.seconds) / max(
+            1e-9, m.scaled["scale_n_10"].seconds - fixed.seconds
+        )
+    if "scale_3n" in m.scaled:
+        ratios["product at 3N ÷ ceiling A at N (records/s)"] = m.scaled["scale_3n"].rate / m.ceil_a.rate
+    if "big" in m.scaled:
+        big = m.scaled["big"]
+        ratios[f"product at {BIG:,} ÷ product at N (records/s, target ≥ 1)"] = big.rate / prod.rate
+        ratios[f"{BIG / 1e6:g} M records/s ÷ {m.n / 1e6:g} M records/s"] = big.rate / prod.rate
+        for group in ("jvm", "python workers"):
+            at_n, at_big = prod.detail["peak_rss_mb"].get(group), big.detail["peak_rss_mb"].get(group, 0)
+            if at_n:
+                ratios[f"peak RSS {group} at {BIG:,} ÷ at N (flat ≈ 1)"] = at_big / at_n
+    if "big_batched" in m.scaled:
+        batched, of = m.scaled["big_batched"], ("rows", "checksum")
+        cut = f"in batches of {BATCHED:,} offsets per partition"
+        ratios[f"  the same {BIG / 1e6:g} M records {cut}, records/s ÷ {m.n / 1e6:g} M records/s"] = (
+            batched.rate / prod.rate
+        )
+        if "big" in m.scaled:
+            alike = {k: batched.detail[k] for k in of} == {k: m.scaled["big"].detail[k] for k in of}
+            checks[f"{BIG / 1e6:g} M records: {cut} and at the default batch_size, the same target"] = alike
+    if 1 in m.conc and 4 in m.conc:
+        ratios["k = 4 concurrent runs, total records/s ÷ one run's"] = m.conc[4].rate / m.conc[1].rate
+    if "jdbc" in m.peers:
+        ratios["product ÷ Debezium JDBC sink (records/s)"] = prod.rate / m.peers["jdbc"].rate
+    if "spark" in m.peers:
+        ratios["product ÷ Spark AvailableNow job (records/s)"] = prod.rate / m.peers["spark"].rate
+    if {"jdbc", "spark"} <= m.peers.keys() and "wrong_after_replay" in prod.detail:
+        ratios["rows wrong after a replay — product / JDBC sink / Spark job"] = " / ".join(
+            f"**{r.detail['wrong_after_replay']['total']:,}**" for r in (prod, m.peers["jdbc"], m.peers["spark"])
+        )
+    # Issue 28's lines, appended so the earlier ones keep their place.
+    if "partitions" in m.scaled:
+        wide = m.scaled["partitions"]
+        ratios[f"{m.partitions:,} partitions × {PER_PARTITION} records, product run (s)"] = wide.seconds
+        if "partitions_again" in m.scaled:
+            ratios[f"  the same {m.partitions:,}-partition run again (s)"] = m.scaled["partitions_again"].seconds
+        checks[f"product over {m.partitions:,} partitions: records_read and rows"] = (
+            wide.detail["records_read"] == wide.records and wide.detail["rows"] == m.partitions
+        )
+    if m.default in m.cold:
+        ratios["first N-record run after the server's start ÷ warm N-record run (seconds)"] = (
+            m.cold[m.default].seconds / prod.seconds
+        )
+    if "plan" in m.scaled:  # issue 38: a plan's read and rolled-back diff against the apply of exactly it
+        ratios[f"plan ÷ apply at {m.n:,} records (seconds)"] = m.scaled["plan"].detail["plan_over_apply"]
+    if "big_reconcile" in m.scaled:
+        ratios[f"reconciliation of a {BIG / 1e6:g} M-record window (s)"] = m.scaled["big_reconcile"].seconds
+        if "big_reconcile_lineage" in m.scaled:  # issue 38: what comparing values costs (target ≤ 1.5)
+            ratios[f"reconciliation of a {BIG / 1e6:g} M-record window, with values ÷ lineage only (seconds)"] = (
+                m.scaled["big_reconcile"].seconds / m.scaled["big_reconcile_lineage"].seconds
+            )
+    if m.peers_ran:  # issue 41: the Flink peer, and every peer's replays side by side
+        if "flink" in m.peers:
+            ratios["product ÷ Flink job (records/s)"] = prod.rate / m.peers["flink"].rate
+        four = [prod, *(m.peers.get(k) for k in ("jdbc", "spark", "flink"))]
+        ratios["rows wrong after a replay — product / JDBC sink / Spark job / Flink"] = report.wrong_counts(
+            four, "wrong_after_replay"
+        )
+        ratios["rows wrong after an older-slice replay — product / JDBC sink / Spark job / Flink"] = (
+            report.wrong_counts(four, "wrong_after_older_slice")
+        )
+    return ratios, checks

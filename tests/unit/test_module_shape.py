@@ -1,0 +1,100 @@
+"""The package's shape (issue 55): no module over 400 lines, and no import cycle among the modules of
+reprocess/, plugins/ and bench/, counting the imports inside functions too (a cycle broken only by
+importing late is still a circle of responsibilities). Read from the source (ast): no services."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+PACKAGES = ("reprocess", "plugins", "bench")
+MAX_LINES = 400
+
+
+def modules(root: Path = REPO) -> dict[str, Path]:
+    """Every module by its dotted name (a package by its own name)."""
+    found = {}
+    for package in PACKAGES:
+        for path in (root / package).rglob("*.py"):
+            parts = path.relative_to(root).with_suffix("").parts
+            found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def imports(path: Path, known: dict[str, Path]) -> set[str]:
+    """The modules of ``known`` that ``path`` imports (``from package import module`` names the module)."""
+
+    def resolve(name: str) -> str | None:
+        while name and name not in known:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            named = [f"{node.module}.{a.name}" for a in node.names]
+            names = [name if name in known else node.module for name in named]
+        else:
+            continue
+        found |= {m for m in map(resolve, names) if m}
+    return found
+
+
+def cycles(graph: dict[str, set[str]]) -> Iterator[list[str]]:
+    """The graph's strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, edges = work[-1]
+            for nxt in edges:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = len(index)
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, iter(sorted(graph.get(nxt, ())))))
+                    break
+                if nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        yield sorted(component)
+
+
+def test_no_module_is_over_400_lines() -> None:
+    long = {name: n for name, path in modules().items() if (n := len(path.read_text().splitlines())) > MAX_LINES}
+    assert not long, f"split these (at most {MAX_LINES} lines): {long}"
+
+
+def test_the_import_graph_has_no_cycle() -> None:
+    known = modules()
+    graph = {name: imports(path, known) - {name} for name, path in known.items()}
+    found = list(cycles(graph))
+    assert not found, f"import cycles: {found}"
+
+
+def test_a_cycle_is_found() -> None:
+    assert list(cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}})) == [["a", "b", "c"]]
