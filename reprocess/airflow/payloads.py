@@ -12,7 +12,9 @@ from datetime import datetime
 from enum import Enum
 from typing import Any, ClassVar, Self
 
+from reprocess.core.ranges import offsets_json, window_ranges
 from reprocess.core.runs import RunMode
+from reprocess.core.stages import ReadWindow, SnapshotWindow, Task, Verdicts, window_stages
 
 
 class Payload:
@@ -80,7 +82,7 @@ class PlannedRun(Payload):
 class PlannedWindow(Payload):
     """A reconciliation's window (the reconcile DAG's ``plan_window``) and this attempt's check."""
 
-    TASK: ClassVar[str] = "plan_window"
+    TASK: ClassVar[str] = Task.PLAN_WINDOW.value
     _KINDS: ClassVar[Mapping[str, type]] = {"window_start": datetime, "window_end": datetime}
 
     check_id: str
@@ -97,3 +99,22 @@ class PlannedWindow(Payload):
     # (reconcile.WindowPlan.unread): those partitions are at best not yet stable too
     unread_start: str = "{}"
     unread_end: str = "{}"
+
+    @classmethod
+    def of(cls, snapshot: SnapshotWindow, plan: Any) -> PlannedWindow:
+        """The snapshot stage and the ranges it resolved (an ``operations.reconcile.WindowPlan``)."""
+        return cls(
+            check_id=snapshot.check_id, starting=offsets_json(plan.ranges, "start"),
+            ending=offsets_json(plan.ranges, "end"), window_start=snapshot.window_start,
+            window_end=snapshot.window_end, healed_by=snapshot.healed_by,
+            unstable_start=offsets_json(plan.unstable, "start"), unstable_end=offsets_json(plan.unstable, "end"),
+            unread_start=offsets_json(plan.unread, "start"), unread_end=offsets_json(plan.unread, "end"),
+        )  # fmt: skip
+
+    def stages(self) -> tuple[ReadWindow, Verdicts]:
+        """The check's stages after its snapshot (core.stages.window_stages)."""
+        snapshot = SnapshotWindow(self.check_id, self.window_start, self.window_end, self.healed_by)
+        return window_stages(
+            snapshot, window_ranges(self.starting, self.ending), window_ranges(self.unstable_start, self.unstable_end),
+            window_ranges(self.unread_start, self.unread_end),
+        )  # fmt: skip

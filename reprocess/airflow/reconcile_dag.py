@@ -4,7 +4,8 @@ landed in Postgres; a recorded gap can heal itself through the backfill DAG."""
 from __future__ import annotations
 
 import logging
-from typing import Any, cast
+from collections.abc import Mapping
+from typing import Any, Final, cast
 
 from airflow.sdk import DAG
 
@@ -18,8 +19,19 @@ from reprocess.core.errors import ReprocessError
 from reprocess.core.ranges import BACKFILL_CONF_KEYS
 from reprocess.core.runs import HEALS_WINDOW
 from reprocess.core.spec import PipelineSpec
+from reprocess.core.stages import ReadWindow, SnapshotWindow, Task, Verdicts, describe, window_stages
 
 log = logging.getLogger(__name__)
+
+# Each stage of a window check (core.stages.window_stages) is one task of this DAG, named by the stage.
+_STAGE_DOCS: Final[Mapping[type, str]] = {
+    SnapshotWindow: "`SnapshotWindow`: the window's offset range per partition and this attempt's check id; drops "
+    "the stages that earlier checks left when they failed.",
+    ReadWindow: "`ReadWindow`: the window's newest record per key (the backfill's parse rules and Ordering) and "
+    "every invalid record into the check's stage: the backfill's launcher (Spark Connect client or spark-submit).",
+    Verdicts: "`Verdicts`: reconciliation's checks (reprocess.checks) over the stage, the target and the ledger in "
+    "Postgres; one verdict per partition, with the kinds of gap found.",
+}
 
 
 def _heal_doc(spec: PipelineSpec) -> str:
@@ -29,6 +41,12 @@ def _heal_doc(spec: PipelineSpec) -> str:
             "fails for another reason, e.g. a broker timeout, records no gap and triggers nothing)"
         )
     return "(set `reconcile.auto_heal: true` in the spec to trigger it)"
+
+
+def _stages_doc() -> str:
+    """The stages of a window check (core.stages.window_stages), grouped by the task that runs each."""
+    snapshot = SnapshotWindow("<check>", epoch(), epoch())
+    return describe((snapshot, *window_stages(snapshot, ())))
 
 
 def build_reconcile_dag(spec: PipelineSpec, assets: PipelineAssets | None = None) -> DAG:
@@ -47,6 +65,7 @@ For each data interval `[data_interval_start, data_interval_end)` (a real window
 the records' timestamps, then checks that (a) every offset is inside a committed range of the ledger
 and (b) every key's newest valid record of the window is in `{spec.qualified_target}` or superseded
 (dead letters are accounted for). One `reprocess.reconciliations` row per partition holds the verdict.
+Its stages, one task each: `{_stages_doc()}`.
 A window the incremental has not read to its end yet (the scheduler starts both DAGs on their own
 schedules) is its lag, not a gap: `{WAIT_TASK}` waits for it without holding a worker slot, at most
 {UNREAD_WAIT} past the window's end (then the check runs and says "not yet stable").
@@ -66,78 +85,49 @@ Past days: `airflow backfill create --dag-id {spec.dag_id("reconcile")} --from-d
     )
     with dag:
 
-        @pipeline_task(
-            task_id=PlannedWindow.TASK,
-            first_contact=True,
-            doc_md="The window's offset range per partition and this attempt's check id; drops the stages that "
-            "earlier checks left when they failed.",
-        )
-        def plan_window(
-            data_interval_start: Any = None,
-            data_interval_end: Any = None,
-            run_id: str | None = None,
-            dag_run: Any = None,
-        ) -> dict[str, Any]:
+        @pipeline_task(task_id=Task.PLAN_WINDOW, first_contact=True, doc_md=_STAGE_DOCS[SnapshotWindow])
+        def plan_window(data_interval_start: Any = None, data_interval_end: Any = None, run_id: str | None = None,
+                        dag_run: Any = None) -> dict[str, Any]:  # fmt: skip
             import uuid
 
-            from reprocess.core.ranges import offsets_json
             from reprocess.core.runs import HEALED_BY
-            from reprocess.operations.reconcile import plan_window as window_of
             from reprocess.postgres.stage import drop_leftover_check_stages
+            from reprocess.runner.evaluate import RunContext, evaluate
+            from reprocess.runner.window import WindowCheck
 
             conf = (dag_run.conf if dag_run is not None else None) or {}
             start, end = checked_window(dag_run, data_interval_start, data_interval_end)
             drop_leftover_check_stages(app_engine(), spec)
-            planned = window_of(app_engine(), kafka_config(), spec, start, end)
             # One id per attempt: the heal reads only what THIS check recorded, never a gap row
             # left by an earlier check of the same window or run.
             check_id = names.check_id(dag.dag_id, run_id or "", uuid.uuid4().hex[:12])
-            return PlannedWindow(
-                check_id=check_id,
-                starting=offsets_json(planned.ranges, "start"),
-                ending=offsets_json(planned.ranges, "end"),
-                window_start=start,
-                window_end=end,
-                healed_by=conf.get(HEALED_BY) or None,
-                unstable_start=offsets_json(planned.unstable, "start"),
-                unstable_end=offsets_json(planned.unstable, "end"),
-                unread_start=offsets_json(planned.unread, "start"),
-                unread_end=offsets_json(planned.unread, "end"),
-            ).to_xcom()
+            snapshot = SnapshotWindow(check_id, start, end, conf.get(HEALED_BY) or None)
+            check = WindowCheck(kafka=kafka_config())
+            evaluate((snapshot,), RunContext(app_engine(), spec, window=check))
+            return PlannedWindow.of(snapshot, check.plan).to_xcom()
 
         def window(field: str) -> str:
             return "{{ " + PlannedWindow.template(field) + " }}"
 
         spark = pipeline_spark_task(
-            spec,
-            "spark_window_stage",
-            "The window's newest record per key (the backfill's parse rules and Ordering) and every invalid "
-            "record into the check's stage: the backfill's launcher (Spark Connect client or spark-submit).",
-            "reprocess.spark.job:window_job",
+            spec, Task.SPARK_WINDOW, _STAGE_DOCS[ReadWindow], "reprocess.runner.window_job:window_job",
             f"reprocess-{spec.name}-reconcile",
             {"check_id": window("check_id"), "starting": window("starting"), "ending": window("ending")},
-        )
+        )  # fmt: skip
 
-        @pipeline_task(
-            task_id="reconcile",
-            doc_md="Anti-join the staged newest records with the target and the ledger in Postgres; record verdicts.",
-        )
+        @pipeline_task(task_id=Task.RECONCILE, doc_md=_STAGE_DOCS[Verdicts])
         def reconcile(planned: dict[str, Any]) -> list[str]:
             from reprocess.airflow.metrics import emit_verdicts
-            from reprocess.core.ranges import window_ranges
-            from reprocess.operations.reconcile import record_verdicts
+            from reprocess.runner.evaluate import RunContext, evaluate
+            from reprocess.runner.window import WindowCheck
 
             window = PlannedWindow.from_xcom(planned)
-            ranges = window_ranges(window.starting, window.ending)
+            check = WindowCheck()
             try:
-                verdicts = record_verdicts(
-                    app_engine(), spec, ranges, window.window_start, window.window_end, window.check_id,
-                    healed_by=window.healed_by, unstable=window_ranges(window.unstable_start, window.unstable_end),
-                    unread=window_ranges(window.unread_start, window.unread_end),
-                )  # fmt: skip
+                evaluate(window.stages()[1:], RunContext(app_engine(), spec, window=check))
             finally:  # a gap raises: its verdicts are sent too
                 emit_verdicts(app_engine(), spec, window.check_id)
-            return [f"{v.range}: {v.detail()}" for v in verdicts]
+            return [f"{v.range}: {v.detail()}" for v in check.verdicts or []]
 
         waited = WindowReadSensor(
             task_id=WAIT_TASK,

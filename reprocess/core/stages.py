@@ -20,7 +20,9 @@ names the Airflow :class:`Task` that runs it (:func:`for_task`).
   Verify → Swap``);
 - a dry run: nothing (it migrates nothing either);
 - a preview (what a replay would change, ``reprocess plan``): ``Read(run) → Diff(run)``, one read
-  of the whole range, whose stage the diff compares with the live target and drops.
+  of the whole range, whose stage the diff compares with the live target and drops;
+- a window check (reconciliation): ``SnapshotWindow → ReadWindow → Verdicts`` (:func:`window_stages`),
+  one task of the reconcile DAG each; it writes verdicts, never a target.
 
 Every write to a target happens in a :class:`Merge`, :class:`Migrate`, :class:`PrepareShadow` or
 :class:`Swap`; the Spark side only reads, decodes and stages (:class:`Read`).
@@ -31,6 +33,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from reprocess.core.names import child_run_id, shadow_table
@@ -42,11 +45,15 @@ if TYPE_CHECKING:
 
 
 class Task(enum.StrEnum):
-    """The Airflow task of a run DAG that runs a stage (``reprocess.airflow.run_dags``)."""
+    """The Airflow task that runs a stage: of a run DAG (``reprocess.airflow.run_dags``) or of the
+    reconcile DAG (``reprocess.airflow.reconcile_dag``)."""
 
     PLAN = "plan_offsets"
     SPARK = "spark_read_stage"
     COMMIT = "commit_transaction"
+    PLAN_WINDOW = "plan_window"
+    SPARK_WINDOW = "spark_window_stage"
+    RECONCILE = "reconcile"
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,7 +186,56 @@ class Diff:
     task: Task = field(default=Task.COMMIT, kw_only=True)
 
 
-Stage = Migrate | PrepareShadow | CutBatches | Read | Merge | FinishBatches | Verify | Swap | Diff
+@dataclass(frozen=True, slots=True)
+class SnapshotWindow:
+    """A window check's snapshot: its offsets per partition (operations.reconcile.plan_window)."""
+
+    check_id: str
+    window_start: datetime
+    window_end: datetime
+    healed_by: str | None = None  # the backfill whose heal this check is
+    task: Task = field(default=Task.PLAN_WINDOW, kw_only=True)
+
+    @property
+    def run_id(self) -> str:  # what the evaluator's log and describe name
+        return self.check_id
+
+
+@dataclass(frozen=True, slots=True)
+class ReadWindow:
+    """Stage a window's newest record per key and invalid records (spark.job.stage_window); no run, no target."""
+
+    check_id: str
+    ranges: tuple[OffsetRange, ...]
+    task: Task = field(default=Task.SPARK_WINDOW, kw_only=True)
+
+    @property
+    def run_id(self) -> str:
+        return self.check_id
+
+
+@dataclass(frozen=True, slots=True)
+class Verdicts:
+    """Run reprocess.checks over the check's stage, store a verdict per partition (operations.reconcile)."""
+
+    check_id: str
+    window_start: datetime
+    window_end: datetime
+    ranges: tuple[OffsetRange, ...]
+    unstable: tuple[OffsetRange, ...] = ()  # [LSO, HW) an open transaction holds: at best not yet stable
+    unread: tuple[OffsetRange, ...] = ()  # [ledger, window end): not read yet, at best not yet stable
+    healed_by: str | None = None
+    task: Task = field(default=Task.RECONCILE, kw_only=True)
+
+    @property
+    def run_id(self) -> str:
+        return self.check_id
+
+
+Stage = (
+    Migrate | PrepareShadow | CutBatches | Read | Merge | FinishBatches | Verify | Swap | Diff
+    | SnapshotWindow | ReadWindow | Verdicts
+)  # fmt: skip
 
 
 def build_stages(
@@ -261,6 +317,20 @@ def build_stages(
             batch_rederives = ranges if rederives and not rebuild else ()
             stages += [Read(child, ranges, k, len(batches)), Merge(child, into, fenced, batch_rederives)]
     return (*stages, *finish)
+
+
+def window_stages(
+    snapshot: SnapshotWindow,
+    ranges: Sequence[OffsetRange],
+    unstable: Sequence[OffsetRange] = (),
+    unread: Sequence[OffsetRange] = (),
+) -> tuple[ReadWindow, Verdicts]:
+    """The stages after a window check's snapshot, from the ranges it resolved (tests/unit/test_window_stages.py)."""
+    s = snapshot
+    return (
+        ReadWindow(s.check_id, tuple(ranges)),
+        Verdicts(s.check_id, s.window_start, s.window_end, tuple(ranges), tuple(unstable), tuple(unread), s.healed_by),
+    )
 
 
 def split_batches(ranges: Sequence[OffsetRange], batch_size: int) -> list[tuple[OffsetRange, ...]]:

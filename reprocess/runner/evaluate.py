@@ -37,8 +37,11 @@ from reprocess.core.stages import (
     Migrate,
     PrepareShadow,
     Read,
+    ReadWindow,
+    SnapshotWindow,
     Stage,
     Swap,
+    Verdicts,
     Verify,
     describe,
 )
@@ -47,6 +50,7 @@ from reprocess.operations.rebuild_verify import verify_shadow
 from reprocess.postgres import queries, store
 from reprocess.postgres.commit import CommitResult, check_spec_version, commit_merge, finish_batches
 from reprocess.postgres.swap import prepare_shadow, swap_in
+from reprocess.runner.window import WindowCheck, evaluate_window
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +74,7 @@ class RunContext:
     engine: Engine
     spec: PipelineSpec
     reader: Reader | None = None
+    window: WindowCheck | None = None  # a window check's broker, reader and findings (runner.window)
 
 
 def evaluate(stages: Sequence[Stage], ctx: RunContext) -> CommitResult | None:
@@ -211,6 +216,11 @@ def _diff(ctx: RunContext, stage: Diff) -> None:
     diff_run(ctx.engine, ctx.spec, stage)
 
 
+def _window(ctx: RunContext, stage: SnapshotWindow | ReadWindow | Verdicts) -> None:
+    """A window check's stage: reprocess.runner.window."""
+    evaluate_window(ctx.engine, ctx.spec, ctx.window, stage)
+
+
 _RUN: Final[dict[type, Callable[[RunContext, Any], CommitResult | None]]] = {
     Migrate: _migrate,
     PrepareShadow: _prepare_shadow,
@@ -221,4 +231,7 @@ _RUN: Final[dict[type, Callable[[RunContext, Any], CommitResult | None]]] = {
     Verify: _verify,
     Swap: _swap,
     Diff: _diff,
+    SnapshotWindow: _window,
+    ReadWindow: _window,
+    Verdicts: _window,
 }

@@ -3,12 +3,12 @@ and stages; it never commits (the evaluator does, ``reprocess.runner.evaluate``)
 
 Runs where the Spark session's client is: the Airflow task over Spark Connect, or the
 spark-submit driver (``spark_apps/run_job.py``); ``reprocess.runner.spark_run.read_job`` is a
-run's entry both launchers call, :func:`window_job` a reconciliation's. One Spark action: the write.
+run's entry both launchers call, ``reprocess.runner.window_job.window_job`` a reconciliation's (which
+stages through :class:`WindowStager`). One Spark action: the write.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -18,10 +18,10 @@ import psycopg2
 from psycopg2 import sql
 
 from reprocess.core.errors import ConnectionConfigError, SchemaChangeError, StageLostError
-from reprocess.core.ranges import OffsetRange, window_ranges
+from reprocess.core.ranges import OffsetRange
 from reprocess.core.spec import PipelineSpec
 from reprocess.core.stage_rows import stage_columns
-from reprocess.core.stages import Read
+from reprocess.core.stages import Read, ReadWindow
 from reprocess.formats import decoder, record_parts
 from reprocess.formats.contract import WriterSchemas
 from reprocess.formats.specs import read_spec
@@ -64,26 +64,6 @@ def spec_as_built(path: str, fingerprint: str) -> PipelineSpec:
             f"the DAG's {fingerprint[:12]}); nothing was read. Trigger the run again once the DAG shows the new spec."
         )
     return spec
-
-
-def window_job(
-    spark: SparkSession,
-    *,
-    spec: str,
-    fingerprint: str,
-    check_id: str,
-    starting: str,
-    ending: str,
-    db_url: str,
-    kafka_config: str,
-    registry_config: str | None = None,
-) -> int:
-    """Reconciliation's Spark job as the Spark task launches it (``reprocess.airflow.spark_task``): the
-    spec's file and fingerprint (:func:`spec_as_built`), the window's ranges as Spark offset JSONs,
-    ``db_url``, ``kafka_config`` and ``registry_config`` from the connections."""
-    spec_ = spec_as_built(spec, fingerprint)
-    ranges = window_ranges(starting, ending)
-    return stage_window(spark, spec_, check_id, ranges, db_url, json.loads(kafka_config), registry_config)
 
 
 def writer_schemas(spec: PipelineSpec, ranges: Sequence[OffsetRange], registry_config: str | None) -> WriterSchemas:
@@ -143,6 +123,20 @@ def _records_staged(spec: PipelineSpec, stage_id: str, db_url: str) -> int:
         records = int(one_row(cur)[0])
     pg.close()
     return records
+
+
+class WindowStager:
+    """Stages a window check's :class:`~reprocess.core.stages.ReadWindow` (the evaluator's window reader,
+    ``reprocess.runner.window``) with :func:`stage_window`."""
+
+    def __init__(
+        self, spark: SparkSession, db_url: str, kafka: Mapping[str, Any], registry_config: str | None = None
+    ) -> None:
+        self.spark, self.db_url, self.kafka, self.registry_config = spark, db_url, kafka, registry_config
+
+    def read_window(self, spec: PipelineSpec, stage: ReadWindow) -> int:
+        return stage_window(self.spark, spec, stage.check_id, stage.ranges, self.db_url, self.kafka,
+                            self.registry_config)  # fmt: skip
 
 
 def stage_window(

@@ -200,21 +200,18 @@ def reconcile_over_connect(
     check_id: str,
     registry_config: str | None = None,
 ) -> Any:
-    """The reconcile DAG's three steps in this process: plan the window, stage it over Connect,
-    record the verdicts (raises ReconciliationGap on a gap). ``registry_config``: an Avro
-    pipeline's Schema Registry client config (JSON)."""
-    from reprocess.operations.reconcile import plan_window, record_verdicts
-    from reprocess.spark.job import stage_window
+    """The reconcile DAG's three stages in this process, through the evaluator
+    (:func:`reprocess.runner.window_job.check_window`): snapshot the window, stage it over Connect, record
+    the verdicts (raises ReconciliationGap on a gap). ``registry_config``: an Avro pipeline's Schema
+    Registry client config (JSON)."""
+    from reprocess.core.stages import SnapshotWindow
+    from reprocess.runner.window_job import check_window
+    from reprocess.spark.job import WindowStager
 
     kafka = _kafka_from_env()
-    window = plan_window(engine, kafka, spec, start, end)
     with connect_session() as spark:
-        stage_window(
-            spark, spec, check_id, window.ranges, os.environ["AIRFLOW_CONN_REPROCESS_DB"], kafka, registry_config
-        )
-    return record_verdicts(
-        engine, spec, window.ranges, start, end, check_id, unstable=window.unstable, unread=window.unread
-    )
+        stager = WindowStager(spark, os.environ["AIRFLOW_CONN_REPROCESS_DB"], kafka, registry_config)
+        return check_window(engine, kafka, spec, SnapshotWindow(check_id, start, end), stager)
 
 
 def _kafka_from_env() -> dict[str, Any]:
