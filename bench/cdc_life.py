@@ -9,7 +9,7 @@ onto deleted keys, re-inserts of deleted keys (the mix: :meth:`Life.step`), in t
 to 50 row changes; from the second round on, the worker is SIGKILLed as the round's events arrive
 and restarted after some changes made while it is down (it re-sends the events whose offsets it had
 not flushed: Debezium is at least once; ``--no-kill`` leaves this out). The product runs as the
-DAGs run it (``snapshot_and_migrate`` → the Spark stage over Spark Connect → ``commit_stored``): a backfill after
+DAGs run it, through the runner (start → the Spark task over Spark Connect → commit): a backfill after
 the first round, an incremental after each later one.
 Then, on the same topic, a whole-range replay of that pipeline (what it writes), and two fresh
 pipelines loading the whole topic at once and in batches (``--batch-size``). After each, the
@@ -144,20 +144,13 @@ def _spec(bench: Bench, label: str, topic: str, **settings: Any) -> Any:
 
 
 def _run(bench: Bench, spec: Any, run_id: str, params: dict[str, Any] | None) -> Any:
-    """One run as a DAG makes it: plan, the Spark stage over Spark Connect, commit."""
-    from bench.product import SparkConnect
+    """One run as a DAG makes it, through the runner (:func:`bench.product.run_product`, Spark Connect)."""
+    from bench.product import SparkConnect, run_product
     from reprocess.core.runs import RunKind, RunRequest
-    from reprocess.postgres.db import make_engine
-    from reprocess.runner.start import commit_stored, snapshot_and_migrate
 
-    engine = make_engine(bench.db_url)
-    try:
-        request = RunRequest.incremental() if params is None else RunRequest.from_params(params, RunKind.BACKFILL)
-        snapshot_and_migrate(engine, bench.kafka, spec, request, run_id)
-        SparkConnect().stage(bench, spec, run_id, bench.out / f"{run_id.replace('/', '_')}.spark.log")
-        return commit_stored(engine, spec, run_id)
-    finally:
-        engine.dispose()
+    request = RunRequest.incremental() if params is None else RunRequest.from_params(params, RunKind.BACKFILL)
+    log_path = bench.out / f"{run_id.replace('/', '_')}.spark.log"
+    return run_product(bench, spec, request, run_id, SparkConnect(), log_path).result
 
 
 def _verdict(bench: Bench, life: Life, spec: Any, what: str, result: Any) -> int:

@@ -1,6 +1,8 @@
 """A plan and its apply over the same range of a loaded target (issue 38): ``reprocess plan``'s
 read and rolled-back diff, then ``reprocess apply`` of exactly that plan (a read and a commit), each
-timed on the shared Spark Connect session. Their ratio is the bench line ``plan ÷ apply``.
+timed on the shared Spark Connect session. Their ratio is the bench line ``plan ÷ apply``. Both
+go through the runner as the CLI's do: the start, the Spark task's entry (``read_job``), then
+``evaluate`` of the stages after Spark (the diff, or the commit).
 
 The phases split each side into its read and its diff or commit: the two reads are the same work
 over the same records, so what the plan adds is the diff minus the commit (docs/performance.md).
@@ -8,6 +10,7 @@ over the same records, so what the plan adds is the diff minus the commit (docs/
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from datetime import UTC, datetime
@@ -23,10 +26,10 @@ def plan_then_apply(bench: Bench, ds: Dataset, label: str) -> Result:
     from reprocess.core.runs import RunRequest
     from reprocess.core.stages import Task, for_task
     from reprocess.operations.preview import load_report
-    from reprocess.postgres.db import make_engine
+    from reprocess.postgres.db import libpq_url, make_engine
     from reprocess.runner.evaluate import RunContext, evaluate
     from reprocess.runner.preview import start_apply
-    from reprocess.runner.spark_run import read_run
+    from reprocess.runner.spark_run import read_job
     from reprocess.runner.start import start_run
     from reprocess.spark.connect import client_env, shared_session
 
@@ -45,9 +48,10 @@ def plan_then_apply(bench: Bench, ds: Dataset, label: str) -> Result:
                 else:
                     _plan, stages = start_apply(engine, bench.kafka, spec, start, run_id)
                 t.append(time.monotonic())
-                read_run(spark, spec, run_id, bench.db_url, dict(bench.kafka), None, None)
+                read_job(spark, spec=str(spec.source_file), run_id=run_id, db_url=libpq_url(bench.db_url),
+                         kafka_config=json.dumps(bench.kafka))  # fmt: skip
                 t.append(time.monotonic())
-                result = evaluate(for_task(stages, Task.COMMIT), RunContext(engine, spec, bench.kafka))
+                result = evaluate(for_task(stages, Task.COMMIT), RunContext(engine, spec))
                 t.append(time.monotonic())
         with engine.connect() as conn:
             report = load_report(conn, plan_id)

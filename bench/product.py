@@ -1,4 +1,5 @@
-"""The product, the way a DAG runs it: plan → Spark stage on a launcher → commit, per phase.
+"""The product, the way a DAG runs it: start → Spark task on a launcher → commit, per phase, through
+the runner (:func:`run_product`).
 
 A launcher runs the Spark stage of a planned run: ``spark-submit spark_apps/run_job.py``
 (a fresh driver JVM per run) or a Spark Connect client against the warm server. Both read
@@ -23,7 +24,9 @@ from bench.data import Dataset
 from bench.rss import PeakRss
 from bench.slices import spark_offsets
 from reprocess.core.names import local_run_id
+from reprocess.core.runs import EndMode, RunKind, RunRanges, RunRequest, StartMode
 from reprocess.core.spec import PipelineSpec
+from reprocess.postgres.commit import CommitResult
 
 _STAGE_LOG = re.compile(r"stage run_id=\S+ pipeline=\S+ ranges=\d+ seconds=([0-9.]+)")
 
@@ -153,6 +156,46 @@ class SparkConnect:
         return StageRun(_action_seconds(log_path), log_path, peak.mb)
 
 
+@dataclass
+class ProductRun:
+    """One run through the runner, each phase timed: its ranges, what the launcher reported, its result."""
+
+    ranges: RunRanges
+    staged: StageRun
+    result: CommitResult
+    started: float  # seconds of the start (snapshot, ranges, the stages before Spark)
+    spark: float  # seconds of the launcher's Spark task
+    committed: float  # seconds of the stages after Spark (the commit, or the batches' finish)
+
+
+def run_product(
+    bench: Bench, spec: PipelineSpec, request: RunRequest, run_id: str, launcher: Launcher, log_path: Path
+) -> ProductRun:
+    """One run the way a DAG makes it, through the runner like every other caller: ``start_run``
+    (``plan_offsets``: snapshot, ranges, the stages before Spark) → the launcher's Spark task
+    (``read_job``, ``spark_read_stage``'s entry) → ``evaluate`` of the stages after Spark
+    (``commit_transaction``)."""
+    from reprocess.core.stages import Task, for_task
+    from reprocess.postgres.db import make_engine
+    from reprocess.runner.evaluate import RunContext, evaluate
+    from reprocess.runner.start import start_run
+
+    engine = make_engine(bench.db_url)
+    try:
+        t0 = time.monotonic()
+        ranges, stages = start_run(engine, bench.kafka, spec, request, run_id)
+        t1 = time.monotonic()
+        staged = launcher.stage(bench, spec, run_id, log_path)
+        t2 = time.monotonic()
+        result = evaluate(for_task(stages, Task.COMMIT), RunContext(engine, spec))
+        t3 = time.monotonic()
+    finally:
+        engine.dispose()
+    if result is None:
+        raise RuntimeError(f"{spec.name}: run {run_id} ended without a commit (stages {stages})")
+    return ProductRun(ranges, staged, result, t1 - t0, t2 - t1, t3 - t2)
+
+
 def product(
     bench: Bench,
     ds: Dataset,
@@ -162,43 +205,27 @@ def product(
     ends: dict[int, int] | None = None,
     **spec_overrides: Any,
 ) -> Result:
-    """``snapshot_and_migrate`` (snapshot + ranges + ledger rows) → the launcher's Spark stage →
-    ``commit_stored`` (the merge transaction), each timed; the Spark phase is split into the one
-    action and the rest (JVM or session start, planning, stop). A second call with the same
-    ``label`` and another ``run_name`` is a replay of the same range into the same target;
-    ``ends`` bound it to ``[0, ends[p])`` per partition (the older-slice replay)."""
-    from reprocess.core.runs import EndMode, RunKind, RunRequest, StartMode
-    from reprocess.postgres.db import make_engine
-    from reprocess.runner.start import commit_stored, snapshot_and_migrate
-
+    """A backfill of the dataset through :func:`run_product`, each phase timed; the Spark phase is
+    split into the one action and the rest (JVM or session start, planning, stop). A second call
+    with the same ``label`` and another ``run_name`` is a replay of the same range into the same
+    target; ``ends`` bound it to ``[0, ends[p])`` per partition (the older-slice replay)."""
     spec = bench.spec(label, ds.topic, **spec_overrides)
-    engine = make_engine(bench.db_url)
-    run_id = local_run_id(spec.name, run_name)
-    try:
-        t0 = time.monotonic()
-        if ends is None:
-            request = RunRequest(RunKind.BACKFILL, StartMode.EARLIEST, EndMode.LATEST)
-        else:
-            request = RunRequest(
-                RunKind.BACKFILL, StartMode.EARLIEST, EndMode.OFFSETS, None, spark_offsets(ds.topic, ends)
-            )
-        plan = snapshot_and_migrate(engine, bench.kafka, spec, request, run_id)
-        t1 = time.monotonic()
-        planned = {r.partition: (r.start, r.end) for r in plan.ranges}
-        if planned != {p: (0, e) for p, e in (ends or ds.ends).items()}:
-            raise RuntimeError(f"{spec.name}: planned {planned}, expected [0, end) for {ends or ds.ends}")
-        staged = launcher.stage(bench, spec, run_id, bench.out / f"{spec.name}.spark.log")
-        t2 = time.monotonic()
-        result = commit_stored(engine, spec, run_id)
-        t3 = time.monotonic()
-    finally:
-        engine.dispose()
+    if ends is None:
+        request = RunRequest(RunKind.BACKFILL, StartMode.EARLIEST, EndMode.LATEST)
+    else:
+        request = RunRequest(RunKind.BACKFILL, StartMode.EARLIEST, EndMode.OFFSETS, None, spark_offsets(ds.topic, ends))
+    log_path = bench.out / f"{spec.name}.spark.log"
+    run = run_product(bench, spec, request, local_run_id(spec.name, run_name), launcher, log_path)
+    planned = {r.partition: (r.start, r.end) for r in run.ranges.ranges}
+    if planned != {p: (0, e) for p, e in (ends or ds.ends).items()}:
+        raise RuntimeError(f"{spec.name}: planned {planned}, expected [0, end) for {ends or ds.ends}")
+    staged, result = run.staged, run.result
     return Result(
         f"product on {launcher.name}: plan → Spark → commit ({label})",
         sum(ends.values()) if ends else ds.records,
-        t3 - t0,
-        {"plan": t1 - t0, "spark total": t2 - t1, "  of which the Spark action": staged.action_seconds,
-         "  of which launch/session/planning/stop": (t2 - t1) - staged.action_seconds, "commit": t3 - t2},
+        run.started + run.spark + run.committed,
+        {"plan": run.started, "spark total": run.spark, "  of which the Spark action": staged.action_seconds,
+         "  of which launch/session/planning/stop": run.spark - staged.action_seconds, "commit": run.committed},
         {"launcher": launcher.name, "records_read": result.records_read, "rows_staged": result.rows_staged,
          "rows_upserted": result.rows_upserted, "dead_letters": result.dead_letters,
          "peak_rss_mb": staged.peak_rss_mb, "spark_log": str(staged.log.relative_to(REPO)),
