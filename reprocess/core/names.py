@@ -11,6 +11,8 @@ import re
 from datetime import datetime
 from typing import Final
 
+from reprocess.core.runs import RunMode
+
 # The DAGs that read a pipeline's data (airflow.factory builds them; reading its coverage needs read
 # access to all of them); every generated DAG's id, the reset DAG's too, names the pipeline.
 DAG_KINDS: Final = ("backfill", "incremental", "reconcile")
@@ -160,6 +162,17 @@ def stage_table(pipeline: str, stage_id: str) -> str:
     """
     digest = hashlib.sha1(stage_id.encode()).hexdigest()[:16]
     return f"{pipeline[:40]}_{digest}"
+
+
+def rebuild_owner(pipeline: str) -> str:
+    """The ``pipeline`` value a rebuild's dead letters are kept under until its swap moves them to the
+    pipeline: never a pipeline's name (a name holds no ``/``), so an unswapped rebuild leaves the live
+    dead letters as they were.
+
+    >>> rebuild_owner("orders")
+    'orders/rebuild'
+    """
+    return f"{pipeline}/{RunMode.REBUILD.value}"
 
 
 def shadow_table(table: str) -> str:

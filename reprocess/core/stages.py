@@ -36,7 +36,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from reprocess.core.names import child_run_id, shadow_table
+from reprocess.core.names import child_run_id, rebuild_owner, shadow_table
 from reprocess.core.ranges import OffsetRange
 from reprocess.core.runs import RunKind, RunMode, RunRanges
 
@@ -76,8 +76,7 @@ class WriteTarget:
     @classmethod
     def shadow(cls, spec: PipelineSpec) -> WriteTarget:
         """``<table>__rebuild``, ``reprocess_deleted.<pipeline>__rebuild`` and ``<pipeline>/rebuild``."""
-        owner = f"{spec.name}/{RunMode.REBUILD.value}"
-        return cls(shadow_table(spec.target_table), shadow_table(spec.name), owner, True, False)
+        return cls(shadow_table(spec.target_table), shadow_table(spec.name), rebuild_owner(spec.name), True, False)
 
     @property
     def name(self) -> str:

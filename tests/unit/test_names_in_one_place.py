@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 SCANNED = ("reprocess", "plugins", "bench", "soak", "devstack", "spark_apps", "tests/support")
 NAMES = REPO / "reprocess" / "core" / "names.py"
 # A variable, parameter or keyword that holds an id: building one from parts is names.py's job.
-ID_NAME = re.compile(r"^(\w+_)?(run_id|plan_id|apply_id|check_id|lineage_id|run_key)$")
+ID_NAME = re.compile(r"^(\w+_)?(run_id|plan_id|apply_id|check_id|lineage_id|run_key|owner)$")
 DAG_SUFFIXES = ("_backfill", "_incremental", "_reconcile", "_reset", "_broken", "_new_records")
 TABLE_MARKS = ("__old_", "__rebuild", "__shadow")
 
@@ -105,8 +105,9 @@ def test_the_scan_finds_each_shape_it_looks_for(tmp_path: Path) -> None:
         "plan_id = given or f'plan-{spec.name}'\n"
         "conn.execute(q, {'run_id': f'reset:{n}'})\n"
         "dags = [f'reprocess_{p}_{k}' for k in kinds]\n"
+        "owner = f'{spec.name}/{RunMode.REBUILD.value}'\n"
         "connector = f'reprocess_{pipeline}'\n"
         "fine = names.local_run_id(spec.name, name)\n"
     )
     found = sorted(int(line.split(": ", 1)[0].rsplit(":", 1)[1]) for line in hand_spelled_ids(tmp_path))
-    assert found == list(range(1, 12)), found
+    assert found == list(range(1, 13)), found
