@@ -202,7 +202,6 @@ RUN_MODE: Final = text(
 RUN_IS_PREVIEW: Final = text(
     "SELECT coalesce((request->'parsed'->>'preview')::boolean, false) FROM reprocess.runs WHERE run_id = :run_id"
 )
-RUN_IS_BATCH: Final = text("SELECT parent_run_id IS NOT NULL FROM reprocess.runs WHERE run_id = :run_id")
 SET_RUN_MODE: Final = text("UPDATE reprocess.runs SET mode = :mode WHERE run_id = :run_id")
 
 SET_RUN_SPEC_VERSION: Final = text("UPDATE reprocess.runs SET spec_version = :version WHERE run_id = :run_id")

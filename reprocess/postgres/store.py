@@ -252,11 +252,6 @@ def mark_previewed(conn: Connection, run_id: str) -> None:
     conn.execute(queries.MARK_PREVIEWED, {"run_id": run_id})
 
 
-def is_batch(conn: Connection, run_id: str) -> bool:
-    """The run is one batch (a child run) of a chunked run."""
-    return bool(conn.execute(queries.RUN_IS_BATCH, {"run_id": run_id}).scalar())
-
-
 def mark_rebuild(conn: Connection, run_id: str) -> None:
     conn.execute(queries.SET_RUN_MODE, {"run_id": run_id, "mode": RunMode.REBUILD.value})
 
