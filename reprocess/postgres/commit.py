@@ -35,7 +35,7 @@ from reprocess.core.stages import Merge
 from reprocess.postgres import queries, store
 from reprocess.postgres.batch_commit import sum_committed_batches
 from reprocess.postgres.db import one_row, pg_cursor
-from reprocess.postgres.ledger import ledger_positions
+from reprocess.postgres.ledger import advance_ledger, ledger_positions
 from reprocess.postgres.merge_stage import merge_stage, stage_counts
 from reprocess.postgres.stage import drop_stage, stage_identifier
 
@@ -181,11 +181,8 @@ def _merge(conn: Connection, spec: PipelineSpec, merge: Merge, run: Row[Any]) ->
         )  # fmt: skip
 
     # 5. Ledger, committed ranges (a rebuild moves them at its swap), run state.
-    for r in run_ranges.ranges if live else ():
-        params = {"pipeline": spec.name, "run_id": run_id, "topic": r.topic, "partition": r.partition,
-                  "start": r.start, "end": r.end}  # fmt: skip
-        conn.execute(queries.ADVANCE_LEDGER, {**params, "start": starts[r.tp]})
-        conn.execute(queries.INSERT_COMMITTED_RANGE, params)
+    if live:
+        advance_ledger(conn, spec.name, run_id, run_ranges.ranges, starts)
     store.mark_committed(conn, run_id, counts)
     if counts["records_read"] and live:  # a rebuild changes the live table at its swap
         store.touch_target(conn, run_id)

@@ -195,8 +195,11 @@ def _finish_batches(ctx: RunContext, stage: FinishBatches) -> CommitResult:
 
 
 def _verify(ctx: RunContext, stage: Verify) -> None:
-    """A swapped rebuild's shadow is the live table now: only a rebuild still to swap is verified."""
+    """A swapped rebuild's shadow is the live table now: only a rebuild still to swap is verified.
+    Its state is read under the pipeline's lock, so a swap in flight (a retry after a dropped
+    connection) is waited for, then found committed."""
     with ctx.engine.begin() as conn:
+        conn.execute(queries.PIPELINE_LOCK, {"pipeline": ctx.spec.name})
         if store.run_state(conn, stage.run_id) == RunState.COMMITTED:
             return
     checked = verify_shadow(ctx.engine, ctx.spec, stage.run_id)
