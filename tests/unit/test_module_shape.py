@@ -1,6 +1,7 @@
 """The package's shape (issue 55): no module over 400 lines, and no import cycle among the modules of
 reprocess/, plugins/ and bench/, counting the imports inside functions too (a cycle broken only by
-importing late is still a circle of responsibilities). Read from the source (ast): no services."""
+importing late is still a circle of responsibilities), and no layer of reprocess/ importing a layer above it
+(LAYERS). Read from the source (ast): no services."""
 
 from __future__ import annotations
 
@@ -98,3 +99,54 @@ def test_the_import_graph_has_no_cycle() -> None:
 
 def test_a_cycle_is_found() -> None:
     assert list(cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}})) == [["a", "b", "c"]]
+
+
+# What each layer of reprocess/ may import (docs/development/layout.md's table, and each folder's
+# ``__init__`` docstring): a lower layer never imports a higher one.
+LAYERS = {
+    "core": set(),
+    "formats": {"core"},
+    "kafka": {"core"},
+    "postgres": {"core"},
+    "checks": {"core", "postgres"},
+    "spark": {"core", "formats", "kafka", "postgres"},
+    "operations": {"core", "formats", "kafka", "postgres", "checks"},
+    "runner": {"core", "formats", "kafka", "postgres", "checks", "spark", "operations"},
+    "airflow": {"core", "formats", "kafka", "postgres", "checks", "spark", "operations", "runner"},
+    "cli": {"core", "formats", "kafka", "postgres", "checks", "spark", "operations", "runner", "airflow"},
+}
+
+
+def layer_breaches(known: dict[str, Path]) -> list[str]:
+    """Each import of a layer the importing module's layer may not import, as ``module → module``."""
+    breaches = []
+    for name, path in sorted(known.items()):
+        parts = name.split(".")
+        if parts[0] != "reprocess" or len(parts) < 2 or parts[1] not in LAYERS:
+            continue
+        for imported in sorted(imports(path, known)):
+            target = imported.split(".")
+            layer = target[1] if target[0] == "reprocess" and len(target) > 1 else parts[1]
+            if layer != parts[1] and layer not in LAYERS[parts[1]]:
+                breaches.append(f"{name} → {imported}")
+    return breaches
+
+
+def test_no_layer_imports_a_layer_above_it() -> None:
+    known = modules()
+    assert {name.split(".")[1] for name in known if name.count(".") == 1 and name.startswith("reprocess.")} >= set(
+        LAYERS
+    ), "a layer of LAYERS is gone"
+    assert layer_breaches(known) == []
+
+
+def test_a_layer_breach_is_found(tmp_path: Path) -> None:
+    for module, text in {"core/a.py": "from reprocess.spark import job\n", "spark/job.py": ""}.items():
+        path = tmp_path / "reprocess" / module
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    known = {
+        "reprocess.core.a": tmp_path / "reprocess/core/a.py",
+        "reprocess.spark.job": tmp_path / "reprocess/spark/job.py",
+    }
+    assert layer_breaches(known) == ["reprocess.core.a → reprocess.spark.job"]
