@@ -16,11 +16,13 @@ from sqlalchemy import text
 from reprocess.core.errors import FencedRunError, ReconciliationGap, SchemaChangeError
 from reprocess.core.ranges import OffsetRange
 from reprocess.core.runs import RunRequest
+from reprocess.core.stages import Migrate
 from reprocess.kafka import demo_data
 from reprocess.operations.summary import run_summary
 from reprocess.postgres import queries
 from reprocess.postgres.db import libpq_url
 from reprocess.postgres.stage import create_stage
+from reprocess.runner.evaluate import RunContext, evaluate
 from reprocess.runner.start import commit_stored, snapshot_and_migrate
 from tests.support import oracle
 from tests.support.helpers import ORDERS_SPEC, orders_spec, reconcile_over_connect, run_dag, run_spark_stage
@@ -73,10 +75,13 @@ def test_added_column_is_altered_in_place_and_older_rows_are_reported_until_rebu
     assert _versions(engine, v1) == (1, [1], {1: keys})
     assert "currency" not in _table(engine, v1)
 
-    # v2 adds a nullable column: planning registers v2 and alters the table in the same transaction.
+    # v2 adds a nullable column: planning registers v2 (a dry run: nothing more), and a run's
+    # Migrate stage alters the table.
     v2 = orders_spec(unique_name, unique_name)
     assert v2.fingerprint != v1.fingerprint
     snapshot_and_migrate(engine, kafka_config, v2, RunRequest.from_params({"dry_run": True}), f"{unique_name}-2")
+    assert "currency" not in _table(engine, v2)
+    evaluate([Migrate(f"{unique_name}-2")], RunContext(engine, v2))
     assert _table(engine, v2)["currency"] == "text"
     assert _versions(engine, v2) == (2, [1, 2], {1: keys})
     summary = run_summary(engine, v2.name, f"{unique_name}-1", spec=v2)
@@ -126,6 +131,7 @@ def test_a_run_planned_under_one_spec_is_not_committed_under_another(kafka_confi
         conn.execute(queries.MARK_STAGED, {"run_id": plan.run_id, "stage_rows": 0})
     v2 = orders_spec(unique_name, unique_name)  # the spec file changed between stage and commit
     snapshot_and_migrate(engine, kafka_config, v2, RunRequest.from_params({"dry_run": True}), f"{unique_name}-dry")
+    evaluate([Migrate(f"{unique_name}-dry")], RunContext(engine, v2))  # another run migrates the table to v2
 
     with pytest.raises(FencedRunError, match=r"planned for spec v1 but .* is at v2 \(migrated or rebuilt since\)"):
         commit_stored(engine, v2, plan.run_id)
