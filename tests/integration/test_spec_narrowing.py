@@ -14,8 +14,10 @@ from sqlalchemy import text
 
 from reprocess.core.errors import ReconciliationGap
 from reprocess.core.runs import RunRequest
+from reprocess.core.stages import Migrate
 from reprocess.kafka import demo_data
 from reprocess.operations.preview import load_report
+from reprocess.runner.evaluate import RunContext, evaluate
 from reprocess.runner.start import snapshot_and_migrate
 from tests.support.helpers import backfill, orders_spec, plan_stage_commit, reconcile_over_connect
 
@@ -51,6 +53,7 @@ def test_a_where_added_deletes_the_rows_it_filters_through_the_named_backfill_wh
     snapshot_and_migrate(
         engine, kafka_config, v2, RunRequest.from_params({"dry_run": True}), f"{unique_name}-v2"
     )  # registers v2
+    evaluate([Migrate(f"{unique_name}-v2")], RunContext(engine, v2))  # a run's Migrate stage makes v2 live
     with pytest.raises(ReconciliationGap) as gap:
         reconcile_over_connect(engine, v2, *WINDOW, f"{unique_name}-c1")
     message = str(gap.value)

@@ -23,9 +23,11 @@ from sqlalchemy import text
 from reprocess.core.errors import SpecError
 from reprocess.core.runs import RunRequest
 from reprocess.core.spec import PipelineSpec
+from reprocess.core.stages import Migrate
 from reprocess.formats.specs import read_spec
 from reprocess.kafka import demo_data
 from reprocess.operations.summary import format_summary, run_summary
+from reprocess.runner.evaluate import RunContext, evaluate
 from reprocess.runner.start import commit_stored, snapshot_and_migrate
 from tests.support.helpers import backfill, orders_spec, reconcile_over_connect, run_spark_stage
 
@@ -113,10 +115,12 @@ def test_transform_version_bump_rederives_exactly_the_changed_rows(kafka_config,
     assert (replay.rows_upserted, replay.rows_restamped, replay.rows_rederived) == (0, 0, 0)
     assert _target(engine, v1) == loaded
 
-    # v2 adds VAT for eu: planning registers the new version, and the rows v1 derived are reported.
+    # v2 adds VAT for eu: planning registers the new version, a run migrates to it, and the rows v1 derived
+    # are reported.
     v2 = _spec(unique_name, "v2", 2)
     assert v2.fingerprint != v1.fingerprint
     snapshot_and_migrate(engine, kafka_config, v2, RunRequest.from_params({"dry_run": True}), f"{unique_name}-dry")
+    evaluate([Migrate(f"{unique_name}-dry")], RunContext(engine, v2))  # a run's Migrate stage makes v2 live
     stale = run_summary(engine, v2.name, f"{unique_name}-dry", spec=v2)["stale_message"]
     assert stale == f"{len(expected):,} rows from spec v1; current is v2: run a backfill to re-derive"
 
