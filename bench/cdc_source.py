@@ -53,7 +53,7 @@ class Column:
 
 
 # The life table's columns (source type, spec type; ``json=True``: compared as parsed JSON): every
-# column type of the spec (tests/integration/test_debezium_types.py streams each through every
+# column type of the spec (tests/integration/formats/test_debezium_types.py streams each through every
 # converter); a column added here needs its values in :func:`life_row`.
 LIFE_COLUMNS: Final = (
     Column("region", "text", {"type": "text", "required": True}),

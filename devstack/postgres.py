@@ -69,7 +69,7 @@ def run_pg(tool: str, *args: str, env: dict[str, str] | None = None) -> subproce
 
 # The collation the shipped compose file's postgres image gives its databases (its initdb's
 # en_US.utf8): tests create a database with it to show that ordering never depends on the
-# collation (tests/integration/test_ordering_types.py). Embedded PostgreSQL has no ICU, and a fresh
+# collation (tests/integration/postgres/test_ordering_types.py). Embedded PostgreSQL has no ICU, and a fresh
 # machine has no compiled en_US.UTF-8, so it is compiled into the state folder (localedef needs no
 # root for a folder of its own) and the server finds it there through glibc's LOCPATH.
 COLLATION_LOCALE: Final = "en_US.UTF-8"

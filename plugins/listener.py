@@ -190,7 +190,7 @@ def _app_engine() -> Any:
 def _session_of(dag_run: Any) -> Iterator[Any]:
     """The scheduler's session the run is attached to, never committed here: the scheduler holds
     its locks in it and refuses a commit inside its loop ("UNEXPECTED COMMIT - THIS WILL BREAK HA
-    LOCKS!", found by tests/integration/test_readme_install.py on a running scheduler). A detached
+    LOCKS!", found by tests/integration/install/test_readme_install.py on a running scheduler). A detached
     run (``dag.test()``) gets a short session of its own."""
     from sqlalchemy.orm import object_session
 

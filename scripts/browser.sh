@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Make sure Debian's Chromium and ChromeDriver are installed (for tests/integration/test_ui_browser.py).
+# Make sure Debian's Chromium and ChromeDriver are installed (for tests/integration/plugins/test_ui_browser.py).
 # Idempotent: does nothing when /usr/bin/chromium and /usr/bin/chromedriver exist. As root it runs
 # apt-get; otherwise it stops with the exact command to run. (`npx playwright install` and other
 # browser downloads do not work on a closed network; Debian's packages do.)

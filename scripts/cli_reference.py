@@ -3,7 +3,7 @@
 The parser of reprocess/cli/main.py is the one source: every command (this package's and those an
 installed package adds, as the dev stack adds ``demo`` and ``produce``), its summary, description,
 usage and arguments come from it, and its examples from the command module's ``EXAMPLES``.
-tests/unit/test_cli_reference.py fails when docs/cli.md and the parsers drift, and parses every
+tests/unit/cli/test_cli_reference.py fails when docs/cli.md and the parsers drift, and parses every
 example; `python scripts/cli_reference.py` (in the project venv) rewrites the file.
 """
 

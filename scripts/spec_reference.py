@@ -2,7 +2,7 @@
 
 The schema (reprocess/core/spec.schema.json) is the one source: every field's type, default,
 allowed values, description and example come from it, and one complete spec per format is
-quoted from the shipped specs. tests/unit/test_spec_reference.py fails when docs/spec.md and the
+quoted from the shipped specs. tests/unit/docs/test_spec_reference.py fails when docs/spec.md and the
 schema drift; `python scripts/spec_reference.py` (in the project venv) rewrites the file.
 """
 
@@ -18,7 +18,7 @@ from reprocess.core.spec_schema import spec_schema
 REPO: Final = Path(__file__).resolve().parent.parent
 OUTPUT: Final = REPO / "docs" / "spec.md"
 COMMAND: Final = "python scripts/spec_reference.py"
-# One complete spec per format, quoted whole (tests/unit/test_spec_reference.py validates them).
+# One complete spec per format, quoted whole (tests/unit/docs/test_spec_reference.py validates them).
 EXAMPLES: Final = {
     "json": REPO / "pipelines" / "orders.yaml",
     "avro": REPO / "pipelines" / "examples" / "orders_avro.yaml",

@@ -68,7 +68,7 @@ def _sources(file: str) -> dict[str, str]:
 
 
 def kind(case: Case) -> str:
-    if (path := _path(case.file)) is not None and path.parent.name == "unit":
+    if (path := _path(case.file)) is not None and "unit" in path.parts:
         return UNIT
     source = _sources(case.file).get(case.name.split("[")[0], "")
     for label, marks in KINDS:

@@ -15,6 +15,6 @@ How to add a check
    window, ``None`` for no range of its own), and a module constant ``CHECK`` holding one instance.
 2. Add ``<name>.CHECK`` to :data:`reprocess.checks.registry.CHECKS`, where it falls in a verdict's detail.
 
-``tests/unit/test_checks.py`` fails until a module of this folder is registered; its detail, kind and heal
+``tests/unit/checks/test_checks.py`` fails until a module of this folder is registered; its detail, kind and heal
 get a row there. The infrastructure modules are ``base``, ``registry`` and ``verdict``.
 """

@@ -324,7 +324,7 @@ def window_stages(
     unstable: Sequence[OffsetRange] = (),
     unread: Sequence[OffsetRange] = (),
 ) -> tuple[ReadWindow, Verdicts]:
-    """The stages after a window check's snapshot, from the ranges it resolved (tests/unit/test_window_stages.py)."""
+    """The stages after a window check's snapshot, from the ranges it resolved (test_window_stages.py)."""
     s = snapshot
     return (
         ReadWindow(s.check_id, tuple(ranges)),

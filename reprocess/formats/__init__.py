@@ -22,10 +22,10 @@ How to add a format (say ``protobuf``):
 3. Register it in :func:`decoders` below: the one place that lists the formats (a unit test fails
    while a ``Format`` has no decoder there), and add ``reprocess.formats.protobuf`` to the wheel's
    packages in ``pyproject.toml``.
-4. Tests to copy: ``tests/unit/test_format_specs.py`` (the spec's rules: its keys, paths and
-   tombstones), the format's integration tests (``tests/integration/test_avro_format.py`` and
+4. Tests to copy: ``tests/unit/core/test_format_specs.py`` (the spec's rules: its keys, paths and
+   tombstones), the format's integration tests (``tests/integration/formats/test_avro_format.py`` and
    ``test_avro_writer_versions.py`` for a registry format, ``test_json_paths_and_json_columns.py``
-   and ``test_column_types.py`` otherwise); ``tests/unit/test_format_decoders.py`` checks the
+   and ``test_column_types.py`` otherwise); ``tests/unit/formats/test_format_decoders.py`` checks the
    folder, the registry and the layering for every ``Format`` by itself.
 """
 

@@ -99,7 +99,7 @@ def offsets_for_time(
     timestamps and replaced by a binary search over them when inconsistent. Apache Kafka
     itself answers wrong when records carry producer-set timestamps older than their
     transaction's commit: the commit marker holds the broker's clock, so its offset (no
-    record) is the answer for every earlier time (tests/integration/test_plan_by_time.py). A
+    record) is the answer for every earlier time (tests/integration/operations/test_plan_by_time.py). A
     partition with no record at or after the time resolves to its log end.
     """
     from confluent_kafka import TopicPartition as KTP

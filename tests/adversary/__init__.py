@@ -10,5 +10,5 @@ path and checked after every step against an oracle that imports nothing of the 
 - ``fuzz``: ``make fuzz``'s long run, its report and the case files of what it finds.
 
 ``values``, ``model``, ``oracle`` and ``strategies`` import nothing of ``reprocess``
-(tests/unit/test_adversary_oracle.py scans them), so a product bug cannot hide in its own oracle.
+(tests/unit/adversary/test_adversary_oracle.py scans them), so a product bug cannot hide in its own oracle.
 """

@@ -1,6 +1,6 @@
 """A source table's life as Debezium streams it, written straight to a topic of any number of
 partitions (no Kafka Connect): the JSON converter without schemas, REPLICA IDENTITY DEFAULT, the
-shapes ``tests/integration/test_cdc.py`` checks against a real connector. The table itself
+shapes ``tests/integration/formats/test_cdc.py`` checks against a real connector. The table itself
 (:attr:`SourceTable.rows`) is the oracle: it imports nothing of the product.
 
 - an insert is ``op: c`` with the whole row; an update is ``op: u`` whose unchanged large
