@@ -219,7 +219,7 @@ def test_the_sample_runs_the_transform_and_a_kept_tombstone_is_named_with_its_se
     producer.produce(tombstones, key=b"o-1", value=None)  # 1 of 3 records: 33 % > max_dead_letter_ratio 5 %
     assert producer.flush(30) == 0
     orders = orders_spec(f"{unique_name}_o", tombstones)
-    root = str(INVOICES.parents[3])  # tests.support.transform_fns, importable as the Spark task's worker has it
+    root = str(INVOICES.parents[2])  # tests.support.transform_fns, importable as the Spark task's worker has it
 
     started = time.monotonic()
     specs = (ran.source_file, unimportable.source_file, failing.source_file, orders.source_file)
