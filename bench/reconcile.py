@@ -32,7 +32,7 @@ def reconcile_window(bench: Bench, ds: Dataset, label: str) -> tuple[Result, Res
     each check's PostgreSQL part runs on its own copy, the value check first, on the colder cache.
     Returns (with values, lineage only), each with the shared plan and Spark times."""
     from devstack import connect as server
-    from reprocess.operations.reconcile import plan_window, record_verdicts
+    from reprocess.operations.reconcile import record_verdicts, snapshot_window
     from reprocess.postgres.db import make_engine, pg_cursor
     from reprocess.postgres.stage import stage_identifier
     from reprocess.spark.connect import client_env, shared_session
@@ -45,7 +45,7 @@ def reconcile_window(bench: Bench, ds: Dataset, label: str) -> tuple[Result, Res
     engine = make_engine(bench.db_url)
     try:
         t0 = time.monotonic()
-        ranges = plan_window(engine, bench.kafka, spec, start, end).ranges
+        ranges = snapshot_window(engine, bench.kafka, spec, start, end).ranges
         t1 = time.monotonic()
         with client_env(), shared_session(server.url()) as spark:
             staged = stage_window(spark, spec, check_id, ranges, bench.db_url, bench.kafka)

@@ -80,7 +80,7 @@ class PlannedRun(Payload):
 
 @dataclass(frozen=True, slots=True)
 class PlannedWindow(Payload):
-    """A reconciliation's window (the reconcile DAG's ``plan_window``) and this attempt's check."""
+    """A reconciliation's window (the reconcile DAG's ``snapshot_window``) and this attempt's check."""
 
     TASK: ClassVar[str] = Task.PLAN_WINDOW.value
     _KINDS: ClassVar[Mapping[str, type]] = {"window_start": datetime, "window_end": datetime}
@@ -92,17 +92,17 @@ class PlannedWindow(Payload):
     window_end: datetime
     healed_by: str | None = None  # the backfill whose heal this check is
     # Spark offset JSONs of [LSO, HW) where the window reaches a last stable offset an open
-    # transaction holds (reconcile.WindowPlan.unstable): those partitions are at best not yet stable
+    # transaction holds (reconcile.WindowRanges.unstable): those partitions are at best not yet stable
     unstable_start: str = "{}"
     unstable_end: str = "{}"
     # Spark offset JSONs of [ledger, window end) where the window reaches past the ledger
-    # (reconcile.WindowPlan.unread): those partitions are at best not yet stable too
+    # (reconcile.WindowRanges.unread): those partitions are at best not yet stable too
     unread_start: str = "{}"
     unread_end: str = "{}"
 
     @classmethod
     def of(cls, snapshot: SnapshotWindow, plan: Any) -> PlannedWindow:
-        """The snapshot stage and the ranges it resolved (an ``operations.reconcile.WindowPlan``)."""
+        """The snapshot stage and the ranges it resolved (an ``operations.reconcile.WindowRanges``)."""
         return cls(
             check_id=snapshot.check_id, starting=offsets_json(plan.ranges, "start"),
             ending=offsets_json(plan.ranges, "end"), window_start=snapshot.window_start,

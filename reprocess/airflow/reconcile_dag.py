@@ -86,7 +86,7 @@ Past days: `airflow backfill create --dag-id {spec.dag_id("reconcile")} --from-d
     with dag:
 
         @pipeline_task(task_id=Task.PLAN_WINDOW, first_contact=True, doc_md=_STAGE_DOCS[SnapshotWindow])
-        def plan_window(data_interval_start: Any = None, data_interval_end: Any = None, run_id: str | None = None,
+        def snapshot_window(data_interval_start: Any = None, data_interval_end: Any = None, run_id: str | None = None,
                         dag_run: Any = None) -> dict[str, Any]:  # fmt: skip
             import uuid
 
@@ -104,7 +104,7 @@ Past days: `airflow backfill create --dag-id {spec.dag_id("reconcile")} --from-d
             snapshot = SnapshotWindow(check_id, start, end, conf.get(HEALED_BY) or None)
             check = WindowCheck(kafka=kafka_config())
             evaluate((snapshot,), RunContext(app_engine(), spec, window=check))
-            return PlannedWindow.of(snapshot, check.plan).to_xcom()
+            return PlannedWindow.of(snapshot, check.ranges).to_xcom()
 
         def window(field: str) -> str:
             return "{{ " + PlannedWindow.template(field) + " }}"
@@ -136,7 +136,7 @@ Past days: `airflow backfill create --dag-id {spec.dag_id("reconcile")} --from-d
             "(the ledger is past its end) and no open transaction holds it; at most "
             f"{UNREAD_WAIT} past the window's end, then the check runs anyway.",
         )
-        planned = plan_window()
+        planned = snapshot_window()
         checked = reconcile(cast(dict[str, Any], planned))
         waited >> planned >> spark >> checked
         if assets is not None:

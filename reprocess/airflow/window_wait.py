@@ -72,11 +72,11 @@ class WindowReadSensor(ConfigFaultMixin, BaseSensorOperator):
 
     def poke(self, context: Any) -> bool:
         from reprocess.airflow.common import app_engine, kafka_config
-        from reprocess.operations.reconcile import plan_window
+        from reprocess.operations.reconcile import snapshot_window
 
         interval = context["data_interval_start"], context["data_interval_end"]
         start, end = checked_window(context.get("dag_run"), *interval)
-        planned = plan_window(app_engine(), kafka_config(), self.spec, start, end)
+        planned = snapshot_window(app_engine(), kafka_config(), self.spec, start, end)
         waiting = [*planned.unread, *planned.never_read, *planned.unstable]
         ranges = ", ".join(f"{r.topic}[{r.partition}] [{r.start}, {r.end})" for r in waiting)
         if keeps_waiting(waiting, end, datetime.now(UTC), self.wait):

@@ -110,7 +110,7 @@ def judge(
     unread: Sequence[OffsetRange] = (),
 ) -> list[PartitionVerdict]:
     """Every check over ``window``, one verdict per range; ``unstable`` and ``unread``: the partitions whose
-    verdict is at best not yet stable (``reprocess.operations.reconcile.WindowPlan``)."""
+    verdict is at best not yet stable (``reprocess.operations.reconcile.WindowRanges``)."""
     held = {r.tp: r for r in unstable}
     not_read = {r.tp: r for r in unread}
     verdicts = []

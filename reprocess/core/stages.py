@@ -51,7 +51,7 @@ class Task(enum.StrEnum):
     PLAN = "plan_offsets"
     SPARK = "spark_read_stage"
     COMMIT = "commit_transaction"
-    PLAN_WINDOW = "plan_window"
+    PLAN_WINDOW = "snapshot_window"
     SPARK_WINDOW = "spark_window_stage"
     RECONCILE = "reconcile"
 
@@ -187,7 +187,7 @@ class Diff:
 
 @dataclass(frozen=True, slots=True)
 class SnapshotWindow:
-    """A window check's snapshot: its offsets per partition (operations.reconcile.plan_window)."""
+    """A window check's snapshot: its offsets per partition (operations.reconcile.snapshot_window)."""
 
     check_id: str
     window_start: datetime

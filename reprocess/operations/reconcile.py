@@ -24,7 +24,7 @@ For each partition, the window's Kafka range is ``[offset_for(start), offset_for
 
 Each of these is one check of :mod:`reprocess.checks` (its query, its typed result, its kind, its heal
 range). Spark stages the newest record per key with the backfill's own rules (:func:`reprocess.spark.job.
-stage_window`); this module plans the window (:func:`plan_window`) and runs the checks in Postgres
+stage_window`); this module snapshots the window's ranges (:func:`snapshot_window`) and runs the checks in Postgres
 (:func:`record_verdicts`), so the Airflow worker never reads records or loads Spark.
 
 One ``reconciliations`` row per partition holds the verdict and the kinds of gap its checks found; a gap raises
@@ -87,7 +87,7 @@ _RECORDED_HEAL = text(
 
 
 @dataclass(frozen=True, slots=True)
-class WindowPlan:
+class WindowRanges:
     ranges: list[OffsetRange]  # the window's offsets per partition, below each last stable offset
     # [LSO, HW) of each partition whose window reaches a last stable offset an open transaction holds
     unstable: list[OffsetRange] = field(default_factory=list)
@@ -98,11 +98,11 @@ class WindowPlan:
     never_read: list[OffsetRange] = field(default_factory=list)
 
 
-def plan_window(
+def snapshot_window(
     engine: Engine, kafka: Mapping[str, Any], spec: PipelineSpec, window_start: datetime, window_end: datetime
-) -> WindowPlan:
+) -> WindowRanges:
     """The window's offset range per partition of the spec's topics (from the records' timestamps),
-    cut at the ledger where the window reaches past it (the rest is :attr:`WindowPlan.unread`), and
+    cut at the ledger where the window reaches past it (the rest is :attr:`WindowRanges.unread`), and
     where it reaches a last stable offset held below the high watermark: the broker resolves a time
     past the LSO to the LSO, so records of the window may lie above it. A partition the ledger has
     no position for is checked whole: nothing of it was ever committed, so its offsets are a gap."""
@@ -125,7 +125,7 @@ def plan_window(
         if s.unstable and r.end >= s.log_end
     ]
     never_read = [r for r in window if r.tp not in ledger and r.width]
-    return WindowPlan(ranges, held, unread, never_read)
+    return WindowRanges(ranges, held, unread, never_read)
 
 
 def record_verdicts(
@@ -147,7 +147,7 @@ def record_verdicts(
 
     ``healed_by`` is the backfill run whose commit asked for this check (it healed the window's
     gap): an ok verdict records it, and ``reconciliation_history`` keeps the gap before it.
-    ``unstable``, ``unread``: :attr:`WindowPlan.unstable` and :attr:`WindowPlan.unread`, the partitions
+    ``unstable``, ``unread``: :attr:`WindowRanges.unstable` and :attr:`WindowRanges.unread`, the partitions
     whose verdict is at best not yet stable.
     ``compare_values``: False leaves out the value check (d), the check as it was before it compared
     values; it exists for the bench's baseline (``bench/reconcile.py``), which reports what comparing

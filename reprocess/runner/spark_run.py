@@ -81,11 +81,11 @@ def read_run(
         if state == RunState.COMMITTED:
             log.info("stage run_id=%s pipeline=%s already committed: nothing to do", run_id, spec.name)
             return False
-        plan = store.load_ranges(conn, run_id)
+        run = store.load_ranges(conn, run_id)
     stages = for_task(stored_stages(engine, spec, run_id, batch_size), Task.SPARK)
     started = time.monotonic()
-    progress = RunProgress(spark, engine, spec.name, run_id, sum(r.width for r in plan.ranges))
-    schemas = writer_schemas(spec, plan.ranges, registry_config)
+    progress = RunProgress(spark, engine, spec.name, run_id, sum(r.width for r in run.ranges))
+    schemas = writer_schemas(spec, run.ranges, registry_config)
     readings = decoder(spec).readings(spec, schemas) if schemas else None
     if readings is not None:  # how the run reads each writer version: an apply's plan must agree
         with engine.begin() as conn:
@@ -95,7 +95,7 @@ def read_run(
     progress.close()
     log.info(
         "stage run_id=%s pipeline=%s ranges=%d seconds=%.1f",
-        run_id, spec.name, len(plan.ranges), time.monotonic() - started,
+        run_id, spec.name, len(run.ranges), time.monotonic() - started,
     )  # fmt: skip
     engine.dispose()
     return True

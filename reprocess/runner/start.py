@@ -33,34 +33,34 @@ def start_run(
     dag_run_id: str | None = None,
     params: Mapping[str, Any] | None = None,
 ) -> tuple[RunRanges, tuple[Stage, ...]]:
-    """Plan the run and evaluate its planning task's stages; returns the plan and every stage of
+    """Snapshot the run's ranges and evaluate its planning task's stages; returns the ranges and every stage of
     the run (a dry run has none)."""
-    plan = snapshot_run(engine, kafka, spec, request, run_id, dag_id=dag_id, dag_run_id=dag_run_id, params=params)
+    run = snapshot_run(engine, kafka, spec, request, run_id, dag_id=dag_id, dag_run_id=dag_run_id, params=params)
     # A run planned before (a cleared DAG run) keeps the batches it was cut into, whatever batch_size says now.
     with engine.begin() as conn:
         cut, committed = store.batch_cut(conn, run_id)
     batch_size = request.batch_size or spec.batch_size
     stages = build_stages(
-        plan, spec, request.mode, batch_size, dry_run=request.dry_run, preview=request.preview, cut=cut,
+        run, spec, request.mode, batch_size, dry_run=request.dry_run, preview=request.preview, cut=cut,
         committed=committed,
     )  # fmt: skip
     evaluate(for_task(stages, Task.PLAN), RunContext(engine, spec))
-    return plan, stages
+    return run, stages
 
 
 def stored_stages(
     engine: Engine, spec: PipelineSpec, run_id: str, batch_size: int | None, *, left: bool = True
 ) -> tuple[Stage, ...]:
-    """The stages of a planned run, from what Postgres holds: its plan, its mode and the batches an
+    """The stages of a planned run, from what Postgres holds: its ranges, its mode and the batches an
     earlier attempt cut; with ``left``, without those of the batches committed (a resumed run goes on
     after them)."""
     with engine.begin() as conn:
-        plan = store.load_ranges(conn, run_id)
+        run = store.load_ranges(conn, run_id)
         mode = store.run_mode(conn, run_id)
         cut, committed = store.batch_cut(conn, run_id)
         preview = store.is_preview(conn, run_id)
     done = committed if left else ()
-    return build_stages(plan, spec, mode, batch_size or spec.batch_size, preview=preview, cut=cut, committed=done)
+    return build_stages(run, spec, mode, batch_size or spec.batch_size, preview=preview, cut=cut, committed=done)
 
 
 def commit_stored(engine: Engine, spec: PipelineSpec, run_id: str) -> CommitResult:
@@ -93,7 +93,7 @@ def snapshot_and_migrate(
     """The run's ranges snapshotted and its ``Migrate`` stage evaluated (a merge's: a dry run, a
     preview and a rebuild migrate nothing), nothing else: for callers that read and commit the run
     themselves (the tests, the benchmarks). ``planned``: :func:`snapshot_run`'s keywords."""
-    plan = snapshot_run(engine, kafka, spec, request, run_id, **planned)
-    stages = build_stages(plan, spec, request.mode, spec.batch_size, dry_run=request.dry_run, preview=request.preview)
+    run = snapshot_run(engine, kafka, spec, request, run_id, **planned)
+    stages = build_stages(run, spec, request.mode, spec.batch_size, dry_run=request.dry_run, preview=request.preview)
     evaluate(tuple(s for s in stages if isinstance(s, Migrate)), RunContext(engine, spec))
-    return plan
+    return run

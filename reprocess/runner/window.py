@@ -16,7 +16,7 @@ from reprocess.checks.verdict import PartitionVerdict
 from reprocess.core.errors import ReprocessError
 from reprocess.core.spec import PipelineSpec
 from reprocess.core.stages import ReadWindow, SnapshotWindow, Verdicts, describe
-from reprocess.operations.reconcile import WindowPlan, plan_window, record_verdicts
+from reprocess.operations.reconcile import WindowRanges, record_verdicts, snapshot_window
 
 
 class WindowReader(Protocol):
@@ -33,7 +33,7 @@ class WindowCheck:
 
     kafka: Mapping[str, Any] | None = None  # the snapshot's broker (librdkafka config)
     reader: WindowReader | None = None  # the read's Spark side
-    plan: WindowPlan | None = None  # the snapshot's ranges
+    ranges: WindowRanges | None = None  # the snapshot's ranges
     staged: int | None = None  # the read's stage rows
     verdicts: list[PartitionVerdict] | None = None
 
@@ -53,7 +53,7 @@ def evaluate_window(
     if isinstance(stage, SnapshotWindow):
         if check.kafka is None:
             raise ReprocessError(f"{spec.name}: {describe([stage])} needs the Kafka connection", pipeline=spec.name)
-        check.plan = plan_window(engine, check.kafka, spec, stage.window_start, stage.window_end)
+        check.ranges = snapshot_window(engine, check.kafka, spec, stage.window_start, stage.window_end)
     elif isinstance(stage, ReadWindow):
         if check.reader is None:
             raise ReprocessError(

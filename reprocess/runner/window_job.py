@@ -35,9 +35,9 @@ def check_window(
     check = WindowCheck(kafka=kafka, reader=reader)
     ctx = RunContext(engine, spec, window=check)
     evaluate((snapshot,), ctx)
-    if check.plan is None:
+    if check.ranges is None:
         raise ReprocessError(f"{spec.name}: the snapshot of check {snapshot.check_id} resolved no window")
-    evaluate(window_stages(snapshot, check.plan.ranges, check.plan.unstable, check.plan.unread), ctx)
+    evaluate(window_stages(snapshot, check.ranges.ranges, check.ranges.unstable, check.ranges.unread), ctx)
     return check.verdicts or []
 
 

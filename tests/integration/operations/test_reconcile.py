@@ -84,7 +84,7 @@ def test_auto_heal_triggers_the_stored_conf_for_a_gap_and_nothing_when_the_check
     assert gap_run.state == "failed"
     assert _task_states(gap_run) == {
         "wait_for_incremental": "success",  # the ledger is past the window: no wait
-        "plan_window": "success",
+        "snapshot_window": "success",
         "spark_window_stage": "success",
         "reconcile": "failed",
         "recorded_gap": "success",
@@ -124,7 +124,7 @@ def test_auto_heal_triggers_the_stored_conf_for_a_gap_and_nothing_when_the_check
     assert broken_run.state == "failed"
     assert _task_states(broken_run) == {
         "wait_for_incremental": "failed",  # its look at the window's offsets is the first to ask the broker
-        "plan_window": "upstream_failed",
+        "snapshot_window": "upstream_failed",
         "spark_window_stage": "upstream_failed",
         "reconcile": "upstream_failed",
         "recorded_gap": "skipped",

@@ -20,7 +20,7 @@ def test_a_window_check_is_snapshot_then_read_then_verdicts_the_snapshot_giving_
     held, unread = (OffsetRange("t", 0, 9, 12),), (OffsetRange("t", 1, 0, 4),)
     read, verdicts = window_stages(snapshot, ranges, held, unread)
     assert describe((snapshot, read, verdicts)) == (
-        "plan_window: SnapshotWindow(c1) | spark_window_stage: ReadWindow(c1) | reconcile: Verdicts(c1)"
+        "snapshot_window: SnapshotWindow(c1) | spark_window_stage: ReadWindow(c1) | reconcile: Verdicts(c1)"
     )
     assert read == ReadWindow("c1", ranges)
     assert verdicts == Verdicts("c1", START, END, ranges, held, unread, "r9")
@@ -33,7 +33,7 @@ def test_the_reconcile_dag_runs_each_window_stage_in_the_task_it_names_in_order(
     dag = build_reconcile_dag(read_spec(ORDERS))
     snapshot = SnapshotWindow("c1", START, END)
     tasks = [s.task.value for s in (snapshot, *window_stages(snapshot, ()))]
-    assert tasks == ["plan_window", "spark_window_stage", "reconcile"]  # the task ids runs and alerts know
+    assert tasks == ["snapshot_window", "spark_window_stage", "reconcile"]  # the task ids runs and alerts know
     for before, after in itertools.pairwise(tasks):
         assert after in dag.get_task(before).downstream_task_ids
     assert "Snapshot" in (dag.doc_md or "") and "Verdicts" in (dag.doc_md or "")
