@@ -24,7 +24,8 @@ def plan_then_apply(bench: Bench, ds: Dataset, label: str) -> Result:
     """Plan all of ``ds`` against the target the product case ``label`` committed, then apply the plan."""
     from devstack import connect as server
     from reprocess.core.runs import RunRequest
-    from reprocess.core.stages import Task, for_task
+    from reprocess.core.stages import for_task
+    from reprocess.core.tasks import Task
     from reprocess.operations.preview import load_report
     from reprocess.postgres.db import libpq_url, make_engine
     from reprocess.runner.evaluate import RunContext, evaluate

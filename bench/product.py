@@ -175,7 +175,8 @@ def run_product(
     (``plan_offsets``: snapshot, ranges, the stages before Spark) → the launcher's Spark task
     (``read_job``, ``spark_read_stage``'s entry) → ``evaluate`` of the stages after Spark
     (``commit_transaction``)."""
-    from reprocess.core.stages import Task, for_task
+    from reprocess.core.stages import for_task
+    from reprocess.core.tasks import Task
     from reprocess.postgres.db import make_engine
     from reprocess.runner.evaluate import RunContext, evaluate
     from reprocess.runner.start import start_run

@@ -14,7 +14,8 @@ from typing import Any, ClassVar, Self
 
 from reprocess.core.ranges import offsets_json, window_ranges
 from reprocess.core.runs import RunMode
-from reprocess.core.stages import ReadWindow, SnapshotWindow, Task, Verdicts, window_stages
+from reprocess.core.tasks import Task
+from reprocess.core.window_stages import ReadWindow, SnapshotWindow, Verdicts, window_stages
 
 
 class Payload:
@@ -112,7 +113,7 @@ class PlannedWindow(Payload):
         )  # fmt: skip
 
     def stages(self) -> tuple[ReadWindow, Verdicts]:
-        """The check's stages after its snapshot (core.stages.window_stages)."""
+        """The check's stages after its snapshot (core.window_stages.window_stages)."""
         snapshot = SnapshotWindow(self.check_id, self.window_start, self.window_end, self.healed_by)
         return window_stages(
             snapshot, window_ranges(self.starting, self.ending), window_ranges(self.unstable_start, self.unstable_end),

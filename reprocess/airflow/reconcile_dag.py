@@ -19,11 +19,13 @@ from reprocess.core.errors import ReprocessError
 from reprocess.core.ranges import BACKFILL_CONF_KEYS
 from reprocess.core.runs import HEALS_WINDOW
 from reprocess.core.spec import PipelineSpec
-from reprocess.core.stages import ReadWindow, SnapshotWindow, Task, Verdicts, describe, window_stages
+from reprocess.core.stages import describe
+from reprocess.core.tasks import Task
+from reprocess.core.window_stages import ReadWindow, SnapshotWindow, Verdicts, window_stages
 
 log = logging.getLogger(__name__)
 
-# Each stage of a window check (core.stages.window_stages) is one task of this DAG, named by the stage.
+# Each stage of a window check (core.window_stages.window_stages) is one task of this DAG, named by the stage.
 _STAGE_DOCS: Final[Mapping[type, str]] = {
     SnapshotWindow: "`SnapshotWindow`: the window's offset range per partition and this attempt's check id; drops "
     "the stages that earlier checks left when they failed.",
@@ -44,7 +46,7 @@ def _heal_doc(spec: PipelineSpec) -> str:
 
 
 def _stages_doc() -> str:
-    """The stages of a window check (core.stages.window_stages), grouped by the task that runs each."""
+    """The stages of a window check (core.window_stages.window_stages), grouped by the task that runs each."""
     snapshot = SnapshotWindow("<check>", epoch(), epoch())
     return describe((snapshot, *window_stages(snapshot, ())))
 

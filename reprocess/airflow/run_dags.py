@@ -1,6 +1,6 @@
 """The backfill (manual, Params-driven) and incremental (scheduled) DAGs of a pipeline: both run
 plan_offsets → spark_read_stage → commit_transaction → mirror_group_offsets → report. The first
-three each evaluate the stages that name them (:class:`reprocess.core.stages.Task`), and their docs
+three each evaluate the stages that name them (:class:`reprocess.core.tasks.Task`), and their docs
 say which, per kind of run (:func:`reprocess.core.stages.task_doc`)."""
 
 from __future__ import annotations
@@ -43,7 +43,8 @@ from reprocess.core.runs import (
     window_text,
 )
 from reprocess.core.spec import PipelineSpec
-from reprocess.core.stages import Task, task_doc
+from reprocess.core.stages import task_doc
+from reprocess.core.tasks import Task
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ names the Airflow :class:`Task` that runs it (:func:`for_task`).
 - a dry run: nothing (it migrates nothing either);
 - a preview (what a replay would change, ``reprocess plan``): ``Read(run) → Diff(run)``, one read
   of the whole range, whose stage the diff compares with the live target and drops;
-- a window check (reconciliation): ``SnapshotWindow → ReadWindow → Verdicts`` (:func:`window_stages`),
+- a window check (reconciliation): ``SnapshotWindow → ReadWindow → Verdicts`` (``reprocess.core.window_stages``),
   one task of the reconcile DAG each; it writes verdicts, never a target.
 
 Every write to a target happens in a :class:`Merge`, :class:`Migrate`, :class:`PrepareShadow` or
@@ -30,30 +30,18 @@ Every write to a target happens in a :class:`Merge`, :class:`Migrate`, :class:`P
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
 from typing import TYPE_CHECKING
 
 from reprocess.core.names import child_run_id, rebuild_owner, shadow_table
 from reprocess.core.ranges import OffsetRange
 from reprocess.core.runs import RunKind, RunMode, RunRanges
+from reprocess.core.tasks import Task
+from reprocess.core.window_stages import ReadWindow, SnapshotWindow, Verdicts
 
 if TYPE_CHECKING:
     from reprocess.core.spec import PipelineSpec
-
-
-class Task(enum.StrEnum):
-    """The Airflow task that runs a stage: of a run DAG (``reprocess.airflow.run_dags``) or of the
-    reconcile DAG (``reprocess.airflow.reconcile_dag``)."""
-
-    PLAN = "plan_offsets"
-    SPARK = "spark_read_stage"
-    COMMIT = "commit_transaction"
-    PLAN_WINDOW = "snapshot_window"
-    SPARK_WINDOW = "spark_window_stage"
-    RECONCILE = "reconcile"
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,52 +173,6 @@ class Diff:
     task: Task = field(default=Task.COMMIT, kw_only=True)
 
 
-@dataclass(frozen=True, slots=True)
-class SnapshotWindow:
-    """A window check's snapshot: its offsets per partition (operations.reconcile.snapshot_window)."""
-
-    check_id: str
-    window_start: datetime
-    window_end: datetime
-    healed_by: str | None = None  # the backfill whose heal this check is
-    task: Task = field(default=Task.PLAN_WINDOW, kw_only=True)
-
-    @property
-    def run_id(self) -> str:  # what the evaluator's log and describe name
-        return self.check_id
-
-
-@dataclass(frozen=True, slots=True)
-class ReadWindow:
-    """Stage a window's newest record per key and invalid records (spark.job.stage_window); no run, no target."""
-
-    check_id: str
-    ranges: tuple[OffsetRange, ...]
-    task: Task = field(default=Task.SPARK_WINDOW, kw_only=True)
-
-    @property
-    def run_id(self) -> str:
-        return self.check_id
-
-
-@dataclass(frozen=True, slots=True)
-class Verdicts:
-    """Run reprocess.checks over the check's stage, store a verdict per partition (operations.reconcile)."""
-
-    check_id: str
-    window_start: datetime
-    window_end: datetime
-    ranges: tuple[OffsetRange, ...]
-    unstable: tuple[OffsetRange, ...] = ()  # [LSO, HW) an open transaction holds: at best not yet stable
-    unread: tuple[OffsetRange, ...] = ()  # [ledger, window end): not read yet, at best not yet stable
-    healed_by: str | None = None
-    task: Task = field(default=Task.RECONCILE, kw_only=True)
-
-    @property
-    def run_id(self) -> str:
-        return self.check_id
-
-
 Stage = (
     Migrate | PrepareShadow | CutBatches | Read | Merge | FinishBatches | Verify | Swap | Diff
     | SnapshotWindow | ReadWindow | Verdicts
@@ -316,20 +258,6 @@ def build_stages(
             batch_rederives = ranges if rederives and not rebuild else ()
             stages += [Read(child, ranges, k, len(batches)), Merge(child, into, fenced, batch_rederives)]
     return (*stages, *finish)
-
-
-def window_stages(
-    snapshot: SnapshotWindow,
-    ranges: Sequence[OffsetRange],
-    unstable: Sequence[OffsetRange] = (),
-    unread: Sequence[OffsetRange] = (),
-) -> tuple[ReadWindow, Verdicts]:
-    """The stages after a window check's snapshot, from the ranges it resolved (test_window_stages.py)."""
-    s = snapshot
-    return (
-        ReadWindow(s.check_id, tuple(ranges)),
-        Verdicts(s.check_id, s.window_start, s.window_end, tuple(ranges), tuple(unstable), tuple(unread), s.healed_by),
-    )
 
 
 def split_batches(ranges: Sequence[OffsetRange], batch_size: int) -> list[tuple[OffsetRange, ...]]:

@@ -37,14 +37,12 @@ from reprocess.core.stages import (
     Migrate,
     PrepareShadow,
     Read,
-    ReadWindow,
-    SnapshotWindow,
     Stage,
     Swap,
-    Verdicts,
     Verify,
     describe,
 )
+from reprocess.core.window_stages import ReadWindow, SnapshotWindow, Verdicts
 from reprocess.operations.preview import diff_run
 from reprocess.operations.rebuild_verify import verify_shadow
 from reprocess.postgres import queries, store

@@ -15,7 +15,8 @@ from sqlalchemy import Engine
 
 from reprocess.core.runs import RunRanges
 from reprocess.core.spec import PipelineSpec
-from reprocess.core.stages import Stage, Task, for_task
+from reprocess.core.stages import Stage, for_task
+from reprocess.core.tasks import Task
 from reprocess.operations.preview import apply_request, check_fresh, mark_applied
 from reprocess.postgres.commit import CommitResult
 from reprocess.runner.evaluate import RunContext, evaluate

@@ -1,4 +1,4 @@
-"""A run's Spark task: the stages naming it (:class:`reprocess.core.stages.Task`: its reads, and
+"""A run's Spark task: the stages naming it (:class:`reprocess.core.tasks.Task`: its reads, and
 a batched run's batches' merges), evaluated where the Spark session is: the Airflow task over Spark Connect,
 or the spark-submit driver (``spark_apps/run_job.py``). :func:`read_job` is the entry both
 launchers call (``reprocess.airflow.spark_task``).
@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 from reprocess.core.errors import RunStateError
 from reprocess.core.runs import RunState
 from reprocess.core.spec import PipelineSpec
-from reprocess.core.stages import Task, for_task
+from reprocess.core.stages import for_task
+from reprocess.core.tasks import Task
 from reprocess.formats import decoder
 from reprocess.formats.specs import read_spec
 from reprocess.operations.preview import check_readings

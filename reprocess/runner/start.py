@@ -15,7 +15,8 @@ from reprocess.core.errors import RunStateError
 from reprocess.core.names import parent_run_id
 from reprocess.core.runs import RunRanges, RunRequest
 from reprocess.core.spec import PipelineSpec
-from reprocess.core.stages import Diff, FinishBatches, Merge, Migrate, Stage, Swap, Task, Verify, build_stages, for_task
+from reprocess.core.stages import Diff, FinishBatches, Merge, Migrate, Stage, Swap, Verify, build_stages, for_task
+from reprocess.core.tasks import Task
 from reprocess.operations.snapshot import snapshot_run
 from reprocess.postgres import store
 from reprocess.postgres.commit import CommitResult

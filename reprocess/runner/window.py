@@ -15,7 +15,8 @@ from sqlalchemy import Engine
 from reprocess.checks.verdict import PartitionVerdict
 from reprocess.core.errors import ReprocessError
 from reprocess.core.spec import PipelineSpec
-from reprocess.core.stages import ReadWindow, SnapshotWindow, Verdicts, describe
+from reprocess.core.stages import describe
+from reprocess.core.window_stages import ReadWindow, SnapshotWindow, Verdicts
 from reprocess.operations.reconcile import WindowRanges, record_verdicts, snapshot_window
 
 

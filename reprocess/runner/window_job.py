@@ -14,7 +14,7 @@ from reprocess.checks.verdict import PartitionVerdict
 from reprocess.core.errors import ReprocessError
 from reprocess.core.ranges import window_ranges
 from reprocess.core.spec import PipelineSpec
-from reprocess.core.stages import ReadWindow, SnapshotWindow, window_stages
+from reprocess.core.window_stages import ReadWindow, SnapshotWindow, window_stages
 from reprocess.postgres.db import make_engine
 from reprocess.runner.evaluate import RunContext, evaluate
 from reprocess.runner.window import WindowCheck, WindowReader
@@ -56,7 +56,7 @@ def window_job(
     """The reconcile DAG's Spark task, as it launches it: the spec's file and fingerprint
     (:func:`~reprocess.spark.job.spec_as_built`), the window's ranges as Spark offset JSONs, ``db_url``,
     ``kafka_config`` and ``registry_config`` from the connections. Evaluates the check's
-    :class:`~reprocess.core.stages.ReadWindow`; returns the stage's rows."""
+    :class:`~reprocess.core.window_stages.ReadWindow`; returns the stage's rows."""
     spec_ = spec_as_built(spec, fingerprint)
     stager = WindowStager(spark, db_url, json.loads(kafka_config), registry_config)
     check = WindowCheck(reader=stager)

@@ -21,7 +21,8 @@ from reprocess.core.errors import ConnectionConfigError, SchemaChangeError, Stag
 from reprocess.core.ranges import OffsetRange
 from reprocess.core.spec import PipelineSpec
 from reprocess.core.stage_rows import stage_columns
-from reprocess.core.stages import Read, ReadWindow
+from reprocess.core.stages import Read
+from reprocess.core.window_stages import ReadWindow
 from reprocess.formats import decoder, record_parts
 from reprocess.formats.contract import WriterSchemas
 from reprocess.formats.specs import read_spec
@@ -126,7 +127,7 @@ def _records_staged(spec: PipelineSpec, stage_id: str, db_url: str) -> int:
 
 
 class WindowStager:
-    """Stages a window check's :class:`~reprocess.core.stages.ReadWindow` (the evaluator's window reader,
+    """Stages a window check's :class:`~reprocess.core.window_stages.ReadWindow` (the evaluator's window reader,
     ``reprocess.runner.window``) with :func:`stage_window`."""
 
     def __init__(

@@ -204,7 +204,7 @@ def reconcile_over_connect(
     (:func:`reprocess.runner.window_job.check_window`): snapshot the window, stage it over Connect, record
     the verdicts (raises ReconciliationGap on a gap). ``registry_config``: an Avro pipeline's Schema
     Registry client config (JSON)."""
-    from reprocess.core.stages import SnapshotWindow
+    from reprocess.core.window_stages import SnapshotWindow
     from reprocess.runner.window_job import check_window
     from reprocess.spark.job import WindowStager
 
@@ -247,7 +247,8 @@ def backfill(engine: Engine, kafka: dict[str, Any], spec: PipelineSpec, run_id: 
 def plan_stage_commit(engine: Engine, kafka: dict[str, Any], spec: PipelineSpec, request: Any, run_id: str) -> Any:
     """One whole run as the DAG makes it (its stages: planning, then the Spark task over Connect and
     the commit when it reads anything); returns its plan."""
-    from reprocess.core.stages import Task, for_task
+    from reprocess.core.stages import for_task
+    from reprocess.core.tasks import Task
     from reprocess.runner.evaluate import RunContext, evaluate
     from reprocess.runner.start import start_run
 

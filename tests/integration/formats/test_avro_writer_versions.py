@@ -241,7 +241,8 @@ def test_a_plan_is_stale_when_the_registry_changes_how_its_records_read(
     does not map) leaves the plan fresh; one that changes what the plan's records read as (the
     latest's default for a field their writer lacks) makes the apply stale, refused before it reads."""
     from reprocess.core.errors import StalePlanError
-    from reprocess.core.stages import Task, for_task
+    from reprocess.core.stages import for_task
+    from reprocess.core.tasks import Task
     from reprocess.runner.evaluate import RunContext, evaluate
     from reprocess.runner.preview import start_apply
 

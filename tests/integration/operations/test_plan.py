@@ -77,7 +77,8 @@ def _apply(engine, kafka, spec, plan_id: str, run_id: str) -> dict[str, int]:
     """The plan applied as `reprocess apply` does; the committed run's counts."""
     _, stages = start_apply(engine, kafka, spec, plan_id, run_id)
     if any(type(s).__name__ == "Read" for s in stages):
-        from reprocess.core.stages import Task, for_task
+        from reprocess.core.stages import for_task
+        from reprocess.core.tasks import Task
         from reprocess.runner.evaluate import RunContext, evaluate
 
         run_spark_stage(spec, run_id, kafka=kafka)

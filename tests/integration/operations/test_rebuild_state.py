@@ -210,7 +210,8 @@ def test_a_rebuild_with_nothing_to_read_commits_only_by_its_swap(kafka_config, e
     DAG once did) would mark it committed with the old table still live; its stages end in the
     verified swap, and none of them merges into the live target (the builder alone decides where a
     run writes: issue 55 took the commit's own check of the run's mode away with the question)."""
-    from reprocess.core.stages import PrepareShadow, Swap, Task, Verify, build_stages
+    from reprocess.core.stages import PrepareShadow, Swap, Verify, build_stages
+    from reprocess.core.tasks import Task
     from reprocess.runner.evaluate import RunContext, evaluate
 
     v1 = orders_spec(unique_name, unique_name, key=["id"], columns={"id": "text", "s": "text"})

@@ -25,13 +25,13 @@ from reprocess.core.stages import (
     PrepareShadow,
     Read,
     Swap,
-    Task,
     Verify,
     WriteTarget,
     build_stages,
     for_task,
     split_batches,
 )
+from reprocess.core.tasks import Task
 from reprocess.formats.specs import parse_spec
 
 EXAMPLES = settings(max_examples=200, deadline=None)

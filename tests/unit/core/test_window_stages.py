@@ -8,7 +8,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from reprocess.core.ranges import OffsetRange
-from reprocess.core.stages import ReadWindow, SnapshotWindow, Verdicts, describe, window_stages
+from reprocess.core.stages import describe
+from reprocess.core.window_stages import ReadWindow, SnapshotWindow, Verdicts, window_stages
 
 START, END = datetime(2026, 11, 1, tzinfo=UTC), datetime(2026, 11, 2, tzinfo=UTC)
 ORDERS = Path(__file__).resolve().parents[3] / "pipelines" / "orders.yaml"

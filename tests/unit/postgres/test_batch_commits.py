@@ -16,7 +16,8 @@ import pytest
 
 from reprocess.core.ranges import OffsetRange
 from reprocess.core.runs import RunKind, RunMode, RunRanges
-from reprocess.core.stages import Read, Task, build_stages, for_task
+from reprocess.core.stages import Read, build_stages, for_task
+from reprocess.core.tasks import Task
 from reprocess.formats.specs import parse_spec
 from reprocess.postgres import store
 from reprocess.postgres.commit import CommitResult
