@@ -25,6 +25,7 @@ from reprocess.core.spec import PipelineSpec
 from reprocess.formats.specs import read_spec
 from reprocess.kafka import demo_data
 from reprocess.kafka.clients import make_producer
+from tests.adversary.debezium import DebeziumOracle, interpret_key
 from tests.adversary.model import Pipeline, Scenario, Step
 from tests.adversary.oracle import Oracle, Placed
 from tests.adversary.values import from_pg_text, same
@@ -49,14 +50,15 @@ class Outcome:
 
 def spec_for(p: Pipeline, name: str) -> PipelineSpec:
     """The scenario's pipeline as a YAML spec in the specs folder, read as the DAG file reads it."""
+    derived = {**{c: {"path": v} for c, v in p.paths}, **{c: {"expr": v} for c, v in p.exprs}}
     raw = {
         "name": name,
         "topics": [name],
         "consumer_group": f"g-{name}",
         "key": [c.name for c in p.key],
-        "columns": {c.name: {"type": c.sql_type, "required": c.required} for c in p.columns},
+        "columns": {c.name: {"type": c.sql_type, "required": c.required, **derived.get(c.name, {})} for c in p.columns},
         "ordering": {"mode": "column", "column": p.ordering} if p.ordering else "offset",
-        "tombstones": p.tombstones,
+        **({"format": "debezium", "encoding": "json"} if p.format == "debezium" else {"tombstones": p.tombstones}),
         "target_table": f"{name}.t",
         "max_dead_letter_ratio": 1,
         "schedule": None,
@@ -77,7 +79,8 @@ def produce(kafka: dict[str, Any], topic: str, s: Scenario) -> list[Placed]:
         offsets.append(msg.offset())
 
     for r in s.records:
-        producer.produce(topic, partition=r.partition, key=r.key, value=r.value, on_delivery=delivered)
+        headers = [(k, v.encode()) for k, v in r.headers]
+        producer.produce(topic, partition=r.partition, key=r.key, value=r.value, headers=headers, on_delivery=delivered)
         assert producer.flush(30) == 0  # one at a time: the delivery order is the production order
     return [Placed(r.partition, o, r) for r, o in zip(s.records, offsets, strict=True)]
 
@@ -124,6 +127,15 @@ def dead_letters(engine: Engine, spec: PipelineSpec) -> set[tuple[int, int]]:
     return {(p, o) for p, o in rows}
 
 
+def incomplete(engine: Engine, spec: PipelineSpec, p: Pipeline) -> set[tuple[tuple[Any, ...], str]]:
+    """The (key, column) pairs ``reprocess.incomplete_values`` lists for the pipeline."""
+    with engine.connect() as conn:
+        rows = conn.execute(
+            text('SELECT key, "column" FROM reprocess.incomplete_values WHERE pipeline = :p'), {"p": spec.name}
+        ).all()
+    return {(interpret_key(p, k), c) for k, c in rows}
+
+
 def check(i: int, step: Step, engine: Engine, spec: PipelineSpec, oracle: Oracle, before: list[str] | None) -> None:
     """The state after step ``i`` against the oracle's; raises :class:`Mismatch`."""
     p = oracle.pipeline
@@ -138,6 +150,11 @@ def check(i: int, step: Step, engine: Engine, spec: PipelineSpec, oracle: Oracle
     held = {p: o for p, o in ledger(engine, spec).items() if o > 0}
     if held != {p: o for p, o in oracle.ledger.items() if o > 0}:
         raise Mismatch(i, step.kind, "ledger", oracle.ledger, held)
+    if isinstance(oracle, DebeziumOracle):
+        listed = incomplete(engine, spec, p)
+        if listed != oracle.incomplete():
+            raise Mismatch(i, step.kind, "incomplete values (key, column)", sorted(oracle.incomplete(), key=repr),
+                           sorted(listed, key=repr))  # fmt: skip
     if before is not None and whole_table(engine, spec) != before:
         raise Mismatch(i, step.kind, "a replay below the ledger wrote", before, whole_table(engine, spec))
 
@@ -147,7 +164,7 @@ def run(s: Scenario, engine: Engine, kafka: dict[str, Any], name: str | None = N
     started = time.monotonic()
     name = name or f"adv_{uuid.uuid4().hex[:12]}"
     spec = spec_for(s.pipeline, name)
-    oracle = Oracle(s.pipeline, produce(kafka, name, s), name)
+    oracle = (DebeziumOracle if s.pipeline.format == "debezium" else Oracle)(s.pipeline, produce(kafka, name, s), name)
     spark_runs = 0
     for i, step in enumerate(s.steps):
         ranges = oracle.ranges(step)

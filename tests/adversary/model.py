@@ -26,6 +26,10 @@ class Pipeline:
     ordering: str | None  # None: offset ordering; else the ordering column's name
     tombstones: str  # "delete" (offset ordering only) or "dead_letter"
     partitions: int
+    format: str = "json"  # or "debezium" (tests.adversary.debezium: change events of a model source table)
+    large: tuple[str, ...] = ()  # debezium: the columns an update may leave out (TOASTed)
+    paths: tuple[tuple[str, str], ...] = ()  # (column, path) where not the column's own field ("$source.lsn")
+    exprs: tuple[tuple[str, str], ...] = ()  # (column, expr) of derived columns
 
     def column(self, name: str) -> Column:
         return next(c for c in self.columns if c.name == name)
@@ -37,6 +41,7 @@ class Record:
     key: bytes | None
     value: bytes | None  # None: a tombstone
     note: str = ""  # what the generator meant (a malformed kind, a duplicate…), for people reading a case
+    headers: tuple[tuple[str, str], ...] = ()  # (name, UTF-8 value): Debezium's key-change links
 
 
 @dataclass(frozen=True)
@@ -86,11 +91,15 @@ class Scenario:
             return Column(c["name"], c["type"], c["required"], tuple(c["numeric"]) if c["numeric"] else None)
 
         pipeline = Pipeline(
-            tuple(map(col, p["key"])), tuple(map(col, p["columns"])), p["ordering"], p["tombstones"], p["partitions"]
-        )
+            tuple(map(col, p["key"])), tuple(map(col, p["columns"])), p["ordering"], p["tombstones"], p["partitions"],
+            p.get("format", "json"), tuple(p.get("large", ())), tuple(map(tuple, p.get("paths", ()))),
+            tuple(map(tuple, p.get("exprs", ()))),
+        )  # fmt: skip
         records = tuple(
-            Record(r["partition"], dec(r["key"]), dec(r["value"]), r.get("note", "")) for r in raw["records"]
-        )
+            Record(r["partition"], dec(r["key"]), dec(r["value"]), r.get("note", ""),
+                   tuple(map(tuple, r.get("headers", ()))))
+            for r in raw["records"]
+        )  # fmt: skip
         steps = tuple(Step(s["kind"], tuple(s["cut"]), tuple(s["slice_from"]), s["batch_size"]) for s in raw["steps"])
         return cls(pipeline, records, steps, raw.get("seed"), raw.get("found") or {})
 

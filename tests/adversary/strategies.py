@@ -172,6 +172,13 @@ def scenarios(draw: st.DrawFn, max_records: int = 40, max_steps: int = 4) -> Sce
         note = f"refused {','.join(hostile)}" if hostile else "row"
         records.append(Record(partition, kafka_key, ("{" + ",".join(fields) + "}").encode(), note))
 
+    return Scenario(pipeline, tuple(records), draw(steps(records, partitions, max_steps)))
+
+
+@st.composite
+def steps(draw: st.DrawFn, records: list[Record], partitions: int, max_steps: int) -> tuple[Step, ...]:
+    """A backfill cut at random offsets, up to ``max_steps`` incrementals, replays and backfills, a
+    catch-up, maybe a whole replay; batch sizes from a third of the busiest partition up."""
     per_partition = max(sum(1 for r in records if r.partition == p) for p in range(partitions))
     smallest = max(1, math.ceil(per_partition / 3))  # at most three batches a run: Spark runs are the cost
     fraction = st.sampled_from([0.0, 0.25, 0.5, 0.75, 1.0])
@@ -186,7 +193,7 @@ def scenarios(draw: st.DrawFn, max_records: int = 40, max_steps: int = 4) -> Sce
 
     kinds = st.sampled_from(["incremental", "replay_all", "replay_slice", "backfill"])
     middle = draw(st.lists(kinds, max_size=max_steps))
-    steps = [step("backfill"), *(step(k) for k in middle), step("catch_up")]
+    chosen = [step("backfill"), *(step(k) for k in middle), step("catch_up")]
     if draw(st.booleans()):
-        steps.append(step("replay_all"))
-    return Scenario(pipeline, tuple(records), tuple(steps))
+        chosen.append(step("replay_all"))
+    return tuple(chosen)

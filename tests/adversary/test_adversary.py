@@ -18,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, assume, given, settings
 
 from tests.adversary import driver
+from tests.adversary.debezium import debezium_scenarios
 from tests.adversary.model import Scenario, case_files
 from tests.adversary.strategies import scenarios
 
@@ -61,3 +62,26 @@ def test_generated_pipelines_match_the_oracle_after_every_step(s: Scenario, engi
 @pytest.mark.parametrize("case", case_files(), ids=lambda p: Path(p).stem)
 def test_a_case_the_fuzzer_found_stays_fixed(case: Path, engine: Any, kafka_config: Any) -> None:
     driver.run(Scenario.from_json(case.read_text()), engine, kafka_config)
+
+
+def _a_debezium_life_worth_its_runs(s: Scenario) -> None:
+    assume(len(s.records) >= 12 and s.pipeline.partitions > 1)
+    assume(any(r.headers for r in s.records) and any(x.batch_size for x in s.steps))
+
+
+@_slice(1)
+@given(s=debezium_scenarios(max_events=20, max_steps=2))
+def test_a_generated_debezium_table_life_over_partitions_matches_the_model_table_after_every_step(
+    s: Scenario, engine: Any, kafka_config: Any
+) -> None:
+    _a_debezium_life_worth_its_runs(s)
+    driver.run(s, engine, kafka_config)
+
+
+@_slice(LONG_EXAMPLES)
+@given(s=debezium_scenarios(max_events=30, max_steps=4))
+def test_generated_debezium_table_lives_match_the_model_table_after_every_step(
+    s: Scenario, engine: Any, kafka_config: Any
+) -> None:
+    _a_debezium_life_worth_its_runs(s)
+    driver.run(s, engine, kafka_config)
