@@ -89,7 +89,16 @@ class History:
             after[name] = PLACEHOLDER if left_out and name in self.pipeline.large and v is not None else v
         return after
 
-    def emit(self, key: Key, op: str, lsn: int | None = None, snapshot: str = "false", left_out: frozenset[str] = frozenset(), headers: tuple[tuple[str, str], ...] = (), note: str = "") -> None:  # fmt: skip
+    def emit(
+        self,
+        key: Key,
+        op: str,
+        lsn: int | None = None,
+        snapshot: str = "false",
+        left_out: frozenset[str] = frozenset(),
+        headers: tuple[tuple[str, str], ...] = (),
+        note: str = "",
+    ) -> None:
         """One event of ``key``; ``left_out``: the large columns it sends as the placeholder."""
         if lsn is None:
             self.lsn += 100
@@ -175,7 +184,9 @@ def debezium_scenarios(draw: st.DrawFn, max_events: int = 30, max_steps: int = 4
                 continue
             h.rows[new] = h.rows.pop(k)
             h.lsn += 100
-            h.emit(k, "d", h.lsn, headers=(("__debezium.newkey", _key_bytes(p, new).decode()),), note="d of a key change")
+            h.emit(
+                k, "d", h.lsn, headers=(("__debezium.newkey", _key_bytes(p, new).decode()),), note="d of a key change"
+            )
             h.tombstone(k)
             h.emit(new, "c", h.lsn, left_out=frozenset(p.large),
                    headers=(("__debezium.oldkey", _key_bytes(p, k).decode()),), note="c of a key change")  # fmt: skip

@@ -8,6 +8,7 @@ is up. A failure is shrunk by Hypothesis (fewer records, fewer steps, smaller cu
 ``tests/adversary/cases/`` with what was expected and found; the suite replays it from then on. The
 report (examples, steps, Spark runs, types, orderings, partition counts, time per example, failures) is
 printed and written to ``.state/fuzz/``. ``FUZZ_KEEP_GOING=1`` goes on after a failure.
+``FUZZ_FORMATS`` (default every one of :data:`FORMATS`, comma-separated) restricts the scenarios' formats.
 """
 
 from __future__ import annotations
@@ -20,12 +21,15 @@ from pathlib import Path
 from typing import Any
 
 from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis import strategies as st
 
 from tests.adversary import driver
+from tests.adversary.debezium import debezium_scenarios
 from tests.adversary.model import CASES_DIR, Scenario
 from tests.adversary.strategies import scenarios
 
 CHUNK = 5
+FORMATS: dict[str, Any] = {"json": scenarios, "debezium": debezium_scenarios}  # format → its scenarios strategy
 REPORTS = Path(__file__).resolve().parents[2] / ".state" / "fuzz"
 
 
@@ -36,6 +40,7 @@ class Fuzz:
         self.started = time.monotonic()
         self.until = self.started + minutes * 60
         self.first_seed, self.shrink_minutes = first_seed, shrink_minutes
+        self.formats = [f for f in os.environ.get("FUZZ_FORMATS", ",".join(FORMATS)).split(",") if f]
         self.examples = self.steps = self.records = self.spark_runs = 0
         self.seconds: list[float] = []
         self.covered: dict[str, Counter[str]] = {
@@ -80,7 +85,7 @@ class Fuzz:
             suppress_health_check=list(HealthCheck),
             report_multiple_bugs=False,
         )
-        @given(scenarios())
+        @given(st.one_of(*(FORMATS[f]() for f in self.formats)))
         def explore(s: Scenario) -> None:
             self.example(s, engine, kafka)
 
