@@ -23,7 +23,7 @@ from reprocess.postgres.db import pg_cursor
 from reprocess.postgres.target import target_identifier
 
 _BLOCKERS: Final = text(
-    """
+    r"""
 SELECT DISTINCT format('%s %s', CASE v.relkind WHEN 'm' THEN 'materialized view' ELSE 'view' END, v.oid::regclass)
   FROM pg_depend d JOIN pg_rewrite r ON r.oid = d.objid JOIN pg_class v ON v.oid = r.ev_class
  WHERE d.classid = 'pg_rewrite'::regclass AND d.refclassid = 'pg_class'::regclass
@@ -33,6 +33,7 @@ SELECT format('foreign key %I on %s', conname, conrelid::regclass) FROM pg_const
  WHERE contype = 'f' AND to_regclass(:t) IN (conrelid, confrelid)
 UNION ALL
 SELECT format('trigger %I', tgname) FROM pg_trigger WHERE tgrelid = to_regclass(:t) AND NOT tgisinternal
+   AND tgname NOT LIKE 'reprocess\_digest%'  -- the product's own (sql/026): the shadow has its own
 UNION ALL
 SELECT format('row security policy %I', polname) FROM pg_policy WHERE polrelid = to_regclass(:t)
 UNION ALL

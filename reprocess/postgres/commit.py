@@ -35,6 +35,7 @@ from reprocess.core.stages import Merge
 from reprocess.postgres import queries, store
 from reprocess.postgres.batch_commit import sum_committed_batches
 from reprocess.postgres.db import one_row, pg_cursor
+from reprocess.postgres.digest import as_writer
 from reprocess.postgres.ledger import advance_ledger, ledger_positions
 from reprocess.postgres.merge_stage import merge_stage, stage_counts
 from reprocess.postgres.stage import drop_stage, stage_identifier
@@ -119,6 +120,7 @@ def commit_protocol(
         with outcome_unknown_on_disconnect(spec, run_id), engine.begin() as conn:
             # 1. One committer per pipeline; the run row is locked against a second commit of it.
             conn.execute(queries.PIPELINE_LOCK, {"pipeline": spec.name})
+            as_writer(conn)  # its writes keep the targets' row digests (postgres.digest)
             run = store.lock_run(conn, run_id)
             if run is None:
                 raise RunStateError(

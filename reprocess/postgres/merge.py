@@ -26,6 +26,7 @@ from reprocess.core.ranges import OffsetRange
 from reprocess.core.spec import PipelineSpec, TombstoneMode
 from reprocess.core.stage_rows import LINEAGE, ROW, TOMBSTONE
 from reprocess.postgres.column_sql import comparable
+from reprocess.postgres.digest import digest_sql
 from reprocess.postgres.target import marker_order, markers_identifier, target_identifier
 
 
@@ -40,7 +41,10 @@ def merge_sql(spec: PipelineSpec, stage: sql.Composable) -> sql.Composed:
     with an unchanged spec changes nothing, and an older record never wins. A row the new spec
     version derives to the same values is only restamped with that version (not counted as
     written): its ``_updated_at`` and ``_run_id`` stay, so they keep saying when its values last
-    changed, and reconciliation no longer counts it as derived by an older version.
+    changed, and reconciliation no longer counts it as derived by an older version. Every row it
+    writes takes its digest (:mod:`reprocess.postgres.digest`) from the incoming values in this
+    statement, so the tamper check finds a later change by hand; the digest leaves out ``_run_id``
+    and ``_updated_at``, so a restamp's digest is EXCLUDED's too.
 
     ``DISTINCT ON (key)`` guards against a stage that holds a key twice (a Spark task that
     committed its COPY and was then re-run): ``ON CONFLICT DO UPDATE`` must not touch a row
@@ -62,10 +66,11 @@ def merge_sql(spec: PipelineSpec, stage: sql.Composable) -> sql.Composed:
     cols = sql.SQL(", ").join(map(ident, all_cols))
     if spec.tombstones is TombstoneMode.DELETE:
         source = sql.SQL(
-            "SELECT {incoming}, %(run_id)s, %(spec_version)s FROM ({newest}) AS _w WHERE _w._kind = {row} "
+            "SELECT {incoming}, %(run_id)s, %(spec_version)s, {digest} FROM ({newest}) AS _w WHERE _w._kind = {row} "
             "AND NOT EXISTS (SELECT 1 FROM {markers} AS _m WHERE {same_key} AND NOT {newer_than_marker})"
         ).format(
             incoming=sql.SQL(", ").join(sql.SQL("_w.{}").format(ident(c)) for c in all_cols),
+            digest=_incoming_digest(spec, sql.Identifier("_w")),
             newest=newest_per_key(spec, stage),
             row=sql.Literal(ROW),
             markers=markers_identifier(spec),
@@ -74,9 +79,10 @@ def merge_sql(spec: PipelineSpec, stage: sql.Composable) -> sql.Composed:
         )
     else:
         source = sql.SQL(
-            "SELECT DISTINCT ON ({key}) {cols}, %(run_id)s, %(spec_version)s FROM {stage} WHERE _kind = {row} "
-            "ORDER BY {key}, {order}"
-        ).format(key=key, cols=cols, stage=stage, row=sql.Literal(ROW), order=spec.ordering.newest_first_sql())
+            "SELECT DISTINCT ON ({key}) {cols}, %(run_id)s, %(spec_version)s, {digest} FROM {stage} AS _w "
+            "WHERE _kind = {row} ORDER BY {key}, {order}"
+        ).format(key=key, cols=cols, stage=stage, row=sql.Literal(ROW), order=spec.ordering.newest_first_sql(),
+                 digest=_incoming_digest(spec, sql.Identifier("_w")))  # fmt: skip
     alias = ident(spec.target_table)
     excluded = sql.SQL("EXCLUDED")
     kinds = {c.name: c.type for c in spec.columns}
@@ -87,8 +93,8 @@ def merge_sql(spec: PipelineSpec, stage: sql.Composable) -> sql.Composed:
         )
 
     return sql.SQL(
-        "WITH merged AS (INSERT INTO {target} AS {alias} ({cols}, _run_id, _spec_version) {source} "
-        "ON CONFLICT ({key}) DO UPDATE SET {updates}, "
+        "WITH merged AS (INSERT INTO {target} AS {alias} ({cols}, _run_id, _spec_version, _digest) {source} "
+        "ON CONFLICT ({key}) DO UPDATE SET {updates}, _digest = EXCLUDED._digest, "
         "_run_id = CASE WHEN {changed} THEN EXCLUDED._run_id ELSE {alias}._run_id END, "
         "_spec_version = EXCLUDED._spec_version, "
         "_updated_at = CASE WHEN {changed} THEN now() ELSE {alias}._updated_at END "
@@ -120,6 +126,16 @@ def merge_sql(spec: PipelineSpec, stage: sql.Composable) -> sql.Composed:
         old_lineage=row_of(sql.SQL("old"), list(LINEAGE_ORDER)),
         new_lineage=row_of(sql.SQL("new"), list(LINEAGE_ORDER)),
     )
+
+
+def _incoming_digest(spec: PipelineSpec, alias: sql.Identifier) -> sql.Composed:
+    """The digest of the row the merge writes from a staged row (``reprocess.postgres.digest``):
+    the stage holds the target's types, and the spec version is the one the merge binds."""
+    value_of: dict[str, sql.Composable] = {
+        c: sql.SQL("{}.{}").format(alias, sql.Identifier(c)) for c in [*(c.name for c in spec.columns), *LINEAGE]
+    }
+    value_of["_spec_version"] = sql.SQL("%(spec_version)s::int")
+    return digest_sql(spec, value_of)
 
 
 def newest_per_key(spec: PipelineSpec, stage: sql.Composable) -> sql.Composed:

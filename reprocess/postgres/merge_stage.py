@@ -23,6 +23,7 @@ from reprocess.postgres.dead_letters import (
     known_dead_letters_sql,
     resolve_dead_letters_sql,
 )
+from reprocess.postgres.digest import pinned_output
 from reprocess.postgres.merge import (
     apply_tombstones_sql,
     delete_underived_sql,
@@ -92,8 +93,9 @@ def merge_stage(
         if reread:  # after step 1, which may take a left-out value from such a row
             cur.execute(delete_underived_sql(target, stage, reread), params)
             deleted = cur.rowcount
-        cur.execute(merge_sql(target, stage), params)
-        merged = tuple(int(x) for x in one_row(cur))
+        with pinned_output(cur):  # the rows' digests: their values' text as every session renders it
+            cur.execute(merge_sql(target, stage), params)
+            merged = tuple(int(x) for x in one_row(cur))
         if spec.tombstones is TombstoneMode.DELETE:
             cur.execute(apply_tombstones_sql(target, stage), params)
             deleted += int(one_row(cur)[0])

@@ -14,14 +14,15 @@ from psycopg2 import sql
 from reprocess.core.names import shadow_table
 from reprocess.core.spec import PipelineSpec
 from reprocess.core.stage_rows import LINEAGE
+from reprocess.postgres.digest import guard_target_sql
 
 _LINEAGE_DDL = (
     "_kafka_topic text NOT NULL, _kafka_partition int NOT NULL, _kafka_offset bigint NOT NULL, "
     "_kafka_timestamp timestamptz, _run_id text NOT NULL, _updated_at timestamptz NOT NULL DEFAULT now(), "
     "_spec_version int"
 )
-# Every column the pipeline itself maintains (never a spec column).
-LINEAGE_COLUMNS: Final = frozenset({*LINEAGE, "_run_id", "_updated_at", "_spec_version"})
+# Every column the pipeline itself maintains (never a spec column); ``_digest``: reprocess.postgres.digest.
+LINEAGE_COLUMNS: Final = frozenset({*LINEAGE, "_run_id", "_updated_at", "_spec_version", "_digest"})
 
 
 def shadow_spec(spec: PipelineSpec) -> PipelineSpec:
@@ -80,7 +81,8 @@ def not_null(spec: PipelineSpec, column: str) -> bool:
 
 
 def create_target_sql(spec: PipelineSpec) -> sql.Composed:
-    """Idempotent DDL: natural key as primary key, payload columns and lineage columns."""
+    """Idempotent DDL: natural key as primary key, payload columns and lineage columns, then the
+    row digests of the tamper check (:func:`~reprocess.postgres.digest.guard_target_sql`)."""
     columns = sql.SQL(", ").join(
         sql.SQL("{} {}{}").format(
             sql.Identifier(c.name), sql.SQL(c.sql_type), sql.SQL(" NOT NULL" if not_null(spec, c.name) else "")
@@ -89,11 +91,16 @@ def create_target_sql(spec: PipelineSpec) -> sql.Composed:
     )
     return sql.SQL(
         "CREATE SCHEMA IF NOT EXISTS {schema}; CREATE TABLE IF NOT EXISTS {table} ({columns}, {lineage}, "
-        "PRIMARY KEY ({key}))"
+        "PRIMARY KEY ({key})); {guard}"
     ).format(
         schema=sql.Identifier(spec.target_schema),
         table=target_identifier(spec),
         columns=columns,
         lineage=sql.SQL(_LINEAGE_DDL),
         key=sql.SQL(", ").join(map(sql.Identifier, spec.key)),
+        guard=guard_target_sql(
+            sql.SQL("quote_ident({}) || '.' || quote_ident({})").format(
+                sql.Literal(spec.target_schema), sql.Literal(spec.target_table)
+            )
+        ),
     )
