@@ -36,6 +36,7 @@ from bench.product import Launcher, SparkConnect, SparkSubmit, product
 from bench.reconcile import reconcile_window
 from bench.slices import older_slice
 from bench.spark_peer import spark_availablenow_job
+from bench.tamper import tamper_check
 
 log = logging.getLogger("bench")
 
@@ -172,6 +173,12 @@ def main(argv: list[str] | None = None) -> int:
             return scaled["plan"]
 
         optional.append(("plan_n", plan_case))
+
+        def tamper_case() -> Result:
+            scaled["tamper"] = run(tamper_check, main_ds, label=f"{default.name.replace('-', '_')}_n")
+            return scaled["tamper"]
+
+        optional.append(("tamper_n", tamper_case))
         if args.airflow:
             optional.append(("airflow_1k", lambda: run(product_airflow, small, label="airflow_1k")))
         if args.scale:
@@ -213,8 +220,14 @@ def main(argv: list[str] | None = None) -> int:
                 results.append(scaled["big_reconcile_lineage"])
                 return scaled["big_reconcile"]
 
+            def big_tamper_case() -> Result:
+                if not big_data:
+                    raise RuntimeError("the 10 M product case did not run")
+                scaled["big_tamper"] = run(tamper_check, big_data[0], label="big_10m")
+                return scaled["big_tamper"]
+
             optional += [("big_10m", big_case), ("big_10m_batched", big_batched_case),
-                         ("big_10m_reconcile", big_reconcile_case)]  # fmt: skip
+                         ("big_10m_reconcile", big_reconcile_case), ("big_10m_tamper", big_tamper_case)]  # fmt: skip
         for fmt in FORMATS if args.formats else ():
 
             def format_case(f: str = fmt) -> Result:

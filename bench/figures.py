@@ -142,4 +142,10 @@ def figures(m: Measured) -> tuple[dict[str, float | str], dict[str, bool]]:
         ratios["rows wrong after an older-slice replay — product / JDBC sink / Spark job / Flink"] = (
             report.wrong_counts(four, "wrong_after_older_slice")
         )
+    if "tamper" in m.scaled:
+        ratios[f"tamper check of the {m.n:,}-record load's target ÷ ceiling A's merge (seconds, target ≤ 2)"] = (
+            m.scaled["tamper"].seconds / m.ceil_a.phases["merge+commit"]
+        )
+    if "big_tamper" in m.scaled:
+        ratios[f"tamper check of the {BIG / 1e6:g} M-record load's target (s)"] = m.scaled["big_tamper"].seconds
     return ratios, checks

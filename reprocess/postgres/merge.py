@@ -78,9 +78,10 @@ def merge_sql(spec: PipelineSpec, stage: sql.Composable) -> sql.Composed:
             newer_than_marker=spec.ordering.newer_sql(ident("_m"), ident("_w")),
         )
     else:
+        # The digest outside the DISTINCT ON: computed for each key's winner only, not every staged row.
         source = sql.SQL(
-            "SELECT DISTINCT ON ({key}) {cols}, %(run_id)s, %(spec_version)s, {digest} FROM {stage} AS _w "
-            "WHERE _kind = {row} ORDER BY {key}, {order}"
+            "SELECT {cols}, %(run_id)s, %(spec_version)s, {digest} FROM (SELECT DISTINCT ON ({key}) {cols} "
+            "FROM {stage} WHERE _kind = {row} ORDER BY {key}, {order}) AS _w"
         ).format(key=key, cols=cols, stage=stage, row=sql.Literal(ROW), order=spec.ordering.newest_first_sql(),
                  digest=_incoming_digest(spec, sql.Identifier("_w")))  # fmt: skip
     alias = ident(spec.target_table)
