@@ -67,6 +67,20 @@ def guard_target_sql(table: sql.Composable) -> sql.Composed:
     return sql.SQL("SELECT reprocess.guard_target(to_regclass({}))").format(table)
 
 
+def rebase_digests(cur: Any, table: sql.Composable) -> None:
+    """Take the count and sum of ``table``'s stored digests as the product's own, in the caller's
+    transaction. For a heal: the audit has just proved the table against the log, so a row removed by
+    hand and written back since (which the count would report as removed for ever) is settled. Rows
+    whose values no longer match their digest are still found: only the count and sum start over."""
+    cur.execute(
+        sql.SQL(
+            'UPDATE reprocess.stored_digests d SET "rows" = x.c, digest_sum = x.t, updated_at = now() FROM '
+            "(SELECT count(_digest) AS c, coalesce(sum(_digest), 0) AS t FROM {table}) AS x "
+            "WHERE d.relid = to_regclass({name})"
+        ).format(table=table, name=sql.Literal(table.as_string(cur)))
+    )
+
+
 def as_writer(conn: Connection) -> None:
     """Mark the transaction as the product's: its writes keep the digests and their sum.
 

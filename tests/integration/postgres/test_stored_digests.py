@@ -15,7 +15,9 @@ from sqlalchemy import create_engine, text
 from reprocess.core.spec import PipelineSpec
 from reprocess.formats.specs import parse_spec
 from reprocess.operations.tamper import check_stored
-from reprocess.postgres.db import libpq_url, sqlalchemy_url
+from reprocess.postgres.db import libpq_url, pg_cursor, sqlalchemy_url
+from reprocess.postgres.digest import rebase_digests
+from reprocess.postgres.target import target_identifier
 from tests.support.staging import T0, Record, stage_and_commit
 
 _OTHER_SESSION = "-c TimeZone=Asia/Kathmandu -c DateStyle=SQL,DMY -c extra_float_digits=0"
@@ -94,4 +96,18 @@ def test_a_target_written_before_the_digests_gets_them_at_the_migration(engine, 
         conn.execute(text("SELECT reprocess.guard_target(to_regclass(:t))"), {"t": spec.qualified_target})
     assert _checked(db_url, spec) == (0, 0, 0, False, [], [])
     stage_and_commit(engine, db_url, spec, f"{unique_name}-2", [_put(2, "a", "a2"), _put(3, "c", "c3")])
+    assert _checked(db_url, spec) == (0, 0, 0, False, [], [])
+
+
+def test_a_row_removed_by_hand_and_written_back_stays_removed_until_a_heal_rebases_the_count(
+    engine, db_url, unique_name
+):
+    spec = _spec(unique_name)
+    stage_and_commit(engine, db_url, spec, f"{unique_name}-1", [_put(0, "a", "a0"), _put(1, "b", "b1")])
+    _by_hand(db_url, f"DELETE FROM {spec.qualified_target} WHERE id = 'b'")
+    assert _checked(db_url, spec)[:3] == (0, 1, 0)
+    stage_and_commit(engine, db_url, spec, f"{unique_name}-2", [_put(1, "b", "b1")])  # the replay writes it back
+    assert _checked(db_url, spec)[:3] == (0, 1, 0)  # the count still says one was removed: proved by no one yet
+    with engine.begin() as conn, pg_cursor(conn) as cur:  # what an audit's heal does once the table is proved
+        rebase_digests(cur, target_identifier(spec))
     assert _checked(db_url, spec) == (0, 0, 0, False, [], [])
