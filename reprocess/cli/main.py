@@ -17,7 +17,7 @@ from typing import Final, Protocol, cast
 from confluent_kafka import KafkaException
 from sqlalchemy.exc import OperationalError
 
-from reprocess.cli import apply, init, plan, redrive, reset, spark_connect, status, validate
+from reprocess.cli import apply, audit, init, plan, redrive, reset, spark_connect, status, validate
 from reprocess.cli.common import EXIT_CODES, EXIT_FOUND, EXIT_UNREACHABLE, unreachable
 from reprocess.core.errors import ReprocessError, SettingError
 
@@ -49,7 +49,7 @@ class Command(Protocol):
 def commands() -> list[Command]:
     """The installed packages' commands, then this package's own."""
     added = [cast(Command, ep.load()) for ep in entry_points(group=COMMANDS_GROUP)]
-    return [*added, init, status, reset, redrive, validate, spark_connect, plan, apply]
+    return [*added, init, status, reset, redrive, validate, spark_connect, plan, apply, audit]
 
 
 def parser() -> argparse.ArgumentParser:

@@ -120,6 +120,25 @@ def apply_run_id(plan: str, at: datetime) -> str:
     return f"apply-{plan}-{at:{_STAMP}}"
 
 
+def audit_id(pipeline: str, at: datetime, nonce: str) -> str:
+    """The id ``reprocess audit`` gives an audit the user did not name (its stage is named by it).
+
+    >>> from datetime import UTC
+    >>> audit_id("orders", datetime(2026, 11, 1, 8, tzinfo=UTC), "a1b2c3")
+    'audit-orders-20261101T080000-a1b2c3'
+    """
+    return f"audit-{pipeline}-{at:{_STAMP}}-{nonce}"
+
+
+def heal_run_id(audit: str) -> str:
+    """The run id of the heal of audit ``audit`` (``reprocess audit --heal``, the audit DAG's ``auto_heal``).
+
+    >>> heal_run_id("audit-orders-20261101T080000-a1b2c3")
+    'audit-orders-20261101T080000-a1b2c3-heal'
+    """
+    return f"{audit}-heal"
+
+
 def reset_run_id(reset_id: int) -> str:
     """The run id a ledger reset writes on the positions it moves (``reprocess.ledger_resets.reset_id``).
 
