@@ -18,6 +18,7 @@ import sys
 import time
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -33,6 +34,7 @@ pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("spark")
 BASE = datetime(2026, 11, 1, tzinfo=UTC)
 LATER = BASE + timedelta(days=2)  # the window checked daily: the corrupted keys' records lie two days before it
 WINDOW = (LATER, LATER + timedelta(days=1))
+LEFT_OUT = "__debezium_unavailable_value"  # Debezium's placeholder for an unchanged TOASTed value
 
 
 def _newest(produced: Any) -> dict[str, tuple[str, Decimal, int, int]]:
@@ -143,3 +145,81 @@ def test_audit_finds_rows_changed_deleted_and_inserted_by_sql_before_the_window_
         recorded = conn.execute(text("SELECT audit_id, verdict FROM reprocess.audits WHERE pipeline = :p "
                                      "ORDER BY audited_at"), {"p": spec.name}).all()  # fmt: skip
     assert [tuple(r) for r in recorded] == [(f"{unique_name}-a1", "differences"), (f"{unique_name}-a2", "unprovable")]
+
+
+def _debezium_spec(name: str) -> Any:
+    import yaml
+
+    from reprocess.formats.specs import read_spec
+
+    raw = {"name": name, "topics": [name], "format": "debezium", "key": ["id"], "target_table": f"{name}.items",
+           "columns": {"id": "integer", "status": "text", "notes": "text"}}  # fmt: skip
+    path = Path(os.environ["REPROCESS_PIPELINES_DIR"]) / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return read_spec(path)
+
+
+def _debezium(
+    kafka: dict[str, Any], topic: str, events: list[tuple[datetime, str, int, str | None, str | None]]
+) -> None:
+    """(time, op, id, status, notes) change events on one partition; ``d`` is a delete and its tombstone."""
+    from reprocess.kafka.clients import make_producer
+
+    demo_data.create_topic(kafka, topic, 1)
+    producer = make_producer(kafka)
+    for at, op, key, status, notes in events:
+        ts = int(at.timestamp() * 1000)
+        row = {"id": key, "status": status, "notes": notes}
+        before, after = (row, None) if op == "d" else (None, row)
+        value = {"before": before, "after": after, "op": op, "source": {"ts_ms": ts}, "ts_ms": ts}
+        key_bytes = json.dumps({"id": key}).encode()
+        producer.produce(topic, key=key_bytes, value=json.dumps(value).encode(), timestamp=ts)
+        if op == "d":
+            producer.produce(topic, key=key_bytes, value=None, timestamp=ts)
+    producer.flush()
+
+
+def test_audit_finds_a_debezium_large_value_changed_by_sql_whose_full_value_is_weeks_old_and_a_deleted_key_back(
+    kafka_config, engine, unique_name
+):
+    """The window's records of key 1 leave ``notes`` out (Debezium's placeholder for an unchanged TOASTed
+    value); its full value was sent weeks before. The window check cannot compare it; the audit resolves it
+    from the whole log, as a run does, and heals it. Key 3 was deleted at the source; a row put back by SQL
+    must not be."""
+    spec = _debezium_spec(unique_name)
+    weeks_ago = LATER - timedelta(days=21)
+    big = "full notes " * 500  # a large value: Debezium leaves it out of the changes that keep it
+    _debezium(kafka_config, unique_name, [
+        (weeks_ago, "c", 1, "new", big),
+        (weeks_ago, "c", 2, "new", "two"),
+        (weeks_ago, "c", 3, "new", "three"),
+        (weeks_ago + timedelta(days=1), "d", 3, "new", "three"),
+        *[(LATER + timedelta(minutes=n), "u", 1, f"paid-{n}", LEFT_OUT) for n in range(3)],
+    ])  # fmt: skip
+    backfill(engine, kafka_config, spec, f"{unique_name}-load")
+    expected = {1: ("paid-2", big), 2: ("new", "two")}
+    assert _items(engine, spec) == expected
+    with engine.begin() as conn:
+        conn.execute(text(f"UPDATE {spec.qualified_target} SET notes = 'wrong' WHERE id = 1"))
+        put_back = (f"INSERT INTO {spec.qualified_target} (id, status, notes, _kafka_topic, _kafka_partition, "
+                    "_kafka_offset, _run_id) VALUES (3, 'new', 'three', :t, 0, 2, 'by hand')")  # fmt: skip
+        conn.execute(text(put_back), {"t": unique_name})
+    assert all(v.ok for v in reconcile_over_connect(engine, spec, *WINDOW, f"{unique_name}-c1"))
+
+    found = _audit(engine, kafka_config, spec, f"{unique_name}-a1", heal=True)
+    assert found["counts"] == {"differ": 1, "missing": 0, "must not be": 1, "unprovable": 0}, found
+    assert found["columns"] == {"notes": 1}
+    assert found["values"][0][:3] == ["1", "notes", "wrong"]
+    assert found["values"][0][3].startswith('"full notes') and found["values"][0][3].endswith("…")  # its JSON, cut
+    assert found["healed"] == {"differ": 1, "missing": 0, "must not be": 1}
+    assert _items(engine, spec) == expected
+    again = _audit(engine, kafka_config, spec, f"{unique_name}-a2")
+    assert again["verdict"] == "equal", again
+    assert all(v.ok for v in reconcile_over_connect(engine, spec, *WINDOW, f"{unique_name}-c2"))
+
+
+def _items(engine: Any, spec: Any) -> dict[int, tuple[str, str]]:
+    with engine.connect() as conn:
+        return {
+            r[0]: (r[1], r[2]) for r in conn.execute(text(f"SELECT id, status, notes FROM {spec.qualified_target}"))
+        }
