@@ -1,5 +1,5 @@
-"""Airflow DAGs generated from pipeline specs: per spec a backfill, an incremental, a reconcile
-and a reset DAG (``reprocess_<pipeline>_<kind>``), and per spec file that does not load a paused
+"""Airflow DAGs generated from pipeline specs: per spec a backfill, an incremental, a reconcile,
+an audit and a reset DAG (``reprocess_<pipeline>_<kind>``), and per spec file that does not load a paused
 ``reprocess_<file>_broken`` DAG saying what is wrong. A user's DAG file is two lines::
 
     from reprocess.airflow.factory import dags_from_specs
@@ -19,6 +19,7 @@ from pathlib import Path
 from airflow.sdk import DAG, task
 
 from reprocess.airflow.assets import PipelineAssets, locate
+from reprocess.airflow.audit_dag import build_audit_dag
 from reprocess.airflow.lag_dag import LAG_DAG_ID, build_lag_dag
 from reprocess.airflow.reconcile_dag import build_reconcile_dag
 from reprocess.airflow.reset_dag import build_reset_dag
@@ -70,7 +71,7 @@ def build_dags(specs: list[PipelineSpec]) -> dict[str, DAG]:
     for spec in specs:
         assets = PipelineAssets.of(spec, where) if where is not None else None
         runs = (build_run_dag(spec, kind, assets) for kind in RunKind)
-        for dag in (*runs, build_reconcile_dag(spec, assets), build_reset_dag(spec)):
+        for dag in (*runs, build_reconcile_dag(spec, assets), build_audit_dag(spec), build_reset_dag(spec)):
             dags[dag.dag_id] = dag
     if specs:
         dags[LAG_DAG_ID] = build_lag_dag(specs)

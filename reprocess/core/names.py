@@ -15,7 +15,7 @@ from reprocess.core.runs import RunMode
 
 # The DAGs that read a pipeline's data (airflow.factory builds them; reading its coverage needs read
 # access to all of them); every generated DAG's id, the reset DAG's too, names the pipeline.
-DAG_KINDS: Final = ("backfill", "incremental", "reconcile")
+DAG_KINDS: Final = ("backfill", "incremental", "reconcile", "audit")
 _PREFIX: Final = "reprocess_"  # every DAG and Asset the product generates
 _DAG_ID: Final = re.compile(rf"^{_PREFIX}(?P<pipeline>[a-z_][a-z0-9_]*)_(?P<kind>{'|'.join((*DAG_KINDS, 'reset'))})$")
 BATCH_SEPARATOR: Final = "#"
@@ -23,7 +23,7 @@ _STAMP: Final = "%Y%m%dT%H%M%S"  # a time in an id a user types or reads: to the
 
 
 def pipeline_dag_id(pipeline: str, kind: str) -> str:
-    """A pipeline's DAG of ``kind`` (backfill, incremental, reconcile, reset).
+    """A pipeline's DAG of ``kind`` (backfill, incremental, reconcile, audit, reset).
 
     >>> pipeline_dag_id("orders", "backfill")
     'reprocess_orders_backfill'

@@ -140,6 +140,9 @@ class PipelineSpec:
     min_interval_seconds: int = 60  # schedule on_new_records: the least time between two runs it starts
     reconcile_cron: str = field(default="0 0 * * *", metadata=_read_from("reconcile.cron"))
     auto_heal: bool = field(default=False, metadata=_read_from("reconcile.auto_heal"))
+    # the whole-table audit's DAG (reprocess.operations.audit): weekly; auto_heal heals what it finds
+    audit_cron: str = field(default="@weekly", metadata=_read_from("audit.cron"))
+    audit_auto_heal: bool = field(default=False, metadata=_read_from("audit.auto_heal"))
     owner: str = "data-eng"
     description: str = ""
     source_file: str = field(default="", metadata=_read_from())  # the file it was read from
@@ -259,6 +262,7 @@ class PipelineSpec:
             "schedule": self.schedule,
             "min_interval_seconds": self.min_interval_seconds,
             "reconcile": {"cron": self.reconcile_cron, "auto_heal": self.auto_heal},
+            "audit": {"cron": self.audit_cron, "auto_heal": self.audit_auto_heal},
             "where": self.where,
             "transform": self.transform.function if self.transform else None,
             "transform_version": self.transform.version if self.transform else None,

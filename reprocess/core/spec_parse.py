@@ -147,6 +147,9 @@ class _SpecParser:
         reconcile = raw.get("reconcile", {}) or {}
         if not isinstance(reconcile, Mapping):
             raise self.fail("reconcile", "must be a mapping with 'cron' and 'auto_heal'")
+        audit = raw.get("audit", {}) or {}
+        if not isinstance(audit, Mapping):
+            raise self.fail("audit", "must be a mapping with 'cron' and 'auto_heal'")
         group = raw.get("consumer_group", f"reprocess-{name}")
         if not isinstance(group, str) or not group:
             raise self.fail("consumer_group", f"must be a non-empty string, got {group!r}")
@@ -183,6 +186,10 @@ class _SpecParser:
                 reconcile.get("cron", SPEC_DEFAULTS["reconcile.cron"]), "reconcile.cron", "a cron string or a preset"
             ),
             auto_heal=bool(reconcile.get("auto_heal", SPEC_DEFAULTS["reconcile.auto_heal"])),
+            audit_cron=self.cron(
+                audit.get("cron", SPEC_DEFAULTS["audit.cron"]), "audit.cron", "a cron string or a preset"
+            ),
+            audit_auto_heal=bool(audit.get("auto_heal", SPEC_DEFAULTS["audit.auto_heal"])),
             owner=str(raw.get("owner", SPEC_DEFAULTS["owner"])),
             description=str(raw.get("description") or SPEC_DEFAULTS["description"]).strip(),
             source_file=self.source,

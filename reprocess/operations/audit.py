@@ -32,8 +32,9 @@ from typing import Any, Final
 
 from sqlalchemy import Connection, Engine, text
 
+from reprocess.core.errors import StageLostError
 from reprocess.core.names import heal_run_id
-from reprocess.core.ranges import OffsetRange, TopicPartition
+from reprocess.core.ranges import OffsetRange, TopicPartition, offsets_json, window_ranges
 from reprocess.core.spec import PipelineSpec
 from reprocess.kafka.clients import make_admin
 from reprocess.kafka.offsets import take_snapshot
@@ -81,6 +82,19 @@ class AuditRanges:
     ranges: list[OffsetRange]
     lost: list[OffsetRange] = field(default_factory=list)
     compacted: list[str] = field(default_factory=list)
+
+    def to_xcom(self) -> dict[str, Any]:
+        """As the audit DAG hands it on: the ranges as Spark offset JSONs (the window job's arguments)."""
+        return {"starting": offsets_json(self.ranges, "start"), "ending": offsets_json(self.ranges, "end"),
+                "lost": [asdict(r) for r in self.lost], "compacted": list(self.compacted)}  # fmt: skip
+
+    @classmethod
+    def from_xcom(cls, value: Mapping[str, Any]) -> AuditRanges:
+        return cls(
+            window_ranges(value["starting"], value["ending"]),
+            [OffsetRange(**r) for r in value["lost"]],
+            list(value["compacted"]),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +170,13 @@ def judge_audit(
               "compacted": list(audited.compacted)}  # fmt: skip
     with engine.begin() as conn:
         cur = pg_cursor(conn)
+        cur.execute("SELECT to_regclass(%s)", (stage.as_string(cur),))
+        if one_row(cur)[0] is None:
+            raise StageLostError(
+                f"{spec.name}: the stage of audit {audit_id} does not exist; run the audit again",
+                pipeline=spec.name,
+                run_id=audit_id,
+            )
         cur.execute(audit_sql.classify_sql(spec, stage), params)
         cur.execute(audit_sql.found_counts_sql())
         counts = {kind: int(n) for kind, n in cur.fetchall()}

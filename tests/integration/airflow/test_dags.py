@@ -82,7 +82,9 @@ def test_broken_spec_hides_no_other_pipeline_and_its_dag_names_the_file_and_fiel
 
     # Not an import error: Airflow marks every DAG of a file with one stale, the healthy ones too.
     assert bag.import_errors == {}
-    assert set(bag.dags) == {f"reprocess_orders_{k}" for k in ("backfill", "incremental", "reconcile", "reset")} | {
+    assert set(bag.dags) == {
+        f"reprocess_orders_{k}" for k in ("backfill", "incremental", "reconcile", "audit", "reset")
+    } | {
         "reprocess_broken_broken",
         "reprocess_lag",  # the healthy pipeline's lag is sent every minute
     }
@@ -110,7 +112,7 @@ def test_a_dag_file_of_40_pipelines_parses_in_under_a_third_of_airflows_import_t
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     parsed = json.loads(done.stdout.splitlines()[-1])
-    assert parsed["errors"] == {} and parsed["dags"] == 4 * MANY_PIPELINES + 1  # and the lag DAG
+    assert parsed["errors"] == {} and parsed["dags"] == 5 * MANY_PIPELINES + 1  # and the lag DAG
     print(f"parse of {MANY_PIPELINES} pipelines: {parsed}")
     assert parsed["seconds"] < IMPORT_TIMEOUT_S / 3, parsed
 

@@ -18,7 +18,7 @@ SCANNED = ("reprocess", "plugins", "bench", "soak", "devstack", "spark_apps", "t
 NAMES = REPO / "reprocess" / "core" / "names.py"
 # A variable, parameter or keyword that holds an id: building one from parts is names.py's job.
 ID_NAME = re.compile(r"^(\w+_)?(run_id|plan_id|apply_id|check_id|lineage_id|run_key|owner)$")
-DAG_SUFFIXES = ("_backfill", "_incremental", "_reconcile", "_reset", "_broken", "_new_records")
+DAG_SUFFIXES = ("_backfill", "_incremental", "_reconcile", "_audit", "_reset", "_broken", "_new_records")
 TABLE_MARKS = ("__old_", "__rebuild", "__shadow")
 
 
