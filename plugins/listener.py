@@ -80,6 +80,9 @@ def _write_note(dag_run: Any, *, failed: bool) -> None:
     dag_id, run_id = dag_run.dag_id, dag_run.run_id  # read while the run is surely attached
     if not _noted(dag_id):
         return
+    if kind_of_dag(dag_id) == "audit":
+        _write_audit_note(dag_run, failed=failed)
+        return
     try:
         from reprocess.operations.summary import format_note
 
@@ -97,6 +100,34 @@ def _write_note(dag_run: Any, *, failed: bool) -> None:
             _set_note(dag_run, f"reprocess run failed: {said}"[:NOTE_LIMIT])
     except Exception:  # a note must never fail a run
         log.exception("could not write the run note of %s %s", dag_id, run_id)
+
+
+def _write_audit_note(dag_run: Any, *, failed: bool) -> None:
+    """An audit run's note: its verdict (reprocess.audits, the audit's id is the run's key), or why it could
+    not run."""
+    try:
+        from sqlalchemy import text
+
+        from reprocess.core.names import pipeline_of_dag, run_key
+        from reprocess.operations.audit import last_audit_text
+
+        key = run_key(dag_run.dag_id, dag_run.run_id)
+        engine = _app_engine()
+        try:
+            with engine.connect() as conn:
+                row = conn.execute(
+                    text("SELECT audit_id, verdict, counts, heal_run, extract(epoch FROM now() - audited_at) AS age_s "
+                         "FROM reprocess.audits WHERE audit_id = :a"), {"a": key}
+                ).mappings().one_or_none()  # fmt: skip
+        finally:
+            engine.dispose()
+        if row is not None:
+            _set_note(dag_run, last_audit_text(pipeline_of_dag(dag_run.dag_id) or "", row)[:NOTE_LIMIT])
+        elif failed:
+            said = _pushed_error(dag_run) or _failed_tasks_text(dag_run)
+            _set_note(dag_run, f"audit could not run: {said}"[:NOTE_LIMIT])
+    except Exception:  # a note must never fail a run
+        log.exception("could not write the audit note of %s %s", dag_run.dag_id, dag_run.run_id)
 
 
 def _finished_row(dag_run: Any, *, failed: bool) -> tuple[Any, str, str | None] | None:

@@ -25,6 +25,7 @@ from sqlalchemy import Engine
 
 from reprocess.core.names import pipeline_dag_id, pipeline_of_dag
 from reprocess.operations import coverage, preview, progress, redrive
+from reprocess.operations.audit import last_audit, last_audit_text
 from reprocess.operations.plan_report import PLAN_COLUMNS
 
 from .access import User, login_or_401, readable_pipelines, require_pipeline
@@ -127,6 +128,7 @@ def pipeline_page(
             "runs": coverage.runs(conn, name, runs_offset),
             "progress": progress.run_progress(conn, name),
             "calendar": coverage.calendar(conn, name),
+            "audit": last_audit_text(name, last_audit(conn, name)),
             "dead": coverage.dead_letters(conn, name, kind or None, run or None, dl_offset),
             "kinds": coverage.dead_letter_kinds(conn, name),
             "redrive": redrive.plan_redrive(conn, name, kind or None, run or None),

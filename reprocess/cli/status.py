@@ -23,6 +23,7 @@ from reprocess.core.names import pipeline_dag_id
 from reprocess.core.spec import PipelineSpec
 from reprocess.formats.specs import read_folder
 from reprocess.operations import coverage
+from reprocess.operations.audit import last_audit, last_audit_text
 
 NAME: Final = "status"
 SUMMARY: Final = "coverage and lag per partition (like kafka-consumer-groups --describe)"
@@ -101,17 +102,21 @@ def run(args: argparse.Namespace) -> int:
             ran, never = [p for p in ran if p == pipeline], [p for p in never if p == pipeline]
         pipelines = coverage.overview(conn, ran)
         calendars = {p.name: coverage.calendar(conn, p.name) for p in pipelines}
+        audits = {p.name: last_audit(conn, p.name) for p in pipelines}
     engine.dispose()
     waiting = [never_ran(specs[name], args.live) for name in never]
     if args.json:
         out = [
             {**p.as_dict(), "never_ran": False, "partitions": [x.as_dict() for x in p.partitions],
-             "calendar": [c.as_dict() for c in calendars[p.name]]}
+             "calendar": [c.as_dict() for c in calendars[p.name]], "last_audit": audits[p.name]}
             for p in pipelines
         ] + [w.as_dict() for w in waiting] + [b.as_dict() for b in broken]  # fmt: skip
-        print(json.dumps(sorted(out, key=lambda p: p["name"]), indent=2))
+        print(json.dumps(sorted(out, key=lambda p: p["name"]), indent=2, default=str))
         return _exit(pipelines, broken)
-    texts = [(p.name, pipeline_status_text(p, calendars[p.name])) for p in pipelines]
+    texts = [
+        (p.name, pipeline_status_text(p, calendars[p.name]) + "\n" + last_audit_text(p.name, audits[p.name]))
+        for p in pipelines
+    ]
     texts += [(w.name, never_ran_text(w)) for w in waiting]
     findings = [broken_spec_text(b) for b in broken]
     if texts or findings:

@@ -33,7 +33,7 @@ from typing import Any, Final
 from sqlalchemy import Connection, Engine, text
 
 from reprocess.core.errors import StageLostError
-from reprocess.core.names import heal_run_id
+from reprocess.core.names import heal_run_id, pipeline_dag_id
 from reprocess.core.ranges import OffsetRange, TopicPartition, offsets_json, window_ranges
 from reprocess.core.spec import PipelineSpec
 from reprocess.kafka.clients import make_admin
@@ -244,3 +244,21 @@ def last_audit(conn: Connection, pipeline: str) -> dict[str, Any] | None:
     """The pipeline's last audit: id, verdict, counts, heal run, when and its age in seconds."""
     row = conn.execute(_LAST, {"pipeline": pipeline}).mappings().first()
     return None if row is None else {**row, "age_s": float(row["age_s"])}
+
+
+def last_audit_text(pipeline: str, last: Mapping[str, Any] | None) -> str:
+    """The last audit's verdict and age in one line (``reprocess status``, the coverage page, a run note).
+
+    >>> last_audit_text("orders", None)
+    'AUDIT: never run (`reprocess audit orders`, or its DAG reprocess_orders_audit)'
+    >>> last_audit_text("orders", {"audit_id": "a1", "verdict": "differences", "age_s": 7300.0,
+    ...     "counts": {"differ": 2, "missing": 0, "must not be": 1, "unprovable": 0}, "heal_run": None})
+    'AUDIT differences 2 h ago (a1): differ 2, must not be 1'
+    """
+    if last is None:
+        return f"AUDIT: never run (`reprocess audit {pipeline}`, or its DAG {pipeline_dag_id(pipeline, 'audit')})"
+    age = float(last["age_s"])
+    ago = f"{age / 86400:.0f} d" if age >= 172800 else f"{age / 3600:.0f} h" if age >= 3600 else f"{age / 60:.0f} min"
+    found = ", ".join(f"{kind} {n}" for kind, n in last["counts"].items() if n)
+    healed = f"; healed by run {last['heal_run']}" if last["heal_run"] else ""
+    return f"AUDIT {last['verdict']} {ago} ago ({last['audit_id']})" + (f": {found}" if found else "") + healed

@@ -216,6 +216,10 @@ def test_audit_finds_a_debezium_large_value_changed_by_sql_whose_full_value_is_w
     again = _audit(engine, kafka_config, spec, f"{unique_name}-a2")
     assert again["verdict"] == "equal", again
     assert all(v.ok for v in reconcile_over_connect(engine, spec, *WINDOW, f"{unique_name}-c2"))
+    # `reprocess status` shows the last audit's verdict and age (the coverage page shows the same line).
+    status = subprocess.run([sys.executable, "-m", "reprocess.cli", "status", spec.name], capture_output=True,
+                            text=True, timeout=300)  # fmt: skip
+    assert f"AUDIT equal 0 min ago ({unique_name}-a2)" in status.stdout, status.stdout + status.stderr[-2000:]
 
 
 def _items(engine: Any, spec: Any) -> dict[int, tuple[str, str]]:
