@@ -10,6 +10,7 @@ the malformed set; the ledger is what was read; a replay below the ledger change
 
 from __future__ import annotations
 
+import json
 import os
 import time
 import uuid
@@ -25,6 +26,7 @@ from reprocess.core.spec import PipelineSpec
 from reprocess.formats.specs import read_spec
 from reprocess.kafka import demo_data
 from reprocess.kafka.clients import make_producer
+from tests.adversary import avro
 from tests.adversary.debezium import DebeziumOracle, interpret_key
 from tests.adversary.model import Pipeline, Scenario, Step
 from tests.adversary.oracle import Oracle, Placed
@@ -59,6 +61,7 @@ def spec_for(p: Pipeline, name: str) -> PipelineSpec:
         "columns": {c.name: {"type": c.sql_type, "required": c.required, **derived.get(c.name, {})} for c in p.columns},
         "ordering": {"mode": "column", "column": p.ordering} if p.ordering else "offset",
         **({"format": "debezium", "encoding": "json"} if p.format == "debezium" else {"tombstones": p.tombstones}),
+        **({"format": "avro"} if p.format == "avro" else {}),
         "target_table": f"{name}.t",
         "max_dead_letter_ratio": 1,
         "schedule": None,
@@ -68,8 +71,10 @@ def spec_for(p: Pipeline, name: str) -> PipelineSpec:
     return read_spec(path)
 
 
-def produce(kafka: dict[str, Any], topic: str, s: Scenario) -> list[Placed]:
-    """The records in order, each to its partition; their offsets from the broker's delivery reports."""
+def produce(kafka: dict[str, Any], topic: str, s: Scenario, registry: str | None = None) -> list[Placed]:
+    """The records in order, each to its partition; their offsets from the broker's delivery reports.
+    An avro scenario's versions are registered first (at ``registry``), its values framed with their ids."""
+    ids = avro.register(registry or "", f"{topic}-value", s.registry) if s.pipeline.format == "avro" else {}
     demo_data.create_topic(kafka, topic, s.pipeline.partitions)
     producer = make_producer(kafka)
     offsets: list[int] = []
@@ -80,7 +85,8 @@ def produce(kafka: dict[str, Any], topic: str, s: Scenario) -> list[Placed]:
 
     for r in s.records:
         headers = [(k, v.encode()) for k, v in r.headers]
-        producer.produce(topic, partition=r.partition, key=r.key, value=r.value, headers=headers, on_delivery=delivered)
+        value = avro.frame(r.value, ids) if ids else r.value
+        producer.produce(topic, partition=r.partition, key=r.key, value=value, headers=headers, on_delivery=delivered)
         assert producer.flush(30) == 0  # one at a time: the delivery order is the production order
     return [Placed(r.partition, o, r) for r, o in zip(s.records, offsets, strict=True)]
 
@@ -159,19 +165,26 @@ def check(i: int, step: Step, engine: Engine, spec: PipelineSpec, oracle: Oracle
         raise Mismatch(i, step.kind, "a replay below the ledger wrote", before, whole_table(engine, spec))
 
 
-def run(s: Scenario, engine: Engine, kafka: dict[str, Any], name: str | None = None) -> Outcome:
-    """Produce the scenario, run its steps and check each; raises :class:`Mismatch` at the first difference."""
+def run(
+    s: Scenario, engine: Engine, kafka: dict[str, Any], name: str | None = None, registry: str | None = None
+) -> Outcome:
+    """Produce the scenario, run its steps and check each; raises :class:`Mismatch` at the first difference.
+    ``registry``: the Schema Registry's Confluent API URL (the ``schema_registry`` fixture), for avro."""
     started = time.monotonic()
     name = name or f"adv_{uuid.uuid4().hex[:12]}"
     spec = spec_for(s.pipeline, name)
-    oracle = (DebeziumOracle if s.pipeline.format == "debezium" else Oracle)(s.pipeline, produce(kafka, name, s), name)
+    placed = produce(kafka, name, s, registry)
+    oracle = (DebeziumOracle if s.pipeline.format == "debezium" else Oracle)(
+        s.pipeline, placed, name, registry=s.registry
+    )
+    config = json.dumps({"url": registry}) if s.pipeline.format == "avro" else None
     spark_runs = 0
     for i, step in enumerate(s.steps):
         ranges = oracle.ranges(step)
         replay = step.kind in ("replay_all", "replay_slice")
         before = whole_table(engine, spec) if replay and oracle.ledger else None
         try:
-            plan_stage_commit(engine, kafka, spec, request_for(step, oracle, ranges), f"{name}-{i}")
+            plan_stage_commit(engine, kafka, spec, request_for(step, oracle, ranges), f"{name}-{i}", config)
         except Exception as exc:  # a run that fails on generated input is a finding too
             raise Mismatch(i, step.kind, "the run", "committed", f"{type(exc).__name__}: {exc}") from exc
         spark_runs += any(s < e for s, e in ranges.values())

@@ -8,7 +8,8 @@ is up. A failure is shrunk by Hypothesis (fewer records, fewer steps, smaller cu
 ``tests/adversary/cases/`` with what was expected and found; the suite replays it from then on. The
 report (examples, steps, Spark runs, types, orderings, partition counts, time per example, failures) is
 printed and written to ``.state/fuzz/``. ``FUZZ_KEEP_GOING=1`` goes on after a failure.
-``FUZZ_FORMATS`` (default every one of :data:`FORMATS`, comma-separated) restricts the scenarios' formats.
+``FUZZ_FORMATS`` (default every one of :data:`FORMATS`, comma-separated) restricts the scenarios' formats
+(avro's start the Schema Registry on demand).
 """
 
 from __future__ import annotations
@@ -23,21 +24,26 @@ from typing import Any
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
-from tests.adversary import driver
+from tests.adversary import avro, driver
 from tests.adversary.debezium import debezium_scenarios
 from tests.adversary.model import CASES_DIR, Scenario
 from tests.adversary.strategies import scenarios
 
 CHUNK = 5
-FORMATS: dict[str, Any] = {"json": scenarios, "debezium": debezium_scenarios}  # format → its scenarios strategy
+FORMATS: dict[str, Any] = {
+    "json": scenarios,
+    "debezium": debezium_scenarios,
+    "avro": avro.scenarios,
+}  # format → its scenarios strategy
 REPORTS = Path(__file__).resolve().parents[2] / ".state" / "fuzz"
 
 
 class Fuzz:
     """One fuzz run's budget, tallies and failures."""
 
-    def __init__(self, minutes: float, first_seed: int, shrink_minutes: float) -> None:
+    def __init__(self, minutes: float, first_seed: int, shrink_minutes: float, request: Any = None) -> None:
         self.started = time.monotonic()
+        self.request = request  # pytest's: avro scenarios ask it for the schema_registry fixture
         self.until = self.started + minutes * 60
         self.first_seed, self.shrink_minutes = first_seed, shrink_minutes
         self.formats = [f for f in os.environ.get("FUZZ_FORMATS", ",".join(FORMATS)).split(",") if f]
@@ -50,6 +56,9 @@ class Fuzz:
         self.first_failure: float | None = None
         self.cases: list[dict[str, Any]] = []
 
+    def registry(self, s: Scenario) -> str | None:
+        return self.request.getfixturevalue("schema_registry") if s.pipeline.format == "avro" else None
+
     def example(self, s: Scenario, engine: Any, kafka: Any) -> None:
         known = self.failed.get(s.to_json())
         if known is not None:
@@ -59,7 +68,7 @@ class Fuzz:
         if self.first_failure is None and time.monotonic() > self.until:
             return  # the time is up: the chunk's remaining examples pass unrun
         try:
-            outcome = driver.run(s, engine, kafka)
+            outcome = driver.run(s, engine, kafka, registry=self.registry(s))
         except driver.Mismatch as exc:
             self.failed[s.to_json()] = exc
             self.first_failure = self.first_failure or time.monotonic()
@@ -103,7 +112,9 @@ class Fuzz:
         smallest = min(self.failed, key=lambda j: (len(json.loads(j)["records"]), len(json.loads(j)["steps"]), len(j)))
         found = Scenario.from_json(smallest)
         mismatch = self.failed[smallest]
-        case = Scenario(found.pipeline, found.records, found.steps, self.first_seed + k, _plain(mismatch.found))
+        case = Scenario(
+            found.pipeline, found.records, found.steps, self.first_seed + k, _plain(mismatch.found), found.registry
+        )
         path = CASES_DIR / f"seed{self.first_seed + k}_{int(time.time())}.json"
         driver.write_case(case, path)
         self.cases.append({
@@ -134,11 +145,12 @@ def _plain(found: dict[str, Any]) -> dict[str, Any]:
     return json.loads(json.dumps(found, default=repr))
 
 
-def test_fuzz(engine: Any, kafka_config: Any) -> None:
+def test_fuzz(engine: Any, kafka_config: Any, request: Any) -> None:
     fuzz = Fuzz(
         float(os.environ.get("FUZZ_MINUTES", "30")),
         int(os.environ.get("FUZZ_SEED", "0")),
         float(os.environ.get("FUZZ_SHRINK_MINUTES", "10")),
+        request,
     )
     k = 0
     try:

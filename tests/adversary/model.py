@@ -26,7 +26,7 @@ class Pipeline:
     ordering: str | None  # None: offset ordering; else the ordering column's name
     tombstones: str  # "delete" (offset ordering only) or "dead_letter"
     partitions: int
-    format: str = "json"  # or "debezium" (tests.adversary.debezium: change events of a model source table)
+    format: str = "json"  # or "debezium" (tests.adversary.debezium: change events of a model source table), "avro"
     large: tuple[str, ...] = ()  # debezium: the columns an update may leave out (TOASTed)
     paths: tuple[tuple[str, str], ...] = ()  # (column, path) where not the column's own field ("$source.lsn")
     exprs: tuple[tuple[str, str], ...] = ()  # (column, expr) of derived columns
@@ -63,6 +63,7 @@ class Scenario:
     steps: tuple[Step, ...]
     seed: int | None = None
     found: dict[str, Any] = field(default_factory=dict)  # a case file's failure: step, expected, actual
+    registry: dict[str, Any] = field(default_factory=dict)  # avro: the versions and registry steps (avro.py)
 
     def to_json(self) -> str:
         def enc(b: bytes | None) -> Any:
@@ -101,7 +102,7 @@ class Scenario:
             for r in raw["records"]
         )  # fmt: skip
         steps = tuple(Step(s["kind"], tuple(s["cut"]), tuple(s["slice_from"]), s["batch_size"]) for s in raw["steps"])
-        return cls(pipeline, records, steps, raw.get("seed"), raw.get("found") or {})
+        return cls(pipeline, records, steps, raw.get("seed"), raw.get("found") or {}, raw.get("registry") or {})
 
 
 def case_files() -> list[Path]:

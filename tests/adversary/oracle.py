@@ -22,6 +22,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from tests.adversary.avro_oracle import values as avro_values
 from tests.adversary.model import Pipeline, Record, Step
 from tests.adversary.values import Invalid, from_json, parse_object, sort_key
 
@@ -35,26 +36,34 @@ class Placed:
     record: Record
 
 
-def interpret(p: Pipeline, r: Record) -> tuple[str, Key, dict[str, Any]] | Invalid:
-    """("row", key, values) or ("delete", key, {}) — or the Invalid that makes it a dead letter."""
+def interpret(
+    p: Pipeline, r: Record, registry: dict[str, Any] | None = None
+) -> tuple[str, Key, dict[str, Any]] | Invalid:
+    """("row", key, values) or ("delete", key, {}) — or the Invalid that makes it a dead letter.
+    ``registry``: an avro scenario's versions (:mod:`tests.adversary.avro_oracle`)."""
     try:
         if r.value is None:
             if p.tombstones != "delete":
                 raise Invalid("tombstone kept as a dead letter")
             return "delete", _tombstone_key(p, r.key), {}
-        obj = parse_object(r.value)
-        values: dict[str, Any] = {}
-        for c in p.columns:
-            v = obj.get(c.name)
-            if v is None:
-                if c.required or c in p.key:
-                    raise Invalid(f"missing required field {c.name}")
-                values[c.name] = None
-            else:
-                values[c.name] = from_json(c, v)
+        values = avro_values(p, r.value, registry or {}) if p.format == "avro" else _json_values(p, r.value)
         return "row", tuple(values[c.name] for c in p.key), values
     except Invalid as exc:
         return exc
+
+
+def _json_values(p: Pipeline, value: bytes) -> dict[str, Any]:
+    obj = parse_object(value)
+    values: dict[str, Any] = {}
+    for c in p.columns:
+        v = obj.get(c.name)
+        if v is None:
+            if c.required or c in p.key:
+                raise Invalid(f"missing required field {c.name}")
+            values[c.name] = None
+        else:
+            values[c.name] = from_json(c, v)
+    return values
 
 
 def _tombstone_key(p: Pipeline, key: bytes | None) -> Key:
@@ -78,6 +87,7 @@ class Oracle:
     placed: list[Placed]
     topic: str
     ledger: dict[int, int] = field(default_factory=dict)
+    registry: dict[str, Any] = field(default_factory=dict)  # an avro scenario's (Scenario.registry)
 
     @property
     def log_ends(self) -> dict[int, int]:
@@ -123,7 +133,7 @@ class Oracle:
         """key → the values of its newest record, for keys whose newest event is a row."""
         newest: dict[Key, tuple[Any, str, dict[str, Any]]] = {}
         for x in self.read():
-            found = interpret(self.pipeline, x.record)
+            found = interpret(self.pipeline, x.record, self.registry)
             if isinstance(found, Invalid):
                 continue
             kind, key, values = found
@@ -135,7 +145,11 @@ class Oracle:
         return {k: values for k, (_, kind, values) in newest.items() if kind == "row"}
 
     def dead_letters(self) -> set[tuple[int, int]]:
-        return {(x.partition, x.offset) for x in self.read() if isinstance(interpret(self.pipeline, x.record), Invalid)}
+        return {
+            (x.partition, x.offset)
+            for x in self.read()
+            if isinstance(interpret(self.pipeline, x.record, self.registry), Invalid)
+        }
 
     def offsets_param(self, bound: dict[int, int]) -> str:
         return json.dumps({self.topic: {str(p): o for p, o in bound.items()}})

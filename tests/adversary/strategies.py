@@ -126,16 +126,23 @@ def _kafka_key(key: tuple[Column, ...], logical: tuple[object, ...]) -> bytes:
 
 
 @st.composite
-def scenarios(draw: st.DrawFn, max_records: int = 40, max_steps: int = 4) -> Scenario:
+def pipelines(draw: st.DrawFn, types: tuple[str, ...] = TYPES, fmt: str = "json") -> Pipeline:
+    """1-2 key columns, 1-4 value columns of ``types`` (and an ordering column of them, or offset ordering)."""
     key = tuple(draw(columns(f"k{i}", KEY_TYPES, True)) for i in range(draw(st.integers(1, 2))))
-    values = [draw(columns(f"c{i}", TYPES, draw(st.booleans()))) for i in range(draw(st.integers(1, 4)))]
+    values = [draw(columns(f"c{i}", types, draw(st.booleans()))) for i in range(draw(st.integers(1, 4)))]
     ordering = None
     if draw(st.booleans()):
-        values.insert(0, draw(columns("v", ORDERABLE, True)))
+        values.insert(0, draw(columns("v", tuple(t for t in types if t in ORDERABLE), True)))
         ordering = "v"
     tombstones = "delete" if ordering is None and draw(st.booleans()) else "dead_letter"
-    partitions = draw(st.integers(1, 4))
-    pipeline = Pipeline(key, (*key, *values), ordering, tombstones, partitions)
+    return Pipeline(key, (*key, *values), ordering, tombstones, draw(st.integers(1, 4)), fmt)
+
+
+@st.composite
+def scenarios(draw: st.DrawFn, max_records: int = 40, max_steps: int = 4) -> Scenario:
+    pipeline = draw(pipelines())
+    key, partitions, ordering = pipeline.key, pipeline.partitions, pipeline.ordering
+    values = pipeline.columns[len(key) :]
 
     pools = [KEY_VALUES[c.type] for c in key]
     logical = draw(st.lists(st.tuples(*(st.sampled_from(p) for p in pools)), min_size=1, max_size=6, unique=True))

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, Phase, assume, given, settings
 
-from tests.adversary import driver
+from tests.adversary import avro, driver
 from tests.adversary.debezium import debezium_scenarios
 from tests.adversary.model import Scenario, case_files
 from tests.adversary.strategies import scenarios
@@ -60,8 +60,10 @@ def test_generated_pipelines_match_the_oracle_after_every_step(s: Scenario, engi
 
 
 @pytest.mark.parametrize("case", case_files(), ids=lambda p: Path(p).stem)
-def test_a_case_the_fuzzer_found_stays_fixed(case: Path, engine: Any, kafka_config: Any) -> None:
-    driver.run(Scenario.from_json(case.read_text()), engine, kafka_config)
+def test_a_case_the_fuzzer_found_stays_fixed(case: Path, engine: Any, kafka_config: Any, request: Any) -> None:
+    s = Scenario.from_json(case.read_text())
+    registry = request.getfixturevalue("schema_registry") if s.pipeline.format == "avro" else None
+    driver.run(s, engine, kafka_config, registry=registry)
 
 
 def _a_debezium_life_worth_its_runs(s: Scenario) -> None:
@@ -85,3 +87,12 @@ def test_generated_debezium_table_lives_match_the_model_table_after_every_step(
 ) -> None:
     _a_debezium_life_worth_its_runs(s)
     driver.run(s, engine, kafka_config)
+
+
+@_slice(1)
+@given(s=avro.scenarios(max_records=20, max_steps=2))
+def test_a_generated_avro_pipeline_over_evolving_writer_versions_matches_the_oracle_after_every_step(
+    s: Scenario, engine: Any, kafka_config: Any, schema_registry: str
+) -> None:
+    assume(len(s.records) >= 12 and len(s.registry["schemas"]) >= 3 and any("delete" in op for op in s.registry["ops"]))
+    driver.run(s, engine, kafka_config, registry=schema_registry)

@@ -244,9 +244,16 @@ def backfill(engine: Engine, kafka: dict[str, Any], spec: PipelineSpec, run_id: 
     return result
 
 
-def plan_stage_commit(engine: Engine, kafka: dict[str, Any], spec: PipelineSpec, request: Any, run_id: str) -> Any:
+def plan_stage_commit(
+    engine: Engine,
+    kafka: dict[str, Any],
+    spec: PipelineSpec,
+    request: Any,
+    run_id: str,
+    registry_config: str | None = None,
+) -> Any:
     """One whole run as the DAG makes it (its stages: planning, then the Spark task over Connect and
-    the commit when it reads anything); returns its plan."""
+    the commit when it reads anything); returns its plan. ``registry_config``: an Avro pipeline's."""
     from reprocess.core.stages import for_task
     from reprocess.core.tasks import Task
     from reprocess.runner.evaluate import RunContext, evaluate
@@ -254,7 +261,7 @@ def plan_stage_commit(engine: Engine, kafka: dict[str, Any], spec: PipelineSpec,
 
     plan, stages = start_run(engine, kafka, spec, request, run_id)
     if for_task(stages, Task.SPARK):
-        run_spark_stage(spec, run_id, kafka=kafka, batch_size=request.batch_size)
+        run_spark_stage(spec, run_id, kafka=kafka, batch_size=request.batch_size, registry_config=registry_config)
         evaluate(for_task(stages, Task.COMMIT), RunContext(engine, spec))
     return plan
 
