@@ -16,7 +16,9 @@ from tests.adversary.strategies import scenarios
 from tests.adversary.values import Column, Invalid, from_json, from_pg_text, parse_object, same, sort_key
 
 ADVERSARY = Path(__file__).resolve().parents[2] / "adversary"
-INDEPENDENT = ("__init__.py", "values.py", "model.py", "oracle.py", "strategies.py", "debezium.py", "avro.py", "avro_oracle.py")
+INDEPENDENT = (
+    "__init__.py", "values.py", "model.py", "oracle.py", "strategies.py", "debezium.py", "avro.py", "avro_oracle.py"
+)  # fmt: skip
 
 
 def _imports(path: Path) -> set[str]:

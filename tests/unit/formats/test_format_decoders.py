@@ -80,6 +80,14 @@ CASES: dict[str, dict[str, object]] = {
     "debezium_transform": {"format": "debezium", "transform": "m:f", "transform_version": "1"},
 }
 
+# Keys as_dict gained after the move (a new spec field, not a reading of an old one): left out of its hash.
+ADDED_SINCE = ("audit",)
+
+
+def _view(spec: object) -> str:
+    return _digest({k: v for k, v in spec.as_dict().items() if k not in ADDED_SINCE})  # type: ignore[attr-defined]
+
+
 # As the code before the move read each case: (fingerprint, as_dict hash, unchanged columns) or its error.
 BEFORE: dict[str, object] = {
     "avro": ("c2d3dc78ba515efb", "1ff76e75eb256d3b", ()),
@@ -154,7 +162,7 @@ def test_core_imports_nothing_of_formats():
 def test_a_spec_reads_as_it_did_before_the_format_rules_moved_into_the_decoders(case):
     try:
         spec = parse_spec({**BASE, **CASES[case]}, source="s.yaml")
-        got: object = (spec.fingerprint, _digest(spec.as_dict()), spec.unchanged_columns)
+        got: object = (spec.fingerprint, _view(spec), spec.unchanged_columns)
     except SpecError as exc:
         got = str(exc).split("; and against the spec schema")[0]
     assert got == BEFORE[case]
@@ -162,5 +170,5 @@ def test_a_spec_reads_as_it_did_before_the_format_rules_moved_into_the_decoders(
 
 def test_the_example_specs_keep_their_fingerprints_and_audit_views():
     folder = PACKAGE.parent / "pipelines"
-    got = {name: (s.fingerprint, _digest(s.as_dict())) for name in FILES for s in [read_spec(folder / name)]}
+    got = {name: (s.fingerprint, _view(s)) for name in FILES for s in [read_spec(folder / name)]}
     assert got == FILES
