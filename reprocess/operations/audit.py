@@ -41,6 +41,7 @@ from reprocess.kafka.offsets import take_snapshot
 from reprocess.postgres import audit_sql, store
 from reprocess.postgres.compare import differing_rows_sql, value_columns
 from reprocess.postgres.db import one_row, pg_cursor
+from reprocess.postgres.digest import as_writer
 from reprocess.postgres.evolve import live_version
 from reprocess.postgres.ledger import ledger_positions
 from reprocess.postgres.stage import drop_stage, stage_identifier
@@ -217,9 +218,12 @@ def _value_detail(cur: Any, spec: PipelineSpec, stage: Any) -> tuple[dict[str, i
 
 def _heal(conn: Connection, cur: Any, spec: PipelineSpec, stage: Any, report: AuditReport) -> AuditReport:
     """Rewrite the differing and missing keys from their newest records and delete the rows that must not
-    be, as the run ``<audit_id>-heal`` (committed with its counts; the ledger is not touched)."""
+    be, as the run ``<audit_id>-heal`` (committed with its counts; the ledger is not touched). It writes as
+    the product (:func:`~reprocess.postgres.digest.as_writer`): the target's triggers give the rows it writes
+    their digests and keep the table's sum, so the tamper check finds nothing changed by hand after it."""
     run_id = heal_run_id(report.audit_id)
     version = live_version(conn, spec)
+    as_writer(conn)  # the product's own write: the rows' digests and their sum follow it (the tamper check)
     conn.execute(_HEAL_RUN, {"run_id": run_id, "pipeline": spec.name, "kind": HEAL_KIND,
                              "request": json.dumps({"audit": report.audit_id})})  # fmt: skip
     written = []
@@ -227,6 +231,7 @@ def _heal(conn: Connection, cur: Any, spec: PipelineSpec, stage: Any, report: Au
         cur.execute(statement, {"run_id": run_id, "spec_version": version})
         written.append(cur.rowcount)
     deleted, updated, inserted = written
+    cur.execute(audit_sql.rebaseline_digests_sql(spec))
     store.mark_committed(
         conn, run_id,
         {"records_read": 0, "rows_staged": 0, "rows_upserted": updated + inserted, "dead_letters": 0,

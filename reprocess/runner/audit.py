@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import Engine
 
 from reprocess.core.spec import PipelineSpec
-from reprocess.core.stages import ReadWindow
+from reprocess.core.window_stages import ReadWindow
 from reprocess.operations.audit import AuditRanges, AuditReport, judge_audit, snapshot_audit
 from reprocess.runner.window import WindowReader
 

@@ -27,6 +27,7 @@ from confluent_kafka.admin import AdminClient
 from sqlalchemy import text
 
 from reprocess.kafka import demo_data
+from reprocess.operations.tamper import check_stored
 from tests.support import oracle
 from tests.support.helpers import PAYMENTS_SPEC, backfill, connect_session, ledger, orders_spec, reconcile_over_connect
 
@@ -99,6 +100,8 @@ def test_audit_finds_rows_changed_deleted_and_inserted_by_sql_before_the_window_
                  "'by hand')"),
             {"t": unique_name},
         )  # fmt: skip
+    tampered = check_stored(engine, spec)
+    assert (tampered.changed, tampered.removed, tampered.inserted) == (1, 1, 1), tampered
     # The day's window check does not see any of it (review V, finding 7).
     assert all(v.ok for v in reconcile_over_connect(engine, spec, *WINDOW, f"{unique_name}-c2"))
 
@@ -128,6 +131,8 @@ def test_audit_finds_rows_changed_deleted_and_inserted_by_sql_before_the_window_
     assert healed["healed"] == {"differ": 1, "missing": 1, "must not be": 1}
     assert _stored(engine, spec) == {k: v[:2] for k, v in newest.items()}
     assert ledger(engine, spec) == ledger_before
+    # The heal wrote as the product: the tamper check, which found the SQL changes, finds nothing now.
+    assert check_stored(engine, spec).ok, check_stored(engine, spec)
     with engine.connect() as conn:
         run = conn.execute(text("SELECT kind, state, rows_upserted, rows_deleted FROM reprocess.runs "
                                 "WHERE run_id = :r"), {"r": healed["heal_run"]}).one()  # fmt: skip
