@@ -21,6 +21,7 @@ from confluent_kafka import KafkaException
 from sqlalchemy.exc import OperationalError
 
 from reprocess.cli.common import app_db_url, app_engine, kafka_config
+from reprocess.cli.stored_check import STORED_HELP, run_stored
 from reprocess.core import names
 from reprocess.core.errors import ReprocessError
 
@@ -32,13 +33,15 @@ DESCRIPTION: Final = (
     "per kind: differ (columns and examples), missing, must not be (deleted or never produced), unprovable "
     "(the log no longer holds their record). --heal rewrites exactly the differing and missing keys and "
     "deletes the rows that must not be, as a run of its own (ledger untouched); --plan shows what it would "
-    "write. Exit 0 equal (unprovable rows are listed, not counted as differences), 1 differences, 2 could not run."
+    "write. --stored is the tamper check instead: one PostgreSQL scan, no Kafka. Exit 0 equal (unprovable rows "
+    "are listed, not counted as differences), 1 differences, 2 could not run."
 )
 EXAMPLES: Final = (
     ("is every row of the table what the log says?", "reprocess audit orders"),
     ("the verdict as JSON (exit 1 when something differs)", "reprocess audit orders --json"),
     ("what a heal would write, without writing", "reprocess audit orders --plan"),
     ("heal what it finds (a run of its own; a re-audit then finds nothing to heal)", "reprocess audit orders --heal"),
+    ("the tamper check: rows changed, removed or inserted by hand; no Kafka", "reprocess audit orders --stored"),
 )
 EXIT_EQUAL: Final = 0
 EXIT_DIFFERENCES: Final = 1
@@ -50,11 +53,14 @@ def configure(cmd: argparse.ArgumentParser) -> None:
     what = cmd.add_mutually_exclusive_group()
     what.add_argument("--heal", action="store_true", help="rewrite the differing and missing keys, delete the rest")
     what.add_argument("--plan", action="store_true", help="show what --heal would write; write nothing")
+    what.add_argument("--stored", action="store_true", help=STORED_HELP)
     cmd.add_argument("--audit-id", help="the audit's id (default: audit-<pipeline>-<time>-<random>)")
     cmd.add_argument("--json", action="store_true", help="the report as JSON")
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.stored:  # the tamper check: one PostgreSQL scan, no Kafka (reprocess.cli.stored_check)
+        return run_stored(args)
     if args.json:  # stdout holds the JSON alone
         logging.getLogger().setLevel(logging.WARNING)
     try:

@@ -41,7 +41,7 @@ from reprocess.kafka.offsets import take_snapshot
 from reprocess.postgres import audit_sql, store
 from reprocess.postgres.compare import differing_rows_sql, value_columns
 from reprocess.postgres.db import one_row, pg_cursor
-from reprocess.postgres.digest import as_writer
+from reprocess.postgres.digest import as_writer, rebase_digests
 from reprocess.postgres.evolve import live_version
 from reprocess.postgres.ledger import ledger_positions
 from reprocess.postgres.stage import drop_stage, stage_identifier
@@ -231,7 +231,7 @@ def _heal(conn: Connection, cur: Any, spec: PipelineSpec, stage: Any, report: Au
         cur.execute(statement, {"run_id": run_id, "spec_version": version})
         written.append(cur.rowcount)
     deleted, updated, inserted = written
-    cur.execute(audit_sql.rebaseline_digests_sql(spec))
+    rebase_digests(cur, target_identifier(spec))  # a row removed by hand and put back is settled
     store.mark_committed(
         conn, run_id,
         {"records_read": 0, "rows_staged": 0, "rows_upserted": updated + inserted, "dead_letters": 0,

@@ -177,16 +177,3 @@ def heal_sql(spec: PipelineSpec, stage: sql.Composable) -> list[sql.Composed]:
         row=sql.Literal(ROW),
     )
     return [delete, update, insert]
-
-
-def rebaseline_digests_sql(spec: PipelineSpec) -> sql.Composed:
-    """After a heal, the tamper check's count and sum of the target's digests (``reprocess.stored_digests``,
-    sql/026) become the healed table's own: a row removed by hand left its digest in the sum (only the
-    product's writes keep it), and the heal that put the row back added it again. The heal has just made
-    every provable key what the log says; each row's own digest still tells a later change by hand."""
-    target = target_identifier(spec)
-    return sql.SQL(
-        'UPDATE reprocess.stored_digests SET "rows" = d.c, digest_sum = d.s, updated_at = now() FROM '
-        "(SELECT count(_digest) AS c, coalesce(sum(_digest), 0) AS s FROM {target}) AS d "
-        "WHERE relid = to_regclass(quote_ident({schema}) || '.' || quote_ident({table}))"
-    ).format(target=target, schema=sql.Literal(spec.target_schema), table=sql.Literal(spec.target_table))
