@@ -21,6 +21,7 @@ from typing import Any
 
 from bench import jit, report
 from bench.airflow import product_airflow
+from bench.audit import CORRUPTED, audit_table
 from bench.baseline import baseline_python_loop
 from bench.ceilings import ceiling_a_pg_merge, ceiling_b_kafka_raw, read_alone
 from bench.concurrency import LEVELS, concurrent_runs
@@ -220,6 +221,13 @@ def main(argv: list[str] | None = None) -> int:
                 results.append(scaled["big_reconcile_lineage"])
                 return scaled["big_reconcile"]
 
+            def big_audit_case(corrupt: int) -> Result:
+                if not big_data:
+                    raise RuntimeError("the 10 M product case did not run")
+                key = "big_audit_corrupted" if corrupt else "big_audit"
+                scaled[key] = run(audit_table, big_data[0], label="big_10m", corrupt=corrupt)
+                return scaled[key]
+
             def big_tamper_case() -> Result:
                 if not big_data:
                     raise RuntimeError("the 10 M product case did not run")
@@ -227,7 +235,9 @@ def main(argv: list[str] | None = None) -> int:
                 return scaled["big_tamper"]
 
             optional += [("big_10m", big_case), ("big_10m_batched", big_batched_case),
-                         ("big_10m_reconcile", big_reconcile_case), ("big_10m_tamper", big_tamper_case)]  # fmt: skip
+                         ("big_10m_reconcile", big_reconcile_case), ("big_10m_audit", lambda: big_audit_case(0)),
+                         ("big_10m_audit_corrupted", lambda: big_audit_case(CORRUPTED)),
+                         ("big_10m_tamper", big_tamper_case)]  # fmt: skip
         for fmt in FORMATS if args.formats else ():
 
             def format_case(f: str = fmt) -> Result:

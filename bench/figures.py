@@ -146,6 +146,18 @@ def figures(m: Measured) -> tuple[dict[str, float | str], dict[str, bool]]:
         ratios[f"tamper check of the {m.n:,}-record load's target ÷ ceiling A's merge (seconds, target ≤ 2)"] = (
             m.scaled["tamper"].seconds / m.ceil_a.phases["merge+commit"]
         )
+    audit, corrupted, window = (m.scaled.get(k) for k in ("big_audit", "big_audit_corrupted", "big_reconcile"))
+    if audit and window:
+        ratios[
+            f"audit of the {BIG / 1e6:g} M-record load finding nothing ÷ its window reconciliation (s, target ≤ 1.5)"
+        ] = audit.seconds / window.seconds
+    if corrupted and audit:
+        ratios[f"  the same audit with {corrupted.detail['counts']['differ']} rows corrupted ÷ finding nothing (s, "
+               "target ≤ 1.1)"] = corrupted.seconds / audit.seconds  # fmt: skip
+    if corrupted and window:
+        ratios["  the same audit with rows corrupted ÷ the window reconciliation (s)"] = (
+            corrupted.seconds / window.seconds
+        )
     if "big_tamper" in m.scaled:
         ratios[f"tamper check of the {BIG / 1e6:g} M-record load's target (s)"] = m.scaled["big_tamper"].seconds
     return ratios, checks
