@@ -33,15 +33,19 @@ DESCRIPTION: Final = (
     "per kind: differ (columns and examples), missing, must not be (deleted or never produced), unprovable "
     "(the log no longer holds their record). --heal rewrites exactly the differing and missing keys and "
     "deletes the rows that must not be, as a run of its own (ledger untouched); --plan shows what it would "
-    "write. --stored is the tamper check instead: one PostgreSQL scan, no Kafka. Exit 0 equal (unprovable rows "
-    "are listed, not counted as differences), 1 differences, 2 could not run."
+    "write. --stored is the tamper check instead: one PostgreSQL scan, no Kafka, finds rows changed, removed or "
+    "inserted outside the product since it wrote them. Exit 0 equal (unprovable rows are listed, not counted as "
+    "differences), 1 differences, 2 could not run."
 )
 EXAMPLES: Final = (
     ("is every row of the table what the log says?", "reprocess audit orders"),
     ("the verdict as JSON (exit 1 when something differs)", "reprocess audit orders --json"),
     ("what a heal would write, without writing", "reprocess audit orders --plan"),
     ("heal what it finds (a run of its own; a re-audit then finds nothing to heal)", "reprocess audit orders --heal"),
-    ("the tamper check: rows changed, removed or inserted by hand; no Kafka", "reprocess audit orders --stored"),
+    (
+        "the tamper check: any row changed, removed or inserted outside the product? (no Kafka)",
+        "reprocess audit orders --stored",
+    ),
 )
 EXIT_EQUAL: Final = 0
 EXIT_DIFFERENCES: Final = 1
@@ -59,7 +63,7 @@ def configure(cmd: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.stored:  # the tamper check: one PostgreSQL scan, no Kafka (reprocess.cli.stored_check)
+    if args.stored:  # the tamper check: no log, no Spark (reprocess.cli.stored_check)
         return run_stored(args)
     if args.json:  # stdout holds the JSON alone
         logging.getLogger().setLevel(logging.WARNING)

@@ -218,12 +218,10 @@ def _value_detail(cur: Any, spec: PipelineSpec, stage: Any) -> tuple[dict[str, i
 
 def _heal(conn: Connection, cur: Any, spec: PipelineSpec, stage: Any, report: AuditReport) -> AuditReport:
     """Rewrite the differing and missing keys from their newest records and delete the rows that must not
-    be, as the run ``<audit_id>-heal`` (committed with its counts; the ledger is not touched). It writes as
-    the product (:func:`~reprocess.postgres.digest.as_writer`): the target's triggers give the rows it writes
-    their digests and keep the table's sum, so the tamper check finds nothing changed by hand after it."""
+    be, as the run ``<audit_id>-heal`` (committed with its counts; the ledger is not touched)."""
     run_id = heal_run_id(report.audit_id)
+    as_writer(conn)  # the product's own write: its rows' digests and the table's sum follow it (the tamper check)
     version = live_version(conn, spec)
-    as_writer(conn)  # the product's own write: the rows' digests and their sum follow it (the tamper check)
     conn.execute(_HEAL_RUN, {"run_id": run_id, "pipeline": spec.name, "kind": HEAL_KIND,
                              "request": json.dumps({"audit": report.audit_id})})  # fmt: skip
     written = []
@@ -231,7 +229,9 @@ def _heal(conn: Connection, cur: Any, spec: PipelineSpec, stage: Any, report: Au
         cur.execute(statement, {"run_id": run_id, "spec_version": version})
         written.append(cur.rowcount)
     deleted, updated, inserted = written
-    rebase_digests(cur, target_identifier(spec))  # a row removed by hand and put back is settled
+    # The table is now what the log says: the tamper check's count and sum start over from it, so a row
+    # removed by hand and written back here no longer counts as removed (postgres.digest.rebase_digests).
+    rebase_digests(cur, target_identifier(spec))
     store.mark_committed(
         conn, run_id,
         {"records_read": 0, "rows_staged": 0, "rows_upserted": updated + inserted, "dead_letters": 0,
