@@ -90,7 +90,7 @@ def test_generated_debezium_table_lives_match_the_model_table_after_every_step(
 
 
 @_slice(1)
-@given(s=avro.scenarios(max_records=20, max_steps=1))
+@given(s=avro.scenarios(max_records=20, max_steps=0))
 def test_a_generated_avro_pipeline_over_evolving_writer_versions_matches_the_oracle_after_every_step(
     s: Scenario, engine: Any, kafka_config: Any, schema_registry: str
 ) -> None:
