@@ -13,6 +13,9 @@ docs/formats/avro.md says (the spec is the reader):
 - else the latest live version's ``default`` for that field (latest by version number);
 - else NULL (a dead letter when the column is required or a key).
 
+A record the latest version cannot read by Avro's resolution (a value of a type its field cannot be
+promoted to: a version registered again after a later one promoted the field) is a dead letter.
+
 A header shorter than 5 bytes, a magic byte other than 0, an index no registered version has (its
 id unknown to the subject) or a body the writer version cannot read is a dead letter.
 Nothing here imports the product.
@@ -136,6 +139,26 @@ def _promoted(v: Any, to: str) -> Any:
     return v
 
 
+# Avro's promotions (writer type → reader type); any other pair of different types cannot be read.
+PROMOTABLE = {("int", "long"), ("int", "float"), ("int", "double"), ("long", "float"), ("long", "double"),
+              ("float", "double"), ("string", "bytes"), ("bytes", "string")}  # fmt: skip
+
+
+def check_readable(subject: Subject, writer: Schema, record: dict[str, Any]) -> None:
+    """Avro's resolution fails the whole record when a writer field the latest version matches (by its
+    name or its own ``aliases``) holds a value of a type the latest's cannot read (a long into an int,
+    after an older version was registered again) or a null it cannot hold."""
+    for f in subject.latest["fields"]:
+        w = next((x for x in writer["fields"] if x["name"] in {f["name"], *f.get("aliases", [])}), None)
+        if w is None:
+            continue
+        v, into = record[w["name"]], _base(f["type"])
+        if (v is None and not (isinstance(f["type"], list) and "null" in f["type"])) or (
+            v is not None and _base(w["type"]) != into and (_base(w["type"]), into) not in PROMOTABLE
+        ):
+            raise Invalid(f"malformed Avro payload: the latest version cannot read {w['name']}")
+
+
 def column_value(subject: Subject, writer: Schema, record: dict[str, Any], name: str) -> Any:
     """The spec column ``name``'s Avro value for one decoded record (None: NULL)."""
     names = subject.same_names(name)
@@ -180,6 +203,7 @@ def values(p: Pipeline, value: bytes, registry: dict[str, Any]) -> dict[str, Any
         raise Invalid("unknown schema id")
     writer = subject.schemas[index]
     record = decode(writer, _Body(value[5:]))
+    check_readable(subject, writer, record)
     out = {}
     for c in p.columns:
         v = column_value(subject, writer, record, c.name)

@@ -80,3 +80,12 @@ def test_a_float_written_then_promoted_to_double_keeps_its_float_value() -> None
     got = values(_pipeline(Column("c0", "double precision")), avro.encode(json.loads(v1), 0, {"k0": 1, "c0": 0.1}),
                  registry)["c0"]  # fmt: skip
     assert got[1] != 0.1 and math.isclose(got[1], 0.1, rel_tol=1e-7)
+
+
+def test_a_record_the_latest_cannot_read_after_an_older_version_is_registered_again_is_a_dead_letter() -> None:
+    narrow, wide = _schema({"name": "c0", "type": ["null", "int"]}), _schema({"name": "c0", "type": ["null", "long"]})
+    registry = {"schemas": [narrow, wide], "ops": [["register", 0], ["register", 1], ["delete", 0], ["register", 0]]}
+    p = _pipeline(Column("c0", "bigint"))
+    with pytest.raises(Invalid, match="cannot read c0"):
+        values(p, avro.encode(json.loads(wide), 1, {"k0": 1, "c0": 10}), registry)
+    assert values(p, avro.encode(json.loads(wide), 1, {"k0": 1, "c0": None}), registry)["c0"] is None
