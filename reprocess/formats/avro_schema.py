@@ -98,7 +98,7 @@ def field(prefix: str, by_id: Mapping[int, Version], path: str, spark_type: str 
     or its value as ``spark_type`` (NULL where it does not convert). NULL for a version without the field."""
     branches = []
     for sid, v in by_id.items():
-        found = resolve_path(v.reader, path, v.same)
+        found = read_path(v, path)
         if found is not None:
             actual, node = found
             ref = field_ref(version_column(prefix, sid), actual)
@@ -247,18 +247,34 @@ def resolve_path(schema: str, path: str, same: Mapping[str, frozenset[str]]) -> 
     return None if found is None else (".".join(str(f["name"]) for f in found[0]), found[1])
 
 
-def _fields_at(schema: str, path: str, same: Mapping[str, frozenset[str]]) -> tuple[list[Any], Any] | None:
-    """The fields :func:`resolve_path` matches, outermost first, and the last one's type."""
+def read_path(v: Version, path: str) -> tuple[str, Any] | None:
+    """:func:`resolve_path` in ``v``'s reader, at the reader field that reads the field the writer
+    has: after a chain of renames (``a`` → ``b`` → ``c`` → ``d``) the reader may hold both the
+    latest's ``d`` (its default: the writer has no ``c``) and the writer's own ``b``; the spec's ``a``
+    is the writer's ``b``, not ``d``'s default."""
+    wrote = _fields_at(v.writer, path, v.same)
+    found = _fields_at(v.reader, path, v.same, [str(f["name"]) for f in wrote[0]] if wrote else [])
+    return None if found is None else (".".join(str(f["name"]) for f in found[0]), found[1])
+
+
+def _fields_at(
+    schema: str, path: str, same: Mapping[str, frozenset[str]], written: list[str] | None = None
+) -> tuple[list[Any], Any] | None:
+    """The fields :func:`resolve_path` matches, outermost first, and the last one's type; at depth
+    ``i`` the field reading the writer's ``written[i]`` first, when given (:func:`read_path`)."""
     root = json.loads(schema)
     named = _named_types(root, {})
     node, matched = _unwrap(root, named), []
-    for part in path.split("."):
+    for i, part in enumerate(path.split(".")):
         if not isinstance(node, dict) or node.get("type") != "record":
             return None
         fields = node.get("fields", [])
         others = same.get(part, frozenset())
-        match = next((f for f in fields if f["name"] == part), None) or next(
-            (f for f in fields if f["name"] in others or part in f.get("aliases", [])), None
+        own = written[i] if written and i < len(written) else None
+        match = (
+            next((f for f in fields if own is not None and own in (f["name"], *f.get("aliases", []))), None)
+            or next((f for f in fields if f["name"] == part), None)
+            or next((f for f in fields if f["name"] in others or part in f.get("aliases", [])), None)
         )
         if match is None:
             return None
@@ -278,9 +294,10 @@ def readings(by_id: Mapping[int, Version], paths: Iterable[str]) -> dict[str, st
     for sid, v in by_id.items():
         read = []
         for path in paths:
-            found = _fields_at(v.reader, path, v.same)
+            wrote = _fields_at(v.writer, path, v.same)
+            found = _fields_at(v.reader, path, v.same, [str(f["name"]) for f in wrote[0]] if wrote else [])
             default = None
-            if found is not None and resolve_path(v.writer, path, v.same) is None:
+            if found is not None and wrote is None:
                 default = [found[0][-1].get("default")]  # the writer lacks it: the reader's default
             read.append([path, None if found is None else [[f["name"] for f in found[0]], found[1], default]])
         out[str(sid)] = hashlib.sha256(json.dumps(read, sort_keys=True, default=str).encode()).hexdigest()[:16]

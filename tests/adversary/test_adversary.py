@@ -96,3 +96,12 @@ def test_a_generated_avro_pipeline_over_evolving_writer_versions_matches_the_ora
 ) -> None:
     assume(len(s.records) >= 12 and len(s.registry["schemas"]) >= 3 and any("delete" in op for op in s.registry["ops"]))
     driver.run(s, engine, kafka_config, registry=schema_registry)
+
+
+@_slice(LONG_EXAMPLES)
+@given(s=avro.scenarios(max_records=30, max_steps=3))
+def test_generated_avro_pipelines_match_the_oracle_after_every_step(
+    s: Scenario, engine: Any, kafka_config: Any, schema_registry: str
+) -> None:
+    assume(len(s.records) >= 12 and len(s.registry["schemas"]) >= 2)
+    driver.run(s, engine, kafka_config, registry=schema_registry)
