@@ -21,5 +21,8 @@ def test_a_spec_name_renamed_three_times_reads_each_writers_own_field():
     # v3's c2_r2 is what the latest's c2_r3 aliases: Avro reads it under the reader's name. v1's and v2's
     # fields no reader field aliases are kept as the writer has them, beside the latest's default.
     assert {sid: found[0] if found else None for sid, found in got.items()} == {
-        1: "c2", 2: "c2_r1", 3: "c2_r3", 4: "c2_r3"
+        1: "c2",
+        2: "c2_r1",
+        3: "c2_r3",
+        4: "c2_r3",
     }
