@@ -10,6 +10,8 @@ report (examples, steps, Spark runs, types, orderings, partition counts, time pe
 printed and written to ``.state/fuzz/``. ``FUZZ_KEEP_GOING=1`` goes on after a failure.
 ``FUZZ_FORMATS`` (default every one of :data:`FORMATS`, comma-separated) restricts the scenarios' formats
 (avro's start the Schema Registry on demand).
+``FUZZ_STEPS=beyond`` (or ``rebuild,spec_change,…``) generates json scenarios whose middle steps are
+only the steps beyond runs (tests/adversary/steps.py), instead of the formats' scenarios.
 """
 
 from __future__ import annotations
@@ -24,9 +26,10 @@ from typing import Any
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
-from tests.adversary import avro, driver
+from tests.adversary import avro, driver, step_runs
 from tests.adversary.debezium import debezium_scenarios
-from tests.adversary.model import CASES_DIR, Scenario
+from tests.adversary.model import CASES_DIR, MORE_STEP_KINDS, Scenario
+from tests.adversary.steps import step_scenarios
 from tests.adversary.strategies import scenarios
 
 CHUNK = 5
@@ -68,7 +71,7 @@ class Fuzz:
         if self.first_failure is None and time.monotonic() > self.until:
             return  # the time is up: the chunk's remaining examples pass unrun
         try:
-            outcome = driver.run(s, engine, kafka, registry=self.registry(s))
+            outcome = driver.run(s, engine, kafka, registry=self.registry(s), beyond=step_runs.run_step)
         except driver.Mismatch as exc:
             self.failed[s.to_json()] = exc
             self.first_failure = self.first_failure or time.monotonic()
@@ -94,7 +97,7 @@ class Fuzz:
             suppress_health_check=list(HealthCheck),
             report_multiple_bugs=False,
         )
-        @given(st.one_of(*(FORMATS[f]() for f in self.formats)))
+        @given(_steps_beyond() or st.one_of(*(FORMATS[f]() for f in self.formats)))
         def explore(s: Scenario) -> None:
             self.example(s, engine, kafka)
 
@@ -143,6 +146,17 @@ class Fuzz:
 
 def _plain(found: dict[str, Any]) -> dict[str, Any]:
     return json.loads(json.dumps(found, default=repr))
+
+
+def _steps_beyond() -> Any:
+    """``FUZZ_STEPS`` (``beyond``: every kind, or a comma list of :data:`MORE_STEP_KINDS`): json scenarios
+    whose middle steps are only those steps beyond runs (:func:`tests.adversary.steps.step_scenarios`)."""
+    chosen = os.environ.get("FUZZ_STEPS", "")
+    if not chosen:
+        return None
+    kinds = MORE_STEP_KINDS if chosen == "beyond" else tuple(chosen.split(","))
+    assert set(kinds) <= set(MORE_STEP_KINDS), f"FUZZ_STEPS: beyond or some of {MORE_STEP_KINDS}: {chosen}"
+    return step_scenarios(kinds)
 
 
 def test_fuzz(engine: Any, kafka_config: Any, request: Any) -> None:

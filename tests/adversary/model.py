@@ -17,6 +17,9 @@ from tests.adversary.values import Column
 
 CASES_DIR = Path(__file__).resolve().parent / "cases"
 STEP_KINDS = ("backfill", "incremental", "replay_all", "replay_slice", "catch_up")
+# Steps beyond runs (tests/adversary/steps.py): a rebuild, a spec change and its re-derivation, a plan
+# then its apply, a run retried after its task died before the commit, a row corrupted then the day's check.
+MORE_STEP_KINDS = ("rebuild", "spec_change", "plan_apply", "kill_retry", "corrupt_reconcile")
 
 
 @dataclass(frozen=True)
@@ -30,6 +33,7 @@ class Pipeline:
     large: tuple[str, ...] = ()  # debezium: the columns an update may leave out (TOASTed)
     paths: tuple[tuple[str, str], ...] = ()  # (column, path) where not the column's own field ("$source.lsn")
     exprs: tuple[tuple[str, str], ...] = ()  # (column, expr) of derived columns
+    where: tuple[tuple[str, Any], ...] = ()  # json: tests.adversary.steps' conditions, all must hold
 
     def column(self, name: str) -> Column:
         return next(c for c in self.columns if c.name == name)
@@ -54,6 +58,7 @@ class Step:
     cut: tuple[float, ...] = ()
     slice_from: tuple[float, ...] = ()
     batch_size: int | None = None
+    change: tuple[Any, ...] = ()  # a step beyond runs: what it changes (tests/adversary/steps.py)
 
 
 @dataclass(frozen=True)
@@ -94,15 +99,23 @@ class Scenario:
         pipeline = Pipeline(
             tuple(map(col, p["key"])), tuple(map(col, p["columns"])), p["ordering"], p["tombstones"], p["partitions"],
             p.get("format", "json"), tuple(p.get("large", ())), tuple(map(tuple, p.get("paths", ()))),
-            tuple(map(tuple, p.get("exprs", ()))),
+            tuple(map(tuple, p.get("exprs", ()))), _tuples(p.get("where", [])),
         )  # fmt: skip
         records = tuple(
             Record(r["partition"], dec(r["key"]), dec(r["value"]), r.get("note", ""),
                    tuple(map(tuple, r.get("headers", ()))))
             for r in raw["records"]
         )  # fmt: skip
-        steps = tuple(Step(s["kind"], tuple(s["cut"]), tuple(s["slice_from"]), s["batch_size"]) for s in raw["steps"])
+        steps = tuple(
+            Step(s["kind"], tuple(s["cut"]), tuple(s["slice_from"]), s["batch_size"], _tuples(s.get("change", [])))
+            for s in raw["steps"]
+        )
         return cls(pipeline, records, steps, raw.get("seed"), raw.get("found") or {}, raw.get("registry") or {})
+
+
+def _tuples(x: Any) -> Any:
+    """JSON's lists back into the tuples they were written from."""
+    return tuple(map(_tuples, x)) if isinstance(x, list) else x
 
 
 def case_files() -> list[Path]:

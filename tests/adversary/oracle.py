@@ -24,6 +24,7 @@ from typing import Any
 
 from tests.adversary.avro_oracle import values as avro_values
 from tests.adversary.model import Pipeline, Record, Step
+from tests.adversary.steps import base_kind, derive, keeps
 from tests.adversary.values import Invalid, from_json, parse_object, sort_key
 
 Key = tuple[Any, ...]
@@ -39,7 +40,8 @@ class Placed:
 def interpret(
     p: Pipeline, r: Record, registry: dict[str, Any] | None = None
 ) -> tuple[str, Key, dict[str, Any]] | Invalid:
-    """("row", key, values) or ("delete", key, {}) — or the Invalid that makes it a dead letter.
+    """("row", key, values), ("filtered", key, values) or ("delete", key, {}) — or the Invalid that makes
+    it a dead letter.
     ``registry``: an avro scenario's versions (:mod:`tests.adversary.avro_oracle`)."""
     try:
         if r.value is None:
@@ -47,7 +49,8 @@ def interpret(
                 raise Invalid("tombstone kept as a dead letter")
             return "delete", _tombstone_key(p, r.key), {}
         values = avro_values(p, r.value, registry or {}) if p.format == "avro" else _json_values(p, r.value)
-        return "row", tuple(values[c.name] for c in p.key), values
+        kind = "row" if keeps(p, values) else "filtered"  # a good record the where does not keep
+        return kind, tuple(values[c.name] for c in p.key), values
     except Invalid as exc:
         return exc
 
@@ -55,7 +58,10 @@ def interpret(
 def _json_values(p: Pipeline, value: bytes) -> dict[str, Any]:
     obj = parse_object(value)
     values: dict[str, Any] = {}
+    derived = dict(p.exprs)
     for c in p.columns:
+        if c.name in derived:
+            continue  # an expr column (tests/adversary/steps.py): derived below from the typed values
         v = obj.get(c.name)
         if v is None:
             if c.required or c in p.key:
@@ -63,7 +69,7 @@ def _json_values(p: Pipeline, value: bytes) -> dict[str, Any]:
             values[c.name] = None
         else:
             values[c.name] = from_json(c, v)
-    return values
+    return values | derive(p, values)
 
 
 def _tombstone_key(p: Pipeline, key: bytes | None) -> Key:
@@ -99,18 +105,19 @@ class Oracle:
     def ranges(self, step: Step) -> dict[int, tuple[int, int]]:
         """The step's [start, end) per partition, from its cut fractions and the state before it."""
         out = {}
+        kind = base_kind(step)
         for p, end in self.log_ends.items():
             held = self.ledger.get(p, 0)
             cut = step.cut[p % len(step.cut)] if step.cut else 1.0
-            if step.kind == "backfill":
+            if kind == "backfill":
                 out[p] = (0, round(cut * end))
-            elif step.kind == "incremental":
+            elif kind == "incremental":
                 out[p] = (held, held + round(cut * (end - held)))
-            elif step.kind == "catch_up":
+            elif kind == "catch_up":
                 out[p] = (held, end)
-            elif step.kind == "replay_all":
+            elif kind == "replay_all":
                 out[p] = (0, held)
-            elif step.kind == "replay_slice":
+            elif kind == "replay_slice":
                 start = int(step.slice_from[p % len(step.slice_from)] * held) if step.slice_from else 0
                 out[p] = (start, start + round(cut * (held - start)))
             else:
@@ -134,8 +141,8 @@ class Oracle:
         newest: dict[Key, tuple[Any, str, dict[str, Any]]] = {}
         for x in self.read():
             found = interpret(self.pipeline, x.record, self.registry)
-            if isinstance(found, Invalid):
-                continue
+            if isinstance(found, Invalid) or found[0] == "filtered":
+                continue  # a filtered record is neither a row nor a delete: the newest KEPT record wins
             kind, key, values = found
             position: tuple[Any, ...] = (self.topic.encode(), x.partition, x.offset)
             if self.pipeline.ordering is not None:

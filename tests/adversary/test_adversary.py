@@ -17,14 +17,16 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, Phase, assume, given, settings
 
-from tests.adversary import avro, driver
+from tests.adversary import avro, driver, step_runs
 from tests.adversary.debezium import debezium_scenarios
 from tests.adversary.model import Scenario, case_files
+from tests.adversary.steps import step_scenarios
 from tests.adversary.strategies import scenarios
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("spark"), pytest.mark.integration("postgres")]
 
 LONG_EXAMPLES = 6
+STEP_EXAMPLES = 4  # steps beyond runs (tests/adversary/steps.py), long tier
 
 
 def _slice(examples: int) -> Any:
@@ -63,7 +65,7 @@ def test_generated_pipelines_match_the_oracle_after_every_step(s: Scenario, engi
 def test_a_case_the_fuzzer_found_stays_fixed(case: Path, engine: Any, kafka_config: Any, request: Any) -> None:
     s = Scenario.from_json(case.read_text())
     registry = request.getfixturevalue("schema_registry") if s.pipeline.format == "avro" else None
-    driver.run(s, engine, kafka_config, registry=registry)
+    driver.run(s, engine, kafka_config, registry=registry, beyond=step_runs.run_step)
 
 
 def _a_debezium_life_worth_its_runs(s: Scenario) -> None:
@@ -105,3 +107,24 @@ def test_generated_avro_pipelines_match_the_oracle_after_every_step(
 ) -> None:
     assume(len(s.records) >= 12 and len(s.registry["schemas"]) >= 2)
     driver.run(s, engine, kafka_config, registry=schema_registry)
+
+
+@_slice(1)
+@given(s=step_scenarios(kinds=("spec_change", "plan_apply"), max_records=12))
+def test_a_spec_change_then_a_plan_and_its_apply_match_the_oracle_after_every_step(
+    s: Scenario, engine: Any, kafka_config: Any
+) -> None:
+    """One scenario with a step of each (tests/adversary/steps.py); the other steps beyond runs (a
+    rebuild, a killed run retried, a corrupted row and the day's check) run in the long tier."""
+    assume(len(s.records) >= 8 and s.pipeline.partitions > 1)
+    assume([x.kind for x in s.steps[1:3]] == ["spec_change", "plan_apply"])
+    driver.run(s, engine, kafka_config, beyond=step_runs.run_step)
+
+
+@_slice(STEP_EXAMPLES)
+@given(s=step_scenarios(max_records=30))
+def test_generated_steps_beyond_runs_match_the_oracle_after_every_step(
+    s: Scenario, engine: Any, kafka_config: Any
+) -> None:
+    assume(len(s.records) >= 8 and len(s.steps) >= 4)
+    driver.run(s, engine, kafka_config, beyond=step_runs.run_step)
