@@ -85,11 +85,21 @@ def produce(kafka: dict[str, Any], topic: str, s: Scenario, registry: str | None
         assert err is None, err
         offsets.append(msg.offset())
 
+    aborting = None
+    if any(r.aborted for r in s.records):  # an aborted record: its own transaction, aborted after delivery
+        aborting = make_producer(kafka, **{"transactional.id": f"adv-{topic}"})
+        aborting.init_transactions(30)
     for r in s.records:
         headers = [(k, v.encode()) for k, v in r.headers]
         value = avro.frame(r.value, ids) if ids else r.value
-        producer.produce(topic, partition=r.partition, key=r.key, value=value, headers=headers, on_delivery=delivered)
-        assert producer.flush(30) == 0  # one at a time: the delivery order is the production order
+        p = aborting if r.aborted and aborting is not None else producer
+        if p is aborting and aborting is not None:
+            aborting.begin_transaction()
+        p.produce(topic, partition=r.partition, key=r.key, value=value, headers=headers, on_delivery=delivered)
+        assert p.flush(30) == 0  # one at a time: the delivery order is the production order
+        if p is aborting and aborting is not None:
+            aborting.abort_transaction(30)  # its marker takes the next offset: wait for it, so it stays there
+            demo_data.wait_for_markers(kafka, topic, {r.partition: offsets[-1] + 2})
     return [Placed(r.partition, o, r) for r, o in zip(s.records, offsets, strict=True)]
 
 
@@ -219,7 +229,9 @@ def describe(s: Scenario) -> dict[str, Any]:
     """What a scenario covers, for the fuzz report."""
     return {
         "types": sorted({c.sql_type if not c.numeric else "numeric(p,s)" for c in s.pipeline.columns}),
+        "key": sorted({c.type for c in s.pipeline.key}),
         "ordering": (s.pipeline.ordering and s.pipeline.column(s.pipeline.ordering).type) or "offset",
+        "aborted": any(r.aborted for r in s.records),
         "partitions": s.pipeline.partitions,
         "tombstones": s.pipeline.tombstones,
         "records": len(s.records),

@@ -7,9 +7,11 @@ is up. A failure is shrunk by Hypothesis (fewer records, fewer steps, smaller cu
 ``FUZZ_SHRINK_MINUTES`` (default 10) and the smallest failing scenario is written to
 ``tests/adversary/cases/`` with what was expected and found; the suite replays it from then on. The
 report (examples, steps, Spark runs, types, orderings, partition counts, time per example, failures) is
-printed and written to ``.state/fuzz/``. ``FUZZ_KEEP_GOING=1`` goes on after a failure.
+printed and written to ``.state/fuzz/``, a line per column type, key type and ordering type with the
+examples that covered it. ``FUZZ_KEEP_GOING=1`` goes on after a failure.
 ``FUZZ_FORMATS`` (default every one of :data:`FORMATS`, comma-separated) restricts the scenarios' formats
-(avro's start the Schema Registry on demand).
+(avro's start the Schema Registry on demand); ``FUZZ_TYPES`` and ``FUZZ_KEY_TYPES`` narrow the JSON
+scenarios' column and key types (:func:`selected`).
 ``FUZZ_STEPS=beyond`` (or ``rebuild,spec_change,…``) generates json scenarios whose middle steps are
 only the steps beyond runs (tests/adversary/steps.py), instead of the formats' scenarios.
 """
@@ -30,14 +32,17 @@ from tests.adversary import avro, driver, step_runs
 from tests.adversary.debezium import debezium_scenarios
 from tests.adversary.model import CASES_DIR, MORE_STEP_KINDS, Scenario
 from tests.adversary.steps import step_scenarios
-from tests.adversary.strategies import scenarios
+from tests.adversary.strategies import JSON_KEY_TYPES, scenarios
+from tests.adversary.values import TYPES
 
 CHUNK = 5
-FORMATS: dict[str, Any] = {
-    "json": scenarios,
+FORMATS: dict[str, Any] = {  # format → its scenarios strategy
+    "json": lambda: scenarios(
+        types=selected("FUZZ_TYPES", TYPES), key_types=selected("FUZZ_KEY_TYPES", JSON_KEY_TYPES)
+    ),
     "debezium": debezium_scenarios,
     "avro": avro.scenarios,
-}  # format → its scenarios strategy
+}
 REPORTS = Path(__file__).resolve().parents[2] / ".state" / "fuzz"
 
 
@@ -53,7 +58,7 @@ class Fuzz:
         self.examples = self.steps = self.records = self.spark_runs = 0
         self.seconds: list[float] = []
         self.covered: dict[str, Counter[str]] = {
-            k: Counter() for k in ("types", "ordering", "partitions", "tombstones")
+            k: Counter() for k in ("types", "key", "ordering", "partitions", "tombstones")
         }
         self.failed: dict[str, driver.Mismatch] = {}  # a failing scenario's JSON → what it found
         self.first_failure: float | None = None
@@ -83,9 +88,11 @@ class Fuzz:
         self.seconds.append(outcome.seconds)
         d = driver.describe(s)
         self.covered["types"].update(d["types"])
+        self.covered["key"].update(d["key"])
         self.covered["ordering"][d["ordering"]] += 1
         self.covered["partitions"][str(d["partitions"])] += 1
         self.covered["tombstones"][d["tombstones"] + (" batched" if d["batched"] else "")] += 1
+        self.covered["tombstones"]["with aborted records"] += d["aborted"]
 
     def chunk(self, k: int, engine: Any, kafka: Any) -> None:
         @seed(self.first_seed + k)
@@ -142,6 +149,15 @@ class Fuzz:
             *(f"  - {json.dumps(c, ensure_ascii=False)}" for c in self.cases),
         ]
         return "\n".join(lines)
+
+
+def selected(env: str, default: tuple[str, ...]) -> tuple[str, ...]:
+    """``FUZZ_TYPES`` / ``FUZZ_KEY_TYPES`` (comma-separated type names): the value and key column types
+    to draw from, e.g. ``FUZZ_TYPES=jsonb,text[],numeric(p,s)`` for a finding of those types."""
+    chosen = tuple(t.strip() for t in os.environ.get(env, "").split(",") if t.strip())
+    unknown = set(chosen) - set(default)
+    assert not unknown, f"{env}: {sorted(unknown)} are not among {default}"
+    return chosen or default
 
 
 def _plain(found: dict[str, Any]) -> dict[str, Any]:

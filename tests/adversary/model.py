@@ -46,6 +46,7 @@ class Record:
     value: bytes | None  # None: a tombstone
     note: str = ""  # what the generator meant (a malformed kind, a duplicate…), for people reading a case
     headers: tuple[tuple[str, str], ...] = ()  # (name, UTF-8 value): Debezium's key-change links
+    aborted: bool = False  # produced in a Kafka transaction that is then aborted: never read
 
 
 @dataclass(frozen=True)
@@ -103,7 +104,7 @@ class Scenario:
         )  # fmt: skip
         records = tuple(
             Record(r["partition"], dec(r["key"]), dec(r["value"]), r.get("note", ""),
-                   tuple(map(tuple, r.get("headers", ()))))
+                   tuple(map(tuple, r.get("headers", ()))), r.get("aborted", False))
             for r in raw["records"]
         )  # fmt: skip
         steps = tuple(

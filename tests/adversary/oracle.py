@@ -25,7 +25,7 @@ from typing import Any
 from tests.adversary.avro_oracle import values as avro_values
 from tests.adversary.model import Pipeline, Record, Step
 from tests.adversary.steps import base_kind, derive, keeps
-from tests.adversary.values import Invalid, from_json, parse_object, sort_key
+from tests.adversary.values import Invalid, check_key, from_json, parse_object, sort_key
 
 Key = tuple[Any, ...]
 
@@ -47,10 +47,13 @@ def interpret(
         if r.value is None:
             if p.tombstones != "delete":
                 raise Invalid("tombstone kept as a dead letter")
-            return "delete", _tombstone_key(p, r.key), {}
+            key = _tombstone_key(p, r.key)
+            check_key(p.key, key)
+            return "delete", key, {}
         values = avro_values(p, r.value, registry or {}) if p.format == "avro" else _json_values(p, r.value)
-        kind = "row" if keeps(p, values) else "filtered"  # a good record the where does not keep
-        return kind, tuple(values[c.name] for c in p.key), values
+        key = tuple(values[c.name] for c in p.key)
+        check_key(p.key, key)
+        return "row" if keeps(p, values) else "filtered", key, values  # filtered: a good record the where drops
     except Invalid as exc:
         return exc
 
@@ -134,7 +137,8 @@ class Oracle:
                 self.ledger[p] = end
 
     def read(self) -> list[Placed]:
-        return [x for x in self.placed if x.offset < self.ledger.get(x.partition, 0)]
+        """The records a run has read: below the ledger, never one of an aborted transaction (read_committed)."""
+        return [x for x in self.placed if x.offset < self.ledger.get(x.partition, 0) and not x.record.aborted]
 
     def rows(self) -> dict[Key, dict[str, Any]]:
         """key → the values of its newest record, for keys whose newest event is a row."""

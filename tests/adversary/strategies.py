@@ -11,6 +11,8 @@ smaller cuts). Nothing here imports the product.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import math
 from typing import Any
@@ -18,10 +20,41 @@ from typing import Any
 from hypothesis import strategies as st
 
 from tests.adversary.model import Pipeline, Record, Scenario, Step
-from tests.adversary.values import ORDERABLE, TYPES, Column
+from tests.adversary.values import ORDERABLE, ORDERABLE_DIGITS, TYPES, Column
 
+
+def _long_text(n: int) -> str:
+    """``n`` characters of base64 that do not compress (PostgreSQL's index would store compressed text)."""
+    out, block = "", b"adversary"
+    while len(out) < n:
+        block = hashlib.sha256(block).digest()
+        out += base64.b64encode(block).decode()
+    return out[:n]
+
+
+LONG_KEYS = (_long_text(2000), _long_text(3000))  # far below and far above the btree row limit (review IV #6)
+# Per key type, its logical keys, each as the JSON spellings a record may use for it (the first is
+# how a Kafka key, a tombstone's, writes it): PostgreSQL's primary key takes them as one key.
+KEY_SPELLINGS: dict[str, list[list[str]]] = {
+    "text": [['"a"'], ['"B"'], ['"é"'], ['"k-1"'], ['"salesapac"'], ['"sales-eu"'], ['"😀"', '"\\ud83d\\ude00"'],
+             ['"1"', "1"], *([f'"{k}"'] for k in LONG_KEYS)],
+    "bigint": [["0", '" 0 "'], ["1", '"1"'], ["-1"], ["2"], ["9223372036854775807"], ["-9223372036854775808"]],
+    "integer": [["0"], ["1", '" 1 "'], ["-1"], ["2147483647"]],
+    "smallint": [["0"], ["32767", '"32767"'], ["-32768"]],
+    "numeric": [["1.5", '"1.50"', "15e-1"], ["0", "-0.0", '"0.00"'], ["10", "1e1"], ["-2.25"],
+                ['"99999999999999999999999999999999999999999"']],
+    "double precision": [["0.0", "-0.0"], ["1.5", '"1.5"'], ["-1e-300"]],
+    "uuid": [['"a0000000-0000-0000-0000-000000000001"', '"A0000000000000000000000000000001"',
+              '"{a0000000-0000-0000-0000-000000000001}"'], ['"b0000000-0000-0000-0000-000000000000"']],
+    "date": [['"2026-01-10"'], ['"0001-01-01"'], ['"9999-12-31"']],
+    "time": [['"10:00"', '"10:00:00"', '"10:00:00.000000"'], ['"24:00"', '"24:00:00"'], ['"00:00:00.000001"']],
+    "timestamptz": [['"2026-11-01T00:00:00Z"', '"2026-11-01T02:00:00+02:00"', '"2026-11-01"'],
+                    ['"0001-01-01T00:00:00Z"']],
+    "bytea": [['"AAE="'], ['"/w=="'], ['"aGVsbG8="']],
+}  # fmt: skip
+JSON_KEY_TYPES = tuple(KEY_SPELLINGS)
+# The Debezium model's key types and logical values (tests/adversary/debezium.py).
 KEY_TYPES = ("text", "bigint", "integer")
-# Logical key values per key type, and the spellings a record may use for one (the same key).
 KEY_VALUES: dict[str, list[Any]] = {
     "text": ["a", "B", "é", "k-1", "salesapac", "sales-eu", "😀", "1"],
     "bigint": [0, 1, -1, 2, 9223372036854775807, -9223372036854775808],
@@ -31,7 +64,7 @@ KEY_VALUES: dict[str, list[Any]] = {
 POOLS: dict[str, tuple[list[str], list[str]]] = {
     "text": (
         ['"a"', '"B"', '"é"', '"x y"', '""', '"sales-eu"', '"salesapac"', '"\\u00e9"', '"😀"', '"\\ud83d\\ude00"',
-         "-12", "true", "123456789012345678901234567890123456789012", '"12.50"'],
+         "-12", "true", "123456789012345678901234567890123456789012", '"12.50"', f'"{_long_text(70_000)}"'],
         ['"a\\u0000b"', '"\\ud800"', "12.50", "1e2", '{"x":1}', "[1]"],
     ),
     "bigint": (
@@ -51,7 +84,10 @@ POOLS: dict[str, tuple[list[str], list[str]]] = {
         ["1e400", '"1e400"', '"1e-400"', '"abc"'],
     ),
     "real": (["0.5", "1.25", "-2", "0.1", "10", '"NaN"'], ["1e39", '"x"']),
-    "boolean": (["true", "false", '"yes"', '"no"', "0", "1", '"t"', '"f"'], ['"maybe"', "[true]"]),
+    "boolean": (
+        ["true", "false", '"yes"', '"no"', "0", "1", '"t"', '"f"', '" TRUE "', '"Y"', '"n"'],
+        ['"maybe"', "[true]", '"on"', '"off"', "2", "1.0", "-1", '"tr"', '"yes please"'],
+    ),
     "date": (
         ['"2026-01-10"', '"2025-12-31"', '"0999-01-01"', '"0001-01-01"', '"9999-12-31"', '"2024-02-29"'],
         ['"10000-01-01"', '"2026-02-30"', '"0000-01-01"', '"2026-1-1"'],
@@ -78,10 +114,29 @@ POOLS: dict[str, tuple[list[str], list[str]]] = {
          '"a0000000000000000000000000000000"', '"{a0000000-0000-0000-0000-00000000000f}"'],
         ['"not-a-uuid"', "12"],
     ),
+    "json": (
+        ['{"a":1}', '[1,"x",null]', '"123"', "123", "true", '{"b":1,"a":2}', '{"a":"x\\u0000"}', "1.50", "[]",
+         "{}", '{"n":1.5e2}', '{"deep":[[[[1]]]]}', '{"t":"\\u00e9"}'],
+        ['{"a":"\\ud800"}', '{"q":1,"q":2}'],
+    ),
     "jsonb": (
         ['{"a":1}', '{"a":{"b":[1,2,"x"]}}', "[1,2]", '"123"', "123", "true", '{"b":1,"a":2}', "1.50", "{}", '""',
-         '{"t":"\\u00e9"}'],
-        ['{"a":"x\\u0000"}', '{"a":"\\ud800"}', '{"q":1,"q":2}'],
+         '{"t":"\\u00e9"}', '{"a":[1,{"b":null}]}', '{"n":1e2}'],
+        ['{"a":"x\\u0000"}', '{"a":"\\ud800"}', '{"q":1,"q":2}', '["\\u0000"]', '"\\u0000"'],
+    ),
+    "bytea": (
+        ['"AAE="', '""', '"/w=="', '"aGVsbG8gd29ybGQ="', '"AA=="', '"+/+/"', '"AAE"', "12"],
+        ['"A"', '"!!!!"', '"-_8="', '"AA E="', '"AAAAA"', "1.5"],
+    ),
+    "text[]": (
+        ["[]", '["a","b c"]', '["",null]', '["NULL"]', '["a,b","{x}","q\\"uote","back\\\\slash"]', '[1,"x"]',
+         "[true]", '["é","😀"]', "[null]"],
+        ['["a\\u0000"]', "[12.50]", "[1e2]", '[{"a": 1.50}]', '"[]"', '{"a":1}', "[[1,2]]", "[1.5]", '[{"a":1}]',
+         '["\\ud800"]', "1"],
+    ),
+    "bigint[]": (
+        ["[]", "[1,2,3]", "[null,1]", "[9223372036854775807,-9223372036854775808]", '["7"," 8 "]'],
+        ["[1.5]", "[9223372036854775808]", "[[1]]", '["x"]', "[true]", "[1e2]", '"[1]"', "{}"],
     ),
 }  # fmt: skip
 MALFORMED = [b"not json", b"[1]", b"", b"null", b"   ", b"{'a':1}", b'{"k0":', b"\xef\xbb\xbf{}", b"\xff\xfe"]
@@ -96,6 +151,8 @@ def numeric_pool(precision: int, scale: int) -> tuple[list[str], list[str]]:
     if whole:
         good += ["1", "-1", "9" * min(whole, 3)]
     bad = ["1" + "0" * whole, "-1" + "0" * whole, top + "9" if scale else top + ".5", '"NaN"']
+    if precision > ORDERABLE_DIGITS:  # a JSON number of more than 38 digits is refused: such values are sent as text
+        return [f'"{v}"' for v in good], [v if v.startswith('"') else f'"{v}"' for v in bad]
     return good, bad
 
 
@@ -104,19 +161,18 @@ def _pool(c: Column) -> tuple[list[str], list[str]]:
 
 
 @st.composite
-def columns(draw: st.DrawFn, name: str, kinds: tuple[str, ...], required: bool) -> Column:
+def columns(draw: st.DrawFn, name: str, kinds: tuple[str, ...], required: bool, orderable: bool = False) -> Column:
     kind = draw(st.sampled_from(kinds))
     mods = None
-    if kind == "numeric(p,s)":
-        precision = draw(st.integers(1, 38))
+    if kind == "numeric(p,s)":  # an ordering column holds at most 38 digits (the spec refuses more)
+        precision = draw(st.integers(1, ORDERABLE_DIGITS if orderable else 60))
         mods = (precision, draw(st.integers(0, precision)))
     return Column(name, kind, required, mods)
 
 
-def _key_json(kind: str, value: object, spelled: int) -> str:
-    if kind == "text":
-        return str(value) if spelled and str(value).isdigit() else json.dumps(value, ensure_ascii=False)
-    return f'" {value} "' if spelled else str(value)
+def _key_json(kind: str, group: int, spelled: int) -> str:
+    spellings = KEY_SPELLINGS[kind][group]
+    return spellings[spelled % len(spellings)]
 
 
 def _kafka_key(key: tuple[Column, ...], logical: tuple[object, ...]) -> bytes:
@@ -125,34 +181,51 @@ def _kafka_key(key: tuple[Column, ...], logical: tuple[object, ...]) -> bytes:
     return json.dumps({c.name: v for c, v in zip(key, logical, strict=True)}, ensure_ascii=False).encode()
 
 
+def _spelled_kafka_key(key: tuple[Column, ...], groups: tuple[int, ...]) -> bytes:
+    """The Kafka key of a logical key given by its spelling groups: each column's first spelling."""
+    return _kafka_key(key, tuple(json.loads(KEY_SPELLINGS[c.type][g][0]) for c, g in zip(key, groups, strict=True)))
+
+
 @st.composite
-def pipelines(draw: st.DrawFn, types: tuple[str, ...] = TYPES, fmt: str = "json") -> Pipeline:
-    """1-2 key columns, 1-4 value columns of ``types`` (and an ordering column of them, or offset ordering)."""
-    key = tuple(draw(columns(f"k{i}", KEY_TYPES, True)) for i in range(draw(st.integers(1, 2))))
+def pipelines(
+    draw: st.DrawFn, types: tuple[str, ...] = TYPES, fmt: str = "json", key_types: tuple[str, ...] = KEY_TYPES
+) -> Pipeline:
+    """1-2 key columns of ``key_types``, 1-4 value columns of ``types``; a column ordering in three
+    pipelines of four, its type any orderable one of ``types``, else offset ordering."""
+    key = tuple(draw(columns(f"k{i}", key_types, True)) for i in range(draw(st.integers(1, 2))))
     values = [draw(columns(f"c{i}", types, draw(st.booleans()))) for i in range(draw(st.integers(1, 4)))]
     ordering = None
-    if draw(st.booleans()):
-        values.insert(0, draw(columns("v", tuple(t for t in types if t in ORDERABLE), True)))
+    orderable = tuple(t for t in types if t in ORDERABLE)
+    if orderable and draw(st.integers(0, 3)) != 0:
+        values.insert(0, draw(columns("v", orderable, True, orderable=True)))
         ordering = "v"
     tombstones = "delete" if ordering is None and draw(st.booleans()) else "dead_letter"
     return Pipeline(key, (*key, *values), ordering, tombstones, draw(st.integers(1, 4)), fmt)
 
 
 @st.composite
-def scenarios(draw: st.DrawFn, max_records: int = 40, max_steps: int = 4) -> Scenario:
-    pipeline = draw(pipelines())
+def scenarios(
+    draw: st.DrawFn,
+    max_records: int = 40,
+    max_steps: int = 4,
+    types: tuple[str, ...] = TYPES,
+    key_types: tuple[str, ...] = JSON_KEY_TYPES,
+) -> Scenario:
+    """``types``/``key_types``: the value and key column types drawn from (``make fuzz``'s FUZZ_TYPES,
+    FUZZ_KEY_TYPES)."""
+    pipeline = draw(pipelines(types, "json", key_types))
     key, partitions, ordering = pipeline.key, pipeline.partitions, pipeline.ordering
     values = pipeline.columns[len(key) :]
 
-    pools = [KEY_VALUES[c.type] for c in key]
-    logical = draw(st.lists(st.tuples(*(st.sampled_from(p) for p in pools)), min_size=1, max_size=6, unique=True))
+    groups = [range(len(KEY_SPELLINGS[c.type])) for c in key]
+    logical = draw(st.lists(st.tuples(*(st.sampled_from(g) for g in groups)), min_size=1, max_size=6, unique=True))
     home = [draw(st.integers(0, partitions - 1)) for _ in logical]  # a key's partition under offset ordering
     records: list[Record] = []
     for _ in range(draw(st.integers(1, max_records))):
         which = draw(st.integers(0, len(logical) - 1))
-        kind = draw(st.sampled_from(["row"] * 6 + ["tombstone", "malformed", "duplicate"]))
+        kind = draw(st.sampled_from(["row"] * 6 + ["tombstone", "malformed", "duplicate", "aborted"]))
         partition = home[which] if ordering is None else draw(st.integers(0, partitions - 1))
-        kafka_key = _kafka_key(key, logical[which])
+        kafka_key = _spelled_kafka_key(key, logical[which])
         if kind == "duplicate" and records:
             again = records[draw(st.integers(0, len(records) - 1))]
             records.append(Record(again.partition if ordering is None else partition, again.key, again.value,
@@ -164,7 +237,7 @@ def scenarios(draw: st.DrawFn, max_records: int = 40, max_steps: int = 4) -> Sce
         if kind == "malformed":
             records.append(Record(partition, kafka_key, draw(st.sampled_from(MALFORMED)), "malformed"))
             continue
-        fields = [f'"{c.name}":{_key_json(c.type, v, draw(st.integers(0, 3)) == 0)}' for c, v in
+        fields = [f'"{c.name}":{_key_json(c.type, g, draw(st.integers(0, 3)))}' for c, g in
                   zip(key, logical[which], strict=True)]  # fmt: skip
         hostile = []
         for c in values:
@@ -177,7 +250,13 @@ def scenarios(draw: st.DrawFn, max_records: int = 40, max_steps: int = 4) -> Sce
             fields.append(f'"{c.name}":{fragment}')
         fields = draw(st.permutations(fields))
         note = f"refused {','.join(hostile)}" if hostile else "row"
-        records.append(Record(partition, kafka_key, ("{" + ",".join(fields) + "}").encode(), note))
+        aborted = kind == "aborted"  # produced in a transaction that is aborted: never read (read_committed)
+        note = f"aborted {note}" if aborted else note
+        records.append(Record(partition, kafka_key, ("{" + ",".join(fields) + "}").encode(), note, aborted=aborted))
+    for p in range(partitions):  # an aborted record is never its partition's last: its marker would end the log
+        last = next((r for r in reversed(records) if r.partition == p), None)
+        if last is not None and last.aborted:
+            records.append(Record(p, last.key, last.value, "re-sent after its abort"))
 
     return Scenario(pipeline, tuple(records), draw(steps(records, partitions, max_steps)))
 
