@@ -37,6 +37,8 @@ _ROLES: Final = {
     ColumnType.NUMERIC: "n",
     ColumnType.JSON: "j",
     ColumnType.JSONB: "j",
+    ColumnType.TEXT_ARRAY: "j",  # as written, and its kind: a JSON string holding "[…]" is no array
+    ColumnType.BIGINT_ARRAY: "j",
     ColumnType.TIMESTAMPTZ: "z",
     ColumnType.SMALLINT: "h",
     ColumnType.INTEGER: "i",

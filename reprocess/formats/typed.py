@@ -89,7 +89,8 @@ def typed_sql(text: str, c: ColumnSpec, *, debezium: bool = False, precise: bool
     if kind is ColumnType.BYTEA:
         return hex_bytea(f"try_to_binary({text}, 'base64')")
     if kind.array_element is not None:
-        return _array_literal(f"from_json({text}, 'array<string>')", kind)
+        literal = _array_literal(f"from_json({text}, 'array<string>')", kind)
+        return f"CASE WHEN {_text_elements(text)} THEN {literal} END" if kind is ColumnType.TEXT_ARRAY else literal
     if kind in (ColumnType.JSON, ColumnType.JSONB, ColumnType.TEXT):
         return text
     return f"try_cast({text} AS {kind.spark_type})"
@@ -286,6 +287,17 @@ def _in_years(value: str) -> str:
 
 def _is_integer(text: str) -> str:
     return f"trim({text}) RLIKE {sql_string(_INTEGER)}"
+
+
+def _text_elements(text: str) -> str:
+    """Spark SQL: every element of the JSON array ``text`` is what a text column takes (a string, an
+    integer, true/false, null): a number with a fraction or an exponent, an object or an array inside
+    would be stored as Spark renders it (``12.50`` → ``12.5``, ``1e2`` → ``100.0``), not as written.
+    A variant's integer is BIGINT, or DECIMAL(p,0) past 19 digits."""
+    elements = f"try_variant_get(try_parse_json({text}), '$', 'array<variant>')"
+    kind = "schema_of_variant(e)"
+    integer = f"{kind} RLIKE '^DECIMAL[(][0-9]+,0[)]$'"
+    return f"forall({elements}, e -> {kind} IN ('STRING', 'BOOLEAN', 'BIGINT', 'VOID') OR {integer})"
 
 
 def _array_literal(elements: str, kind: ColumnType) -> str:

@@ -140,6 +140,8 @@ def _extract_fields(spec: PipelineSpec, lay: json_udf.Layout) -> list[str]:
             continue
         out.append(f"{ref} AS {raw_name(i)}")
         typed = raw_name(i) if c.type is ColumnType.TEXT else lay.typed(c.path, c, typed_sql(ref, c))
+        if c.type.array_element is not None:  # a JSON string is no array, whatever text it holds
+            typed = f"CASE WHEN {lay.kind(c.path)} = 'STRING' THEN NULL ELSE {typed} END"
         out.append(f"{typed} AS {typed_name(i)}")
     return out
 
