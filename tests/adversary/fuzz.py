@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from collections import Counter
 from pathlib import Path
@@ -154,7 +155,7 @@ class Fuzz:
 def selected(env: str, default: tuple[str, ...]) -> tuple[str, ...]:
     """``FUZZ_TYPES`` / ``FUZZ_KEY_TYPES`` (comma-separated type names): the value and key column types
     to draw from, e.g. ``FUZZ_TYPES=jsonb,text[],numeric(p,s)`` for a finding of those types."""
-    chosen = tuple(t.strip() for t in os.environ.get(env, "").split(",") if t.strip())
+    chosen = tuple(t.strip() for t in re.split(r",(?![^()]*\))", os.environ.get(env, "")) if t.strip())
     unknown = set(chosen) - set(default)
     assert not unknown, f"{env}: {sorted(unknown)} are not among {default}"
     return chosen or default
