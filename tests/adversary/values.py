@@ -209,6 +209,8 @@ def _numeric(c: Column, v: Any) -> Decimal:
     text = str(v)
     if not _NUMBER_TEXT.match(text):
         raise Invalid(f"{c.name}: not numeric")
+    if isinstance(v, RawFloat) and re.search("[eE]", text):  # a variant reads it as a double: never exact
+        raise Invalid(f"{c.name}: a JSON number with an exponent (docs/formats/index.md: send it as a string)")
     if isinstance(v, RawInt | RawFloat) and len(re.sub(r"[^0-9]", "", re.sub(r"[eE].*$", "", text)).lstrip("0")) > 38:
         raise Invalid(f"{c.name}: a JSON number of more than 38 digits")  # the README: send those as text
     try:
