@@ -22,7 +22,9 @@ BTREE_ROW_LIMIT = 2704
 def bytea_of_base64(text: str) -> bytes:
     """RFC 4648 base64 (its alphabet, ``+`` and ``/``); the padding may be left out (RFC 4648 3.2: the
     length says where the data ends), as the product's Spark reader takes it (docs/formats/index.md);
-    a length that leaves one character over, whitespace or the URL alphabet (``-``/``_``) is refused."""
+    whitespace inside is skipped, as the reader (Spark's base64 check, Java's ``isWhitespace``) skips it;
+    a length that leaves one character over or the URL alphabet (``-``/``_``) is refused."""
+    text = re.sub("[ \t\n\r\x0b\x0c\x1c-\x1f]", "", text)
     body = text.rstrip("=")
     if not _BASE64.match(text) or len(body) % 4 == 1 or (body != text and len(text) % 4):
         raise ValueError(f"{text[:40]!r} is not base64")

@@ -58,6 +58,8 @@ def _value(kind: str, fragment: str, numeric: tuple[int, int] | None = None) -> 
         ("boolean", "0", None, ("bool", False)),
         ("time", '"24:00"', None, ("time", 86_400_000_000)),
         ("bytea", '"AAE"', None, ("bytes", b"\x00\x01")),  # the padding may be left out
+        # whitespace skipped (make fuzz found the oracle refusing it)
+        ("bytea", '"AA E="', None, ("bytes", b"\x00\x01")),
         ("text[]", '["a",null,1,true]', None, ("array", ("a", None, "1", "true"))),
         ("bigint[]", '[" 8 ",null]', None, ("array", (8, None))),
         ("json", '{"a":"x\\u0000"}', None, ("json", ("o", (("a", ("s", "x\x00")),)))),  # json keeps the escape
