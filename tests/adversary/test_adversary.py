@@ -74,7 +74,7 @@ def _a_debezium_life_worth_its_runs(s: Scenario) -> None:
 
 
 @_slice(1)
-@given(s=debezium_scenarios(max_events=20, max_steps=2))
+@given(s=debezium_scenarios(max_events=20, max_steps=0))
 def test_a_generated_debezium_table_life_over_partitions_matches_the_model_table_after_every_step(
     s: Scenario, engine: Any, kafka_config: Any
 ) -> None:
