@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 import devstack.wheel
+from reprocess.core.names import DAG_KINDS
 from reprocess.spark.connect import library_files, library_fingerprint
 from tests.support import airflow_http
 from tests.support.helpers import REPO_ROOT
@@ -243,7 +244,7 @@ def _airflow_serves_the_installed_plugin(tmp_path: Path, python: Path, env: dict
         assert providers["reprocess"]["version"] == "0.1.0", providers.get("reprocess")
         dag_ids = {d["dag_id"] for d in api("/api/v2/dags?limit=100")["dags"]}
         expected = {f"reprocess_{p.stem}_{k}" for p in (REPO_ROOT / "pipelines").glob("*.yaml")
-                    for k in ("backfill", "incremental", "reconcile", "reset")}  # fmt: skip
+                    for k in (*DAG_KINDS, "reset")}  # fmt: skip
         assert dag_ids == expected | {"reprocess_typo_broken", "reprocess_lag"}
         assert api("/api/v2/importErrors")["import_errors"] == []
         broken = api("/api/v2/dags/reprocess_typo_broken/details")

@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
+from reprocess.core.names import DAG_KINDS
 from reprocess.core.runs import EndMode, RunKind, RunRequest, StartMode
 from reprocess.kafka import demo_data
 from reprocess.postgres.store import ensure_pipeline
@@ -138,7 +139,7 @@ def test_ui_shows_dags_trigger_form_run_and_coverage_page(
     run = run_dag(spec, "backfill")
     assert run.state == "success"
     backfill = spec.dag_id("backfill")
-    dag_ids = [spec.dag_id(kind) for kind in ("backfill", "incremental", "reconcile", "reset")]
+    dag_ids = [spec.dag_id(kind) for kind in (*DAG_KINDS, "reset")]
     print(f"\nbackfill via dag.test(): {time.monotonic() - started:.1f} s")
     _coverage_data(engine, kafka_config, spec)
     # A second pipeline the viewer may read (registered, never run).
@@ -166,7 +167,7 @@ def test_ui_shows_dags_trigger_form_run_and_coverage_page(
             browser.click("button[type=submit]")
             browser.wait_for("!location.pathname.startsWith('/auth')", "the UI after login")
 
-            # (a) The DAG list shows this test's four generated DAGs (and other reprocess_* ones).
+            # (a) The DAG list shows this test's generated DAGs (and other reprocess_* ones).
             browser.goto(f"{ui['url']}/dags?name_pattern=reprocess_{unique_name}")  # a name prefix
             text = browser.wait_for_text(*dag_ids, f"{len(dag_ids)} Dags")
             assert "backfill, orders, reprocess" in text  # the tags
