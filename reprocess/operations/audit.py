@@ -32,7 +32,6 @@ from typing import Any, Final
 
 from sqlalchemy import Connection, Engine, text
 
-from reprocess.core.errors import StageLostError
 from reprocess.core.names import heal_run_id, pipeline_dag_id
 from reprocess.core.ranges import OffsetRange, TopicPartition, offsets_json, window_ranges
 from reprocess.core.spec import PipelineSpec
@@ -44,7 +43,7 @@ from reprocess.postgres.db import one_row, pg_cursor
 from reprocess.postgres.digest import as_writer, rebase_digests
 from reprocess.postgres.evolve import live_version
 from reprocess.postgres.ledger import ledger_positions
-from reprocess.postgres.stage import drop_stage, stage_identifier
+from reprocess.postgres.stage import drop_stage, require_stage
 from reprocess.postgres.target import target_identifier
 
 log = logging.getLogger(__name__)
@@ -164,20 +163,13 @@ def judge_audit(
     over ``audited.ranges``) with every target row, in one transaction: classify, count, and with
     ``heal`` rewrite the keys found (a run ``<audit_id>-heal``). ``keep``: record the verdict in
     ``reprocess.audits`` (``--plan`` does not). The stage is dropped."""
-    stage = stage_identifier(spec, audit_id)
     ranges = audited.ranges
     params = {"topics": [r.topic for r in ranges], "partitions": [r.partition for r in ranges],
               "starts": [r.start for r in ranges], "ends": [r.end for r in ranges],
               "compacted": list(audited.compacted)}  # fmt: skip
     with engine.begin() as conn:
         cur = pg_cursor(conn)
-        cur.execute("SELECT to_regclass(%s)", (stage.as_string(cur),))
-        if one_row(cur)[0] is None:
-            raise StageLostError(
-                f"{spec.name}: the stage of audit {audit_id} does not exist; run the audit again",
-                pipeline=spec.name,
-                run_id=audit_id,
-            )
+        stage = require_stage(cur, spec, audit_id, "audit", "run the audit again")
         cur.execute(audit_sql.classify_sql(spec, stage), params)
         cur.execute(audit_sql.found_counts_sql())
         counts = {kind: int(n) for kind, n in cur.fetchall()}

@@ -46,14 +46,14 @@ from reprocess.checks import values_differ
 from reprocess.checks.base import Window
 from reprocess.checks.registry import CHECKS
 from reprocess.checks.verdict import PartitionVerdict, judge
-from reprocess.core.errors import ReconciliationGap, ReprocessError, StageLostError, WindowNotStable
+from reprocess.core.errors import ReconciliationGap, ReprocessError, WindowNotStable
 from reprocess.core.ranges import OffsetRange, backfill_conf
 from reprocess.core.runs import HEALS_WINDOW, window_text
 from reprocess.core.spec import PipelineSpec
 from reprocess.kafka.offsets import offsets_for_time, take_snapshot
-from reprocess.postgres.db import one_row, pg_cursor
+from reprocess.postgres.db import pg_cursor
 from reprocess.postgres.ledger import ledger_positions
-from reprocess.postgres.stage import drop_stage, stage_identifier
+from reprocess.postgres.stage import drop_stage, require_stage
 
 log = logging.getLogger(__name__)
 
@@ -162,17 +162,10 @@ def record_verdicts(
         No gap, but an open transaction holds a partition's last stable offset inside the window, or
         the window reaches past the ledger.
     """
-    stage = stage_identifier(spec, check_id)
     checks = CHECKS if compare_values else tuple(c for c in CHECKS if c is not values_differ.CHECK)
     with engine.begin() as conn:
         cur = pg_cursor(conn)
-        cur.execute("SELECT to_regclass(%s)", (stage.as_string(cur),))
-        if one_row(cur)[0] is None:
-            raise StageLostError(
-                f"{spec.name}: the stage of check {check_id} does not exist; re-run the window's Spark task",
-                pipeline=spec.name,
-                run_id=check_id,
-            )
+        stage = require_stage(cur, spec, check_id, "check", "re-run the window's Spark task")
         verdicts = judge(Window(conn, cur, spec, stage, ranges), checks, unstable, unread)
         bad = [v for v in verdicts if v.gap]
         conf = heal_conf(bad, window_start, window_end) if bad else None

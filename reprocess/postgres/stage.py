@@ -35,6 +35,17 @@ def stage_identifier(spec: PipelineSpec, run_id: str) -> sql.Composed:
     return sql.SQL("{}.{}").format(sql.Identifier(STAGE_SCHEMA), sql.Identifier(spec.stage_table(run_id)))
 
 
+def require_stage(cur: Any, spec: PipelineSpec, owner: str, what: str, fix: str) -> sql.Composed:
+    """The stage of ``owner`` (``what``: a check, an audit), or a StageLostError saying ``fix``: a
+    clean-up may drop a stage between the Spark task that wrote it and the task that reads it."""
+    stage = stage_identifier(spec, owner)
+    cur.execute("SELECT to_regclass(%s)", (stage.as_string(cur),))
+    if cur.fetchone()[0] is None:
+        raise StageLostError(f"{spec.name}: the stage of {what} {owner} does not exist; {fix}", pipeline=spec.name,
+                             run_id=owner)  # fmt: skip
+    return stage
+
+
 CHECK_COMMENT: Final = "reconciliation check "
 
 
