@@ -104,6 +104,12 @@ def running() -> bool:
     ).returncode == 0
 
 
+def running_port() -> int | None:
+    """The port the running server listens on: line 4 of ``postmaster.pid``."""
+    lines = (data_dir() / "postmaster.pid").read_text().splitlines()
+    return int(lines[3]) if len(lines) > 3 and lines[3].strip().isdigit() else None
+
+
 def _own_state() -> None:
     """A data dir made by an older setup (owned by the ``postgres`` user) becomes ours again:
     the server checks that it owns its data dir. Only files inside the state folder change."""
@@ -122,8 +128,13 @@ def log() -> Path:
 def start() -> None:
     data, log_file, run = data_dir(), log(), pg_dir() / "run"
     if running():
-        print(f"postgres: already running on 127.0.0.1:{port()}")
-        return
+        if running_port() == port():
+            print(f"postgres: already running on 127.0.0.1:{port()}")
+            return
+        # Started earlier with other ports (another shell's REPROCESS_PG_PORT): trusting the pid file
+        # would leave every client connecting to a port nobody listens on.
+        print(f"postgres: running on port {running_port()}, not {port()}: restarting on {port()}")
+        stop()
     ensure_port_free(port(), "postgres", PORT_ENV)
     secret = password()
     run.mkdir(parents=True, exist_ok=True)
