@@ -30,6 +30,7 @@ def run(args: argparse.Namespace) -> int:
     from reprocess.airflow.settings import pipelines_dir
     from reprocess.cli.plan import run_stages
     from reprocess.formats.specs import find_spec
+    from reprocess.operations.plan_report import reads
     from reprocess.operations.preview import load_report
     from reprocess.operations.summary import format_summary, run_summary
     from reprocess.runner.preview import start_apply
@@ -44,5 +45,7 @@ def run(args: argparse.Namespace) -> int:
     _plan, stages = start_apply(engine, kafka, spec, args.plan_id, run_id)
     run_stages(engine, kafka, spec, run_id, stages)
     summary = run_summary(engine, spec.name, run_id, spec=spec, applied_plan=args.plan_id)
+    if not reads(report):
+        print(f"plan {args.plan_id} reads nothing: applied as an empty run, no row changed")
     print(format_summary(summary))
     return EXIT_OK if summary["state"] == "committed" else EXIT_FOUND

@@ -24,7 +24,14 @@ def plan_line(report: dict[str, Any]) -> str:
         line += f", {t['values_incomplete']} incomplete values"
     if report.get("refused"):
         line += f". The apply would be REFUSED: {report['refused']}"
+    elif not reads(report):
+        line += ". It reads nothing (every range is empty): its apply commits an empty run that changes no row"
     return line
+
+
+def reads(report: dict[str, Any]) -> bool:
+    """Whether the plan reads any record (a plan from the ledger at the log end reads none)."""
+    return any(start < end for _topic, _partition, start, end in report["ranges"])
 
 
 def format_plan(report: dict[str, Any]) -> str:

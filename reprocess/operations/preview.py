@@ -270,8 +270,11 @@ def check_readings(conn: Connection, spec: PipelineSpec, run_id: str, readings: 
 
 
 def apply_request(plan: RunRanges) -> RunRequest:
-    """The backfill that reads exactly the plan's ranges (the form's offsets modes)."""
-    return RunRequest.from_params(backfill_conf(r for r in plan.ranges if r.width), RunKind.BACKFILL)
+    """The backfill that reads exactly the plan's ranges (the form's offsets modes), its empty ones
+    left out. A plan that reads nothing (the ledger at the log end) is applied as the empty run it
+    showed, its ranges as they are: the run commits in its planning task and changes no row."""
+    wide = [r for r in plan.ranges if r.width]
+    return RunRequest.from_params(backfill_conf(wide or plan.ranges), RunKind.BACKFILL)
 
 
 def mark_applied(conn: Connection, plan_id: str, run_id: str) -> None:

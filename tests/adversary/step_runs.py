@@ -113,10 +113,10 @@ def _plan_apply(i: int, step: Step, engine: Engine, kafka: dict[str, Any], spec:
         switch = steps.after_change(oracle.pipeline, ("tombstones", _other_rule(oracle.pipeline.tombstones)))
         oracle.pipeline, spec, stale = switch, driver.spec_for(switch, name), True
 
-    apply_id, reads = f"{name}-{i}-apply", any(s < e for s, e in ranges.values())
+    apply_id = f"{name}-{i}-apply"
     try:
-        _, stages = start_apply(engine, kafka, spec, plan_id, apply_id) if reads or stale else ((), ())
-        refused = None  # a plan that reads nothing has nothing to apply (its apply is refused as empty)
+        _, stages = start_apply(engine, kafka, spec, plan_id, apply_id)  # one that reads nothing: an empty run
+        refused = None
     except StalePlanError as exc:
         refused = str(exc)
     except Exception as exc:
@@ -132,7 +132,7 @@ def _plan_apply(i: int, step: Step, engine: Engine, kafka: dict[str, Any], spec:
             run_spark_stage(spec, apply_id, kafka=kafka)
             evaluate(for_task(stages, Task.COMMIT), RunContext(engine, spec))
         oracle.apply(ranges)
-        if reads and _counts(engine, apply_id) != report["apply"]:
+        if _counts(engine, apply_id) != report["apply"]:
             raise driver.Mismatch(i, step.kind, "the apply's counts", report["apply"], _counts(engine, apply_id))
     if between == "tombstones":  # the switch is a decoding change: a rebuild takes it
         _rebuild(engine, kafka, spec, oracle, None, f"{name}-{i}-rebuild")

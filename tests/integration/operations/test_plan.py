@@ -24,6 +24,7 @@ from reprocess.core.runs import RunRequest
 from reprocess.core.stages import Diff
 from reprocess.formats.specs import parse_spec
 from reprocess.kafka import demo_data
+from reprocess.operations.plan_report import format_plan
 from reprocess.operations.preview import diff_run, load_report
 from reprocess.postgres import store
 from reprocess.runner.preview import start_apply
@@ -217,3 +218,31 @@ def test_plan_command_prints_json_writes_the_out_file_and_exits_2_for_changes_0_
     assert again.returncode == 0, again.stderr[-3000:]
     assert "Plan: 0 to insert, 0 to update, 0 to delete" in again.stdout, again.stdout
     print(again.stdout)
+
+
+def test_a_plan_that_reads_nothing_is_applied_as_an_empty_run_that_says_so_and_changes_nothing(
+    kafka_config, engine, db_url, unique_name
+):
+    """A plan from the ledger when nothing new arrived (the usual "what would the next run do?") reads
+    an empty range. Its apply is the empty run the plan showed: committed, every count 0, the table,
+    the dead letters and the ledger as they were; the plan's text says it reads nothing."""
+    spec = parse_spec(
+        {"name": unique_name, "topics": [unique_name], "key": ["id"], "columns": {"id": "text", "s": "text"},
+         "target_table": f"{unique_name}.items"},
+        source=f"{unique_name}.yaml",
+    )  # fmt: skip
+    demo_data.create_topic(kafka_config, unique_name, 1)
+    demo_data.produce(kafka_config, unique_name, 1, ((f"k{i}", {"id": f"k{i}"}) for i in range(6)), malformed=())
+    stage_and_commit(engine, db_url, spec, f"{unique_name}-1", [Record(0, o, {"id": f"k{o}", "s": "a"}) for o in range(6)])
+    report = _plan(engine, kafka_config, spec, f"{unique_name}-p", start_mode="ledger")
+    assert report["ranges"] == [[unique_name, 0, 6, 6]] and report["changes"] == 0
+
+    before = _checksum(engine, spec)
+    applied = _apply(engine, kafka_config, spec, f"{unique_name}-p", f"{unique_name}-apply")
+    assert applied == dict.fromkeys(store.RUN_COUNTS, 0)
+    assert _checksum(engine, spec) == before
+    with engine.connect() as conn:
+        assert store.run_state(conn, f"{unique_name}-apply") == "committed"
+    with pytest.raises(StalePlanError, match="applied already"):
+        start_apply(engine, kafka_config, spec, f"{unique_name}-p", f"{unique_name}-again")
+    assert "reads nothing" in format_plan(report), format_plan(report)
