@@ -233,7 +233,9 @@ def test_a_plan_that_reads_nothing_is_applied_as_an_empty_run_that_says_so_and_c
     )  # fmt: skip
     demo_data.create_topic(kafka_config, unique_name, 1)
     demo_data.produce(kafka_config, unique_name, 1, ((f"k{i}", {"id": f"k{i}"}) for i in range(6)), malformed=())
-    stage_and_commit(engine, db_url, spec, f"{unique_name}-1", [Record(0, o, {"id": f"k{o}", "s": "a"}) for o in range(6)])
+    stage_and_commit(
+        engine, db_url, spec, f"{unique_name}-1", [Record(0, o, {"id": f"k{o}", "s": "a"}) for o in range(6)]
+    )
     report = _plan(engine, kafka_config, spec, f"{unique_name}-p", start_mode="ledger")
     assert report["ranges"] == [[unique_name, 0, 6, 6]] and report["changes"] == 0
 
