@@ -24,7 +24,7 @@ import requests
 from hypothesis import strategies as st
 
 from tests.adversary.model import Record, Scenario
-from tests.adversary.strategies import KEY_VALUES, _kafka_key, pipelines, steps
+from tests.adversary.strategies import KEY_VALUES, _kafka_key, keyed_records, pipelines, steps
 
 UNKNOWN = 0x7FFFFFF0  # a header index no version has: produced as a schema id no registry holds
 TYPES = ("text", "bigint", "integer", "double precision", "real", "boolean")
@@ -132,21 +132,8 @@ def scenarios(draw: st.DrawFn, max_records: int = 40, max_steps: int = 4) -> Sce
     registry = {"schemas": [json.dumps(s) for s in schemas], "ops": draw(registry_ops(len(schemas)))}
     logical = draw(st.lists(st.tuples(*(st.sampled_from(KEY_VALUES[c.type]) for c in key)), min_size=1, max_size=6,
                             unique=True))  # fmt: skip
-    home = [draw(st.integers(0, partitions - 1)) for _ in logical]
-    records: list[Record] = []
-    for _ in range(draw(st.integers(1, max_records))):
-        which = draw(st.integers(0, len(logical) - 1))
-        kind = draw(st.sampled_from(["row"] * 6 + ["tombstone", "malformed", "duplicate"]))
-        partition = home[which] if ordering is None else draw(st.integers(0, partitions - 1))
-        kafka_key = _kafka_key(key, logical[which])
-        if kind == "duplicate" and records:
-            again = records[draw(st.integers(0, len(records) - 1))]
-            records.append(Record(again.partition if ordering is None else partition, again.key, again.value,
-                                  "duplicate"))  # fmt: skip
-            continue
-        if kind == "tombstone":
-            records.append(Record(partition, kafka_key, None, "tombstone"))
-            continue
+
+    def row(draw: st.DrawFn, which: int, partition: int, kafka_key: bytes, kind: str) -> Record:
         index = draw(st.integers(0, len(schemas) - 1))
         record = dict(zip((c.name for c in key), logical[which], strict=True))
         for f in schemas[index]["fields"][len(key) :]:
@@ -166,7 +153,11 @@ def scenarios(draw: st.DrawFn, max_records: int = 40, max_steps: int = 4) -> Sce
             else:
                 value = value[: draw(st.integers(5, len(value) - 1))]
             note = f"{note} {how}"
-        records.append(Record(partition, kafka_key, value, note))
+        return Record(partition, kafka_key, value, note)
+
+    kinds = ["row"] * 6 + ["tombstone", "malformed", "duplicate"]
+    records = draw(keyed_records(len(logical), partitions, ordering is not None, max_records, kinds,
+                                 lambda which: _kafka_key(key, logical[which]), row))  # fmt: skip
     return Scenario(pipeline, tuple(records), draw(steps(records, partitions, max_steps)), registry=registry)
 
 

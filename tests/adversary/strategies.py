@@ -15,6 +15,7 @@ import base64
 import hashlib
 import json
 import math
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from hypothesis import strategies as st
@@ -219,24 +220,10 @@ def scenarios(
 
     groups = [range(len(KEY_SPELLINGS[c.type])) for c in key]
     logical = draw(st.lists(st.tuples(*(st.sampled_from(g) for g in groups)), min_size=1, max_size=6, unique=True))
-    home = [draw(st.integers(0, partitions - 1)) for _ in logical]  # a key's partition under offset ordering
-    records: list[Record] = []
-    for _ in range(draw(st.integers(1, max_records))):
-        which = draw(st.integers(0, len(logical) - 1))
-        kind = draw(st.sampled_from(["row"] * 6 + ["tombstone", "malformed", "duplicate", "aborted"]))
-        partition = home[which] if ordering is None else draw(st.integers(0, partitions - 1))
-        kafka_key = _spelled_kafka_key(key, logical[which])
-        if kind == "duplicate" and records:
-            again = records[draw(st.integers(0, len(records) - 1))]
-            records.append(Record(again.partition if ordering is None else partition, again.key, again.value,
-                                  "duplicate"))  # fmt: skip
-            continue
-        if kind == "tombstone":
-            records.append(Record(partition, kafka_key, None, "tombstone"))
-            continue
+
+    def row(draw: st.DrawFn, which: int, partition: int, kafka_key: bytes, kind: str) -> Record:
         if kind == "malformed":
-            records.append(Record(partition, kafka_key, draw(st.sampled_from(MALFORMED)), "malformed"))
-            continue
+            return Record(partition, kafka_key, draw(st.sampled_from(MALFORMED)), "malformed")
         fields = [f'"{c.name}":{_key_json(c.type, g, draw(st.integers(0, 3)))}' for c, g in
                   zip(key, logical[which], strict=True)]  # fmt: skip
         hostile = []
@@ -252,13 +239,48 @@ def scenarios(
         note = f"refused {','.join(hostile)}" if hostile else "row"
         aborted = kind == "aborted"  # produced in a transaction that is aborted: never read (read_committed)
         note = f"aborted {note}" if aborted else note
-        records.append(Record(partition, kafka_key, ("{" + ",".join(fields) + "}").encode(), note, aborted=aborted))
+        return Record(partition, kafka_key, ("{" + ",".join(fields) + "}").encode(), note, aborted=aborted)
+
+    kinds = ["row"] * 6 + ["tombstone", "malformed", "duplicate", "aborted"]
+    records = draw(keyed_records(len(logical), partitions, ordering is not None, max_records, kinds,
+                                 lambda which: _spelled_kafka_key(key, logical[which]), row))  # fmt: skip
     for p in range(partitions):  # an aborted record is never its partition's last: its marker would end the log
         last = next((r for r in reversed(records) if r.partition == p), None)
         if last is not None and last.aborted:
             records.append(Record(p, last.key, last.value, "re-sent after its abort"))
 
     return Scenario(pipeline, tuple(records), draw(steps(records, partitions, max_steps)))
+
+
+@st.composite
+def keyed_records(
+    draw: st.DrawFn,
+    n_keys: int,
+    partitions: int,
+    by_column: bool,
+    max_records: int,
+    kinds: Sequence[str],
+    kafka_key: Callable[[int], bytes],
+    row: Callable[[st.DrawFn, int, int, bytes, str], Record],
+) -> list[Record]:
+    """The records of ``n_keys`` logical keys, a kind from ``kinds`` each: a duplicate re-sends an earlier
+    record, a tombstone is the key's, any other kind is ``row(draw, key index, partition, Kafka key,
+    kind)``. A key stays on its partition under offset ordering; under a column ordering (``by_column``)
+    its records land on any. Shared by the formats whose records are not a source table's life."""
+    home = [draw(st.integers(0, partitions - 1)) for _ in range(n_keys)]
+    records: list[Record] = []
+    for _ in range(draw(st.integers(1, max_records))):
+        which = draw(st.integers(0, n_keys - 1))
+        kind = draw(st.sampled_from(kinds))
+        partition = draw(st.integers(0, partitions - 1)) if by_column else home[which]
+        if kind == "duplicate" and records:
+            again = records[draw(st.integers(0, len(records) - 1))]
+            records.append(Record(partition if by_column else again.partition, again.key, again.value, "duplicate"))
+        elif kind == "tombstone":
+            records.append(Record(partition, kafka_key(which), None, "tombstone"))
+        else:
+            records.append(row(draw, which, partition, kafka_key(which), kind))
+    return records
 
 
 @st.composite
