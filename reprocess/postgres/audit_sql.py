@@ -43,8 +43,10 @@ def classify_sql(spec: PipelineSpec, stage: sql.Composable) -> sql.Composed:
     ``ends`` (the audited range per partition: log start to the ledger) and ``compacted`` (topics whose
     cleanup policy compacts). A target row whose record lay below its partition's log start is *unprovable*
     unless a retained record of its key is newer (under column ordering the lost record may have been the
-    newest); one no retained record produced is *unprovable* on a compacted topic (compaction may have taken
-    its record), else *must not be*. A row whose lineage lies at or past the audited end was written after
+    newest); so is a row of a compacted topic whose record is not its key's newest retained one: compaction
+    keeps a key's last record, which under column ordering may be older than the one the row came from (a
+    late retry), and takes every record of a key written again past the ledger. A row no retained record
+    produced is otherwise *must not be*. A row whose lineage lies at or past the audited end was written after
     the snapshot and is not judged."""
     ident = sql.Identifier
     values = value_columns(spec)
@@ -77,10 +79,10 @@ def classify_sql(spec: PipelineSpec, stage: sql.Composable) -> sql.Composed:
         "WHEN t.{k0} IS NULL THEN CASE WHEN s._kind = {row} THEN {missing} END "
         "WHEN EXISTS (SELECT 1 FROM {audited} WHERE a.topic = t._kafka_topic AND a.partition = t._kafka_partition "
         "AND t._kafka_offset >= a.end_offset) THEN NULL "
-        "WHEN EXISTS (SELECT 1 FROM {audited} WHERE a.topic = t._kafka_topic AND a.partition = t._kafka_partition "
-        "AND t._kafka_offset < a.start_offset) AND (s._kind IS NULL OR NOT {s_newer}) THEN {unprovable} "
-        "WHEN s._kind IS NULL THEN CASE WHEN t._kafka_topic = ANY(%(compacted)s::text[]) THEN {unprovable} "
-        "ELSE {must_not_be} END "
+        "WHEN (EXISTS (SELECT 1 FROM {audited} WHERE a.topic = t._kafka_topic AND a.partition = t._kafka_partition "
+        "AND t._kafka_offset < a.start_offset) OR t._kafka_topic = ANY(%(compacted)s::text[]) AND (s._kind IS NULL "
+        "OR NOT {same_record})) AND (s._kind IS NULL OR NOT {s_newer}) THEN {unprovable} "
+        "WHEN s._kind IS NULL THEN {must_not_be} "
         "WHEN s._kind = {tombstone} THEN {must_not_be} "
         "WHEN {any} THEN {differ} {left_out}END AS _finding, {columns} AS _columns, "
         "t._kafka_topic AS _topic, t._kafka_partition AS _partition, t._kafka_offset AS _offset "
@@ -106,6 +108,7 @@ def classify_sql(spec: PipelineSpec, stage: sql.Composable) -> sql.Composed:
         target=target_identifier(spec),
         same=_same_key(spec, "s", "t"),
         s_newer=spec.ordering.newer_sql(ident("t"), ident("s")),
+        same_record=spec.ordering.same_record_sql(ident("t"), ident("s")),
     )
 
 
