@@ -7,12 +7,12 @@ from typing import Final
 
 from reprocess.checks.base import Query, Window
 from reprocess.core.ranges import OffsetRange, TopicPartition
-from reprocess.postgres.evolve import stale_in_range
+from reprocess.postgres.evolve import stale_in_ranges
 
 
 def _spec_versions(window: Window) -> dict[TopicPartition, str]:
-    """Per partition, postgres.evolve.stale_message's text ("" when no row is stale)."""
-    return {r.tp: stale_in_range(window.conn, window.spec, r) for r in window.ranges}
+    """Per partition, postgres.evolve.stale_message's text (none when no row is stale), in one pass."""
+    return stale_in_ranges(window.conn, window.spec, window.ranges)
 
 
 SPEC_VERSIONS: Final = Query("spec versions", _spec_versions, "")

@@ -33,7 +33,8 @@ SELECT format('foreign key %I on %s', conname, conrelid::regclass) FROM pg_const
  WHERE contype = 'f' AND to_regclass(:t) IN (conrelid, confrelid)
 UNION ALL
 SELECT format('trigger %I', tgname) FROM pg_trigger WHERE tgrelid = to_regclass(:t) AND NOT tgisinternal
-   AND tgname NOT LIKE 'reprocess\_digest%'  -- the product's own (sql/026): the shadow has its own
+   AND tgname NOT LIKE 'reprocess\_digest%' AND tgname NOT LIKE 'reprocess\_version\_rows%'  -- the product's
+   -- own (sql/026, sql/027): the shadow has its own
 UNION ALL
 SELECT format('row security policy %I', polname) FROM pg_policy WHERE polrelid = to_regclass(:t)
 UNION ALL

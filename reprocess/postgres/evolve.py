@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from psycopg2 import sql
 from sqlalchemy import Connection, text
 
 from reprocess.core.column_types import format_type
 from reprocess.core.errors import SchemaChangeError
-from reprocess.core.ranges import OffsetRange
+from reprocess.core.ranges import OffsetRange, TopicPartition
 from reprocess.core.spec import ColumnSpec, PipelineSpec
 from reprocess.postgres.db import pg_cursor
 from reprocess.postgres.target import LINEAGE_COLUMNS, create_target_sql, not_null, target_identifier
@@ -190,35 +191,48 @@ def _constrain_ordering(conn: Connection, spec: PipelineSpec, table: sql.Compose
             )
 
 
-def stale_rows(conn: Connection, spec: PipelineSpec, version: int, where: Any = None) -> dict[int | None, int]:
+# The target's rows per spec version, as the commit keeps them (sql/027): no scan of the target.
+_VERSION_ROWS: Final = text(
+    'SELECT spec_version, "rows" FROM reprocess.version_rows WHERE relid = to_regclass(:table) '
+    'AND spec_version IS DISTINCT FROM :version AND "rows" > 0'
+)
+
+
+def stale_rows(conn: Connection, spec: PipelineSpec, version: int) -> dict[int | None, int]:
     """Rows of the target derived by another spec version than ``version``: version → rows.
 
-    ``where`` (a ``psycopg2.sql`` condition on lineage columns, with bound values) narrows it to
-    a partition's window for reconciliation.
-    """
-    query = sql.SQL("SELECT _spec_version, count(*) FROM {} WHERE _spec_version IS DISTINCT FROM {}{} GROUP BY 1")
+    Read from the counts the commit keeps in the transaction that writes the rows
+    (``reprocess.version_rows``), so every run's report costs the same whatever the table holds."""
     with pg_cursor(conn) as cur:
-        cur.execute(
-            query.format(
-                target_identifier(spec),
-                sql.Literal(version),
-                sql.SQL(" AND {}").format(where) if where else sql.SQL(""),
-            )
-        )
-        return {v: int(n) for v, n in cur.fetchall()}
+        table = target_identifier(spec).as_string(cur)
+    return {v: int(n) for v, n in conn.execute(_VERSION_ROWS, {"table": table, "version": version})}
 
 
-def stale_in_range(conn: Connection, spec: PipelineSpec, r: OffsetRange) -> str:
-    """Reconciliation's check: rows of one partition's window derived by an older spec ("" if none)."""
+def stale_in_ranges(conn: Connection, spec: PipelineSpec, ranges: Sequence[OffsetRange]) -> dict[TopicPartition, str]:
+    """Reconciliation's check: per partition of a window, its rows derived by an older spec ("" if none).
+
+    One pass for the whole window whatever its partition count: nothing at all while the kept counts
+    (:func:`stale_rows`) say every row is the live version's, else one statement over the lineage
+    index (``target.lineage_index_sql``) that reads the rows of the window's ranges only."""
     version = live_version(conn, spec)
-    if version is None:
-        return ""
-    where = sql.SQL("_kafka_topic = {} AND _kafka_partition = {} AND _kafka_offset >= {} AND _kafka_offset < {}")
-    return stale_message(
-        stale_rows(conn, spec, version, where.format(*map(sql.Literal, (r.topic, r.partition, r.start, r.end)))),
-        version,
-        spec.dag_id("backfill"),
-    )
+    if version is None or not ranges or not stale_rows(conn, spec, version):
+        return {}
+    # LATERAL: each range is its own index range scan (a join may hash the whole table instead).
+    query = sql.SQL(
+        "SELECT r.topic, r.partition, t._spec_version, t.n FROM unnest(%(topics)s::text[], %(partitions)s::int[], "
+        "%(starts)s::bigint[], %(ends)s::bigint[]) AS r(topic, partition, start, stop), LATERAL "
+        "(SELECT _spec_version, count(*) AS n FROM {target} WHERE _kafka_topic = r.topic "
+        "AND _kafka_partition = r.partition AND _kafka_offset >= r.start AND _kafka_offset < r.stop "
+        "AND _spec_version IS DISTINCT FROM %(version)s GROUP BY 1) AS t"
+    ).format(target=target_identifier(spec))
+    params = {"topics": [r.topic for r in ranges], "partitions": [r.partition for r in ranges],
+              "starts": [r.start for r in ranges], "ends": [r.end for r in ranges], "version": version}  # fmt: skip
+    found: dict[TopicPartition, dict[int | None, int]] = {}
+    with pg_cursor(conn) as cur:
+        cur.execute(query, params)
+        for topic, partition, v, n in cur.fetchall():
+            found.setdefault(TopicPartition(topic, partition), {})[v] = int(n)
+    return {tp: stale_message(stale, version, spec.dag_id("backfill")) for tp, stale in found.items()}
 
 
 def stale_message(stale: dict[int | None, int], version: int, backfill_dag: str | None = None) -> str:

@@ -86,7 +86,7 @@ def prepare_shadow(conn: Connection, spec: PipelineSpec, run_id: str) -> None:
     forget_left_out(conn, into.dead_letters_owner)
     with pg_cursor(conn) as cur:
         cur.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(target_identifier(shadow)))
-        cur.execute(create_target_sql(shadow))
+        cur.execute(create_target_sql(shadow, lineage_index=False))  # the swap carries the live one's over
         cur.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(markers_identifier(shadow)))
         if spec.tombstones is TombstoneMode.DELETE:
             cur.execute(create_markers_sql(shadow))

@@ -80,27 +80,41 @@ def not_null(spec: PipelineSpec, column: str) -> bool:
     return column in spec.key or column == spec.ordering.column
 
 
-def create_target_sql(spec: PipelineSpec) -> sql.Composed:
+def lineage_index_sql(spec: PipelineSpec) -> sql.Composed:
+    """Idempotent DDL of the index on the target's lineage: what a window's spec-version check and a
+    replay's re-derivation look rows up by (``reprocess.postgres.evolve.stale_in_ranges``,
+    ``merge.underived_sql``), so they read the rows of the ranges, not the table. Named after the table
+    (``sql/027`` names the existing targets' alike), at most 63 bytes."""
+    return sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (_kafka_topic, _kafka_partition, _kafka_offset)").format(
+        sql.Identifier(f"{spec.target_table[:55]}_lineage"), target_identifier(spec)
+    )
+
+
+def create_target_sql(spec: PipelineSpec, *, lineage_index: bool = True) -> sql.Composed:
     """Idempotent DDL: natural key as primary key, payload columns and lineage columns, then the
-    row digests of the tamper check (:func:`~reprocess.postgres.digest.guard_target_sql`)."""
+    row digests of the tamper check (:func:`~reprocess.postgres.digest.guard_target_sql`), the rows
+    per spec version (``reprocess.version_rows``, ``sql/027``) and the lineage index
+    (:func:`lineage_index_sql`; a rebuild's shadow goes without: the swap carries the live table's
+    over, built once over the whole shadow, ``postgres.attached.carry_over``)."""
     columns = sql.SQL(", ").join(
         sql.SQL("{} {}{}").format(
             sql.Identifier(c.name), sql.SQL(c.sql_type), sql.SQL(" NOT NULL" if not_null(spec, c.name) else "")
         )
         for c in spec.columns
     )
+    name = sql.SQL("quote_ident({}) || '.' || quote_ident({})").format(
+        sql.Literal(spec.target_schema), sql.Literal(spec.target_table)
+    )
     return sql.SQL(
         "CREATE SCHEMA IF NOT EXISTS {schema}; CREATE TABLE IF NOT EXISTS {table} ({columns}, {lineage}, "
-        "PRIMARY KEY ({key})); {guard}"
+        "PRIMARY KEY ({key})); {guard}; SELECT reprocess.count_versions(to_regclass({name})){index}"
     ).format(
         schema=sql.Identifier(spec.target_schema),
         table=target_identifier(spec),
         columns=columns,
         lineage=sql.SQL(_LINEAGE_DDL),
         key=sql.SQL(", ").join(map(sql.Identifier, spec.key)),
-        guard=guard_target_sql(
-            sql.SQL("quote_ident({}) || '.' || quote_ident({})").format(
-                sql.Literal(spec.target_schema), sql.Literal(spec.target_table)
-            )
-        ),
+        guard=guard_target_sql(name),
+        name=name,
+        index=sql.SQL("; {}").format(lineage_index_sql(spec)) if lineage_index else sql.SQL(""),
     )
