@@ -31,6 +31,7 @@ from bench.figures import BATCHED, BIG, PER_PARTITION, Measured, figures
 from bench.flink_peer import flink_job
 from bench.formats import FORMATS, format_dataset, format_product
 from bench.jdbc_sink import jdbc_sink
+from bench.left_out import LEFT_OUT_RECORDS, left_out_incremental
 from bench.oracle import Table, count_wrong
 from bench.plan import plan_then_apply
 from bench.product import Launcher, SparkConnect, SparkSubmit, product
@@ -71,6 +72,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--partitions", type=int, default=0, metavar="P",
         help=f"also run the product over P partitions x {PER_PARTITION} records (the many-partitions case)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--left-out", type=int, default=1_000_000, metavar="V",
+        help="the Debezium left-out case: V incomplete and V moved values seeded (default 10^6; 0 skips it)",
     )  # fmt: skip
     parser.add_argument("--no-docs", dest="docs", action="store_false", help="do not rewrite docs/benchmarks.md")
     parser.add_argument("--keep-topics", action="store_true", help="keep the bench_ topics (default: delete)")
@@ -180,6 +185,13 @@ def main(argv: list[str] | None = None) -> int:
             return scaled["tamper"]
 
         optional.append(("tamper_n", tamper_case))
+        if args.left_out:
+
+            def left_out_case() -> Result:
+                scaled["left_out"] = run(left_out_incremental, LEFT_OUT_RECORDS, args.left_out)
+                return scaled["left_out"]
+
+            optional.append(("left_out", left_out_case))
         if args.airflow:
             optional.append(("airflow_1k", lambda: run(product_airflow, small, label="airflow_1k")))
         if args.scale:

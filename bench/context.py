@@ -105,8 +105,9 @@ class Bench:
         return {"rows": int(rows), "checksum": int(checksum)}
 
 
-def bench_db_url(app_url: str) -> str:
-    """Create ``reprocess_bench`` next to the app DB (same credentials), migrate it, return its URL."""
+def bench_db_url(app_url: str, name: str = BENCH_DB) -> str:
+    """Create database ``name`` (default ``reprocess_bench``) next to the app DB (same credentials),
+    migrate it, return its URL."""
     from reprocess.postgres.db import libpq_url, make_engine, migrate
 
     base = libpq_url(app_url).rsplit("/", 1)[0]
@@ -114,12 +115,12 @@ def bench_db_url(app_url: str) -> str:
     admin.autocommit = True
     try:
         with admin.cursor() as cur:
-            cur.execute("SELECT 1 FROM pg_database WHERE datname = %s", (BENCH_DB,))
+            cur.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,))
             if cur.fetchone() is None:
-                cur.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(BENCH_DB)))
+                cur.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     finally:
         admin.close()
-    url = f"{base}/{BENCH_DB}"
+    url = f"{base}/{name}"
     engine = make_engine(url)
     migrate(engine)
     engine.dispose()
