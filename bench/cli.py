@@ -23,6 +23,7 @@ from bench import jit, report
 from bench.airflow import product_airflow
 from bench.audit import CORRUPTED, audit_table
 from bench.baseline import baseline_python_loop
+from bench.cdc_sink import cdc_cases
 from bench.ceilings import ceiling_a_pg_merge, ceiling_b_kafka_raw, read_alone
 from bench.concurrency import LEVELS, concurrent_runs
 from bench.context import RESULTS, Bench, Result, bench_db_url
@@ -61,7 +62,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--no-peers",
         dest="peers",
         action="store_false",
-        help="skip the Debezium JDBC sink, the Spark AvailableNow job and the Flink job",
+        help="skip the Debezium JDBC sink (on the JSON rows and on change events), the Spark AvailableNow job and the "
+        "Flink job",
     )
     parser.add_argument(
         "--no-concurrency",
@@ -273,7 +275,14 @@ def main(argv: list[str] | None = None) -> int:
                 peers["flink"] = run(flink_job, main_ds)
                 return peers["flink"]
 
-            optional += [("jdbc_sink", jdbc_case), ("spark_availablenow_job", spark_case), ("flink_job", flink_case)]
+            def cdc_case() -> Result:
+                # issue 58: the debezium format and Debezium's JDBC sink on the same N change events
+                peers["cdc"], peers["cdc_sink"] = cdc_cases(bench, n, run)
+                results.append(peers["cdc"])
+                return peers["cdc_sink"]
+
+            optional += [("jdbc_sink", jdbc_case), ("spark_availablenow_job", spark_case), ("flink_job", flink_case),
+                         ("cdc_sink", cdc_case)]  # fmt: skip
         if args.concurrency:
             conc_data: list[Dataset] = []
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bench import report
+from bench import cdc_sink, report
 from bench.context import Result
 from bench.left_out import RATIO
 
@@ -142,6 +142,12 @@ def figures(m: Measured) -> tuple[dict[str, float | str], dict[str, bool]]:
         )
         ratios["rows wrong after an older-slice replay — product / JDBC sink / Spark job / Flink"] = (
             report.wrong_counts(four, "wrong_after_older_slice")
+        )
+    if {"cdc", "cdc_sink"} <= m.peers.keys():  # issue 58 item 2
+        cdc = m.peers["cdc"]
+        ratios.update(cdc_sink.ratios(cdc, m.peers["cdc_sink"], m.ceil_a))
+        checks["debezium: no row wrong after the load, a replay and an older-slice replay (the model table)"] = all(
+            cdc.detail[k]["total"] == 0 for k in ("wrong_after_load", "wrong_after_replay", "wrong_after_older_slice")
         )
     if "tamper" in m.scaled:
         ratios[f"tamper check of the {m.n:,}-record load's target ÷ ceiling A's merge (seconds, target ≤ 2)"] = (

@@ -70,10 +70,14 @@ def connect_json(_i: int, _key: str, body: dict[str, Any] | None) -> bytes | Non
     return f'{{"schema":{_VALUE_SCHEMA},"payload":{json.dumps(body, separators=(",", ":"))}}}'.encode()
 
 
-def connector_config(bench: Bench, topic: str, table: Table, partitions: int) -> dict[str, str]:
+def connector_config(bench: Bench, topic: str, table: Table, partitions: int, keep: bool = True) -> dict[str, str]:
+    """The sink's settings; ``keep``: the ``ReplaceField`` transform keeping :data:`COLUMNS` (the plain
+    rows; a Debezium envelope goes in whole, bench.cdc_sink)."""
     from devstack import kafka_connect, postgres
 
     url = urlsplit(bench.db_url)
+    replace = "org.apache.kafka.connect.transforms.ReplaceField$Value"
+    transforms = {"transforms": "keep", "transforms.keep.type": replace, "transforms.keep.include": ",".join(COLUMNS)}
     return {
         "connector.class": "io.debezium.connector.jdbc.JdbcSinkConnector",
         "topics": topic,
@@ -91,9 +95,7 @@ def connector_config(bench: Bench, topic: str, table: Table, partitions: int) ->
         "use.reduction.buffer": "true",
         "consumer.override.max.poll.records": str(BATCH),
         "consumer.override.auto.offset.reset": "earliest",
-        "transforms": "keep",
-        "transforms.keep.type": "org.apache.kafka.connect.transforms.ReplaceField$Value",
-        "transforms.keep.include": ",".join(COLUMNS),
+        **(transforms if keep else {}),
         **kafka_connect.json_converter(schemas=True),
     }
 
@@ -124,25 +126,47 @@ def _ensure_worker() -> None:
 
 def jdbc_sink(bench: Bench, records: int) -> Result:
     """Produce the envelope topic, run the connector from its start, then replay it from offset 0."""
-    from devstack import kafka_connect
     from reprocess.kafka.clients import make_admin
 
-    _ensure_worker()
     ds = produce_dataset(
         bench.kafka, f"{bench.tag}_{records}_connect_json", records, encode=connect_json, encode_key=connect_json_key
     )
     table = Table(f"{bench.tag}_jdbc_sink", "orders")
+
+    def older() -> Dataset:
+        return produce_dataset(bench.kafka, f"{ds.topic}_older", records, encode=connect_json,
+                               encode_key=connect_json_key, limits=older_slice(ds.ends))  # fmt: skip
+
+    try:
+        seconds, detail = sink_replays(bench, ds, table, f"{bench.tag}_jdbc_sink", True, older,
+                                       lambda conn: count_wrong(conn, ds, table))  # fmt: skip
+    finally:
+        admin = make_admin(bench.kafka)  # kept: its futures fail once it is collected
+        for fut in admin.delete_topics([ds.topic], operation_timeout=30).values():
+            fut.result()
+    return Result("Debezium JDBC sink (Kafka Connect, upsert, deletes)", records, seconds,
+                  detail={**detail, "produce_seconds": ds.produce_seconds})  # fmt: skip
+
+
+def sink_replays(bench: Bench, ds: Dataset, table: Table, name: str, keep: bool, older: Callable[[], Dataset],
+                 wrong: Callable[[Any], dict[str, int]]) -> tuple[float, dict[str, Any]]:  # fmt: skip
+    """The sink's load of ``ds`` into ``table`` (its seconds), then its replay from offset 0 and an
+    older-slice replay (``older()`` produces the slice's topic, deleted after), each counted by
+    ``wrong(conn)``: the detail of a peer's :class:`Result`."""
+    from devstack import kafka_connect
+    from reprocess.kafka.clients import make_admin
+
+    _ensure_worker()
     conn = bench.connect()
     with conn, conn.cursor() as cur:
         cur.execute(f'CREATE SCHEMA IF NOT EXISTS "{table.schema}"')
-    name = f"{bench.tag}_jdbc_sink"
     group = f"connect-{name}"
-    topics = [ds.topic]
+    topics: list[str] = []
     try:
         started = time.monotonic()
-        kafka_connect.put_connector(name, connector_config(bench, ds.topic, table, len(ds.ends)))
+        kafka_connect.put_connector(name, connector_config(bench, ds.topic, table, len(ds.ends), keep))
         seconds = (time.monotonic() - started) + _wait_applied(bench, group, ds)
-        wrong_first = count_wrong(conn, ds, table)
+        wrong_first = wrong(conn)
         kafka_connect.request("PUT", f"/connectors/{name}/stop")
         _wait_state(name, "STOPPED")
         kafka_connect.request("DELETE", f"/connectors/{name}/offsets")
@@ -150,7 +174,7 @@ def jdbc_sink(bench: Bench, records: int) -> Result:
 
         def probe() -> None:
             """What a reader of the table sees while the replay runs."""
-            now = count_wrong(conn, ds, table)
+            now = wrong(conn)
             if now["total"] > worst["total"]:
                 worst.clear()
                 worst.update(now)
@@ -158,34 +182,29 @@ def jdbc_sink(bench: Bench, records: int) -> Result:
         started = time.monotonic()
         kafka_connect.request("PUT", f"/connectors/{name}/resume")
         replay_seconds = (time.monotonic() - started) + _wait_applied(bench, group, ds, probe)
-        wrong = count_wrong(conn, ds, table)
+        wrong_replay = wrong(conn)
         kafka_connect.remove_connector(name)
-        older = produce_dataset(bench.kafka, f"{ds.topic}_older", records, encode=connect_json,
-                                encode_key=connect_json_key, limits=older_slice(ds.ends))  # fmt: skip
-        topics.append(older.topic)
-        kafka_connect.put_connector(f"{name}_older", connector_config(bench, older.topic, table, len(older.ends)))
-        _wait_applied(bench, f"connect-{name}_older", older)
-        wrong_older = count_wrong(conn, ds, table)
+        slice_ds = older()
+        topics.append(slice_ds.topic)
+        kafka_connect.put_connector(f"{name}_older", connector_config(bench, slice_ds.topic, table,
+                                                                      len(slice_ds.ends), keep))  # fmt: skip
+        _wait_applied(bench, f"connect-{name}_older", slice_ds)
+        wrong_older = wrong(conn)
     finally:
         conn.close()
         for connector in (name, f"{name}_older"):
             kafka_connect.remove_connector(connector)
-        admin = make_admin(bench.kafka)
-        for fut in admin.delete_topics(topics, operation_timeout=30).values():
-            fut.result()
-    return Result(
-        "Debezium JDBC sink (Kafka Connect, upsert, deletes)",
-        records,
-        seconds,
-        detail={
-            "wrong_after_load": wrong_first,
-            "wrong_after_replay": wrong,
-            "wrong_after_older_slice": wrong_older,
-            "replay_seconds": replay_seconds,
-            "produce_seconds": ds.produce_seconds,
-            "worst_during_replay": worst,
-        },
-    )
+        if topics:
+            admin = make_admin(bench.kafka)  # kept: its futures fail once it is collected
+            for fut in admin.delete_topics(topics, operation_timeout=30).values():
+                fut.result()
+    return seconds, {
+        "wrong_after_load": wrong_first,
+        "wrong_after_replay": wrong_replay,
+        "wrong_after_older_slice": wrong_older,
+        "replay_seconds": replay_seconds,
+        "worst_during_replay": worst,
+    }
 
 
 def _wait_state(name: str, state: str, seconds: float = 60) -> None:

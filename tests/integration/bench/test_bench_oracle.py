@@ -59,3 +59,29 @@ def test_oracle_counts_each_kind_of_wrong_row(conn: Any, unique_name: str) -> No
     finally:
         with conn, conn.cursor() as cur:
             cur.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(unique_name)))
+
+
+def test_oracle_compares_an_extra_column_with_the_given_states(conn: Any, unique_name: str) -> None:
+    """The CDC case's oracle: the model table's large column compared too, a placeholder in its place wrong."""
+    ds = Dataset("t", RECORDS, RECORDS // 10, {}, 0.0)
+    states = {k: None if v is None else (*v, f"body of {k}") for k, v in expected(ds).items()}
+    t = sql.Identifier(unique_name, "orders")
+    table = Table(unique_name, "orders", extra=("body",))
+    with conn, conn.cursor() as cur:
+        cur.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(unique_name)))
+        cur.execute(sql.SQL("CREATE TABLE {} (order_id text, updated_at text, status text, amount text, body text)")
+                    .format(t))  # fmt: skip
+        for key, state in states.items():
+            if state is not None:
+                cur.execute(sql.SQL("INSERT INTO {} VALUES (%s, %s, %s, %s, %s)").format(t), (key, *state))
+    try:
+        assert count_wrong(conn, ds, table, states)["total"] == 0
+        with conn, conn.cursor() as cur:
+            cur.execute(sql.SQL("UPDATE {} SET body = '__debezium_unavailable_value' WHERE order_id = 'o-00000002'")
+                        .format(t))  # fmt: skip
+        got = count_wrong(conn, ds, table, states)
+        assert got == {"older_overwrote_newer": 0, "deleted_came_back": 0, "duplicates": 0, "missing": 0,
+                       "other_wrong": 1, "total": 1}  # fmt: skip
+    finally:
+        with conn, conn.cursor() as cur:
+            cur.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(unique_name)))
