@@ -38,6 +38,7 @@ from reprocess.core.stage_rows import MOVED, MOVED_AT, NEW_KEY, OLD_AT, OLD_KEY,
 from reprocess.postgres.linked_values import (
     INCOMPLETE,
     MOVED_VALUES,
+    digest,
     fill_linked,
     incomplete_of,
     key_object,
@@ -45,6 +46,7 @@ from reprocess.postgres.linked_values import (
     take_links,
     typed_key,
 )
+from reprocess.postgres.moved_values import digest_moved_values
 from reprocess.postgres.target import target_identifier
 
 FIX: Final = (  # an incomplete value's reason, and the fix
@@ -60,6 +62,7 @@ def resolve(cur: Any, spec: PipelineSpec, stage: sql.Composable, owner: str, *, 
     run writes (a rebuild's shadow spec) and ``owner`` whose incomplete values it holds; ``live``
     the live pipeline's spec of a rebuild. A stored row's incomplete value is no value: it stays
     listed."""
+    digest_moved_values(cur, spec, owner)
     listed = sql.SQL("_s.{} IS NOT NULL").format(_ident(UNCHANGED))
     valued = sql.SQL("_s._kind IN ({}, {})").format(sql.Literal(ROW), sql.Literal(MOVED))
     own = sql.SQL("{} AND {} AND _s.{} IS NULL").format(valued, listed, _ident(OLD_KEY))
@@ -263,18 +266,22 @@ def _kept(
 
 def _kept_change(spec: PipelineSpec, stage: sql.Composable, owner: str, where: sql.Composable) -> sql.Composed:
     """The stage rows moved from an old key with the values an earlier commit kept of that same
-    change (old key, new key and commit time are the change's)."""
-    match = sql.SQL("_mv.old_key = _s.{} AND _mv.new_key = _s.{} AND _mv.moved_at = coalesce(_s.{}, '')").format(
-        _ident(OLD_KEY), _ident(ROW_KEY), _ident(OLD_AT)
-    )
+    change (old key, new key and commit time are the change's), found by the keys' digests first
+    (the index sql/019 left on ``(pipeline, md5(old_key), md5(new_key), moved_at)``)."""
+    match = sql.SQL(
+        "md5(_mv.old_key) = md5(_s.{old}) AND md5(_mv.new_key) = md5(_s.{row_key}) "
+        "AND _mv.old_key = _s.{old} AND _mv.new_key = _s.{row_key} AND _mv.moved_at = coalesce(_s.{at}, '')"
+    ).format(old=_ident(OLD_KEY), row_key=_ident(ROW_KEY), at=_ident(OLD_AT))
     return _kept(spec, stage, owner, where, match)
 
 
 def _moved_away(spec: PipelineSpec, stage: sql.Composable, owner: str, where: sql.Composable) -> sql.Composed:
     """The stage rows with the values the latest kept change of their own key moved away (the old
-    key's text as the Spark job wrote it, compared as the target's typed key)."""
-    old_key = typed_key(spec, sql.SQL("_mv.old_key"))
-    return _kept(spec, stage, owner, where, sql.SQL("{} = {}").format(old_key, key_object(spec, "_s")), latest=True)
+    key's text as the Spark job wrote it, compared as the target's typed key; by its digest first,
+    ``old_digest``, indexed by sql/027)."""
+    old_key, key = typed_key(spec, sql.SQL("_mv.old_key")), key_object(spec, "_s")
+    match = sql.SQL("_mv.old_digest = {} AND {} = {}").format(digest(key), old_key, key)
+    return _kept(spec, stage, owner, where, match, latest=True)
 
 
 def keep_moved_values(cur: Any, spec: PipelineSpec, stage: sql.Composable, owner: str, run_id: str) -> None:
@@ -289,9 +296,11 @@ def keep_moved_values(cur: Any, spec: PipelineSpec, stage: sql.Composable, owner
     cur.execute(
         sql.SQL(
             'INSERT INTO {moved} AS _mv (pipeline, old_key, new_key, moved_at, topic, partition, "offset", "values", '
-            "unchanged, run_id, from_key, from_at) SELECT DISTINCT ON (_s.{row_key}, _s.{new}, coalesce(_s.{at}, '')) "
+            "unchanged, run_id, from_key, from_at, old_digest, new_digest) "
+            "SELECT DISTINCT ON (_s.{row_key}, _s.{new}, coalesce(_s.{at}, '')) "
             "%(owner)s, _s.{row_key}, _s.{new}, coalesce(_s.{at}, ''), _s._kafka_topic, _s._kafka_partition, "
-            "_s._kafka_offset, jsonb_build_object({values}), _s.{unchanged}, %(run_id)s, _s.{old}, _s.{old_at} "
+            "_s._kafka_offset, jsonb_build_object({values}), _s.{unchanged}, %(run_id)s, _s.{old}, _s.{old_at}, "
+            "{old_digest}, {new_digest} "
             "FROM {stage} AS _s WHERE _s._kind = {kind} "
             "ORDER BY _s.{row_key}, _s.{new}, coalesce(_s.{at}, ''), _s._kafka_partition, _s._kafka_offset "
             "ON CONFLICT (pipeline, md5(old_key), md5(new_key), moved_at) DO UPDATE SET topic = EXCLUDED.topic, "
@@ -312,6 +321,8 @@ def keep_moved_values(cur: Any, spec: PipelineSpec, stage: sql.Composable, owner
             kind=sql.Literal(MOVED),
             old=_ident(OLD_KEY),
             old_at=_ident(OLD_AT),
+            old_digest=digest(typed_key(spec, sql.SQL("_s.{}").format(_ident(ROW_KEY)))),
+            new_digest=digest(typed_key(spec, sql.SQL("_s.{}").format(_ident(NEW_KEY)))),
         ),
         {"owner": owner, "run_id": run_id},
     )

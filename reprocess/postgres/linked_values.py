@@ -42,7 +42,12 @@ def incomplete_of(key: sql.Composable) -> sql.Composed:
     """The incomplete value ``_i`` names the row of ``key`` (:func:`key_object`): by its digest first,
     so the lookup uses the index on ``(pipeline, md5(key::text), column)`` (sql/019: a key's jsonb
     may exceed btree's row limit, its digest never does), then by the key itself."""
-    return sql.SQL("md5(_i.key::text) = md5(({key})::text) AND _i.key = {key}").format(key=key)
+    return sql.SQL("md5(_i.key::text) = {digest} AND _i.key = {key}").format(digest=digest(key), key=key)
+
+
+def digest(key: sql.Composable) -> sql.Composed:
+    """A key's digest (:func:`key_object`'s md5), the form the bookkeeping tables index keys by."""
+    return sql.SQL("md5(({})::text)").format(key)
 
 
 def typed_key(spec: PipelineSpec, key_text: sql.Composable) -> sql.Composed:

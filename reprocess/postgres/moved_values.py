@@ -21,7 +21,7 @@ from sqlalchemy import Connection, text
 
 from reprocess.core.spec import PipelineSpec
 from reprocess.core.stage_rows import MOVED, OLD_KEY, ROW, TOMBSTONE, UNCHANGED
-from reprocess.postgres.linked_values import MOVED_VALUES
+from reprocess.postgres.linked_values import MOVED_VALUES, digest, key_object, typed_key
 from reprocess.postgres.target import target_identifier
 
 _FORGET: Final = text(
@@ -46,6 +46,21 @@ def adopt_left_out(conn: Connection, pipeline: str, owner: str) -> None:
     conn.execute(_ADOPT, {"pipeline": pipeline, "owner": owner})
 
 
+def digest_moved_values(cur: Any, spec: PipelineSpec, owner: str) -> None:
+    """Give ``owner``'s kept changes that lack them their keys' digests (``old_digest``,
+    ``new_digest``: of the keys as the target's typed keys, :func:`~reprocess.postgres.linked_values.typed_key`),
+    by which the commit finds them: the rows kept before sql/027, which cannot know the key types.
+    Once each pipeline's first commit since has done it, this finds nothing (a partial index)."""
+    old_key, new_key = (typed_key(spec, sql.SQL("_mv.{}").format(sql.Identifier(k))) for k in ("old_key", "new_key"))
+    cur.execute(
+        sql.SQL(
+            "UPDATE {moved} AS _mv SET old_digest = {old}, new_digest = {new} "
+            "WHERE _mv.pipeline = %(owner)s AND _mv.new_digest IS NULL"
+        ).format(moved=MOVED_VALUES, old=digest(old_key), new=digest(new_key)),
+        {"owner": owner},
+    )
+
+
 def prune_moved_values(cur: Any, spec: PipelineSpec, stage: sql.Composable, owner: str) -> int:
     """After the merge and the deletes (the stage ``stage`` of table ``spec``, ``owner``'s moved
     values): delete the kept changes whose new key this stage rewrote with every value known (a stage
@@ -54,10 +69,10 @@ def prune_moved_values(cur: Any, spec: PipelineSpec, stage: sql.Composable, owne
     partition. Returns how many went."""
     ident = sql.Identifier
     target = target_identifier(spec)
-    new_key = sql.SQL(" AND ").join(
-        sql.SQL("(jsonb_populate_record(NULL::{t}, _mv.new_key::jsonb)).{k} = _s.{k}").format(t=target, k=ident(k))
-        for k in spec.key
-    )  # the new key's text as the Spark job wrote it, compared as the target's typed key
+    key = key_object(spec, "_s")  # the new key's text as the Spark job wrote it, as the target's typed key
+    new_key = sql.SQL("_mv.new_digest = {} AND {} = {}").format(
+        digest(key), typed_key(spec, sql.SQL("_mv.new_key")), key
+    )
     same_key = sql.SQL(" AND ").join(sql.SQL("_t.{k} = _s.{k}").format(k=ident(k)) for k in spec.key)
     cur.execute(
         sql.SQL(
