@@ -49,7 +49,7 @@ def adopt_left_out(conn: Connection, pipeline: str, owner: str) -> None:
 def digest_moved_values(cur: Any, spec: PipelineSpec, owner: str) -> None:
     """Give ``owner``'s kept changes that lack them their keys' digests (``old_digest``,
     ``new_digest``: of the keys as the target's typed keys, :func:`~reprocess.postgres.linked_values.typed_key`),
-    by which the commit finds them: the rows kept before sql/027, which cannot know the key types.
+    by which the commit finds them: the rows kept before sql/028, which cannot know the key types.
     Once each pipeline's first commit since has done it, this finds nothing (a partial index)."""
     old_key, new_key = (typed_key(spec, sql.SQL("_mv.{}").format(sql.Identifier(k))) for k in ("old_key", "new_key"))
     cur.execute(
