@@ -130,11 +130,19 @@ def _seed(db_url: str, pipeline: str, topic: str, values: int) -> None:
                 "'seed', 'seeded by the bench' FROM generate_series(1, %(n)s) AS i",
                 params,
             )
+            cur.execute(  # the keys' digests where the schema has them (sql/027): as keep_moved_values writes them
+                "SELECT count(*) FROM information_schema.columns WHERE table_schema = 'reprocess' "
+                "AND table_name = 'moved_values' AND column_name IN ('old_digest', 'new_digest')"
+            )
+            has_digests = cur.fetchone()[0] == 2
+            digests = ", old_digest, new_digest" if has_digests else ""
+            digested = ", md5(_o::text), md5(_n::text)" if has_digests else ""
             cur.execute(
                 'INSERT INTO reprocess.moved_values (pipeline, old_key, new_key, moved_at, topic, partition, "offset", '
-                '"values", run_id) SELECT %(p)s, \'{"id":"seed\' || i || \'"}\', \'{"id":"seed\' || i || \'~"}\', '
-                "(1600000000000 + i)::text, %(t)s, 0, i, jsonb_build_object('note', repeat('m', 100)), 'seed' "
-                "FROM generate_series(1, %(n)s) AS i",
+                f'"values", run_id{digests}) SELECT %(p)s, _o::text, _n::text, (1600000000000 + i)::text, %(t)s, 0, i, '
+                f"jsonb_build_object('note', repeat('m', 100)), 'seed'{digested} "
+                "FROM generate_series(1, %(n)s) AS i, jsonb_build_object('id', 'seed' || i) AS _o, "
+                "jsonb_build_object('id', 'seed' || i || '~') AS _n",
                 params,
             )
         conn.autocommit = True

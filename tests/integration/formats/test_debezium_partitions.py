@@ -116,6 +116,35 @@ def test_a_new_key_created_in_an_earlier_batch_than_the_old_keys_last_update_tak
     print(f"two cuts, {time.monotonic() - started:.1f} s")
 
 
+def test_a_kept_key_change_outlives_a_delete_of_its_new_key_on_another_partition(kafka_config, engine, unique_name):
+    """Pruning kept key changes (review V finding 11) in finding 2's shape: J (partition 1) is
+    deleted, then A (partition 0) becomes J. Batches of two put J's delete, later by offset than
+    A's delete, in the batch that keeps A → J's values, and J's create in the next one: a prune
+    that took the delete of J's earlier life for a delete after the change would drop the values
+    J's create needs (J's large value NULL, incomplete). Compared with the source table."""
+    topic = unique_name
+    demo_data.create_topic(kafka_config, topic, 2)
+    partition = {1: 0, 2: 1}  # A = 1, J = 2
+    source = SourceTable(("id",), ("status", "notes"), frozenset({"notes"}), lambda k: partition[k[0]])
+    source.insert((2,), status="J's first life", notes="J1 " * 1000)
+    source.insert((1,), status="A", notes="A1 " * 1000)
+    first = source.ends(2)
+    source.delete((2,))
+    source.rekey((1,), (2,))
+    produce(make_producer(kafka_config), topic, source.events)
+    end = source.ends(2)
+    assert (first, end) == ({0: 1, 1: 1}, {0: 3, 1: 4})  # batch 0: p0 [1, 3) and p1 [1, 3); batch 1: p1 [3, 4)
+    spec = _spec(unique_name, topic, {"id": "integer", "status": "text", "notes": "text"}, ["id"])
+    assert _run(engine, kafka_config, spec, f"{spec.name}-0", topic, {0: 0, 1: 0}, first).values_incomplete == 0
+    result = _run(engine, kafka_config, spec, f"{spec.name}-1", topic, first, end, batch_size=2)
+    with engine.connect() as conn:
+        rows = {
+            r[0]: (r[1], r[2]) for r in conn.execute(text(f"SELECT id, status, notes FROM {spec.qualified_target}"))
+        }
+    assert rows == {k[0]: (r["status"], r["notes"]) for k, r in source.rows.items()}
+    assert (result.values_incomplete, _incomplete(engine, spec)) == (0, [])
+
+
 def test_key_change_links_hold_for_date_and_timestamp_keys(kafka_config, engine, unique_name):
     """``__debezium.oldkey`` holds a ``date`` key as Debezium's day count and a ``timestamp`` as
     microseconds (the JSON converter): the new key's create must find the old key's value by them."""
