@@ -227,7 +227,11 @@ def run(
 
 def describe(s: Scenario) -> dict[str, Any]:
     """What a scenario covers, for the fuzz report."""
+    fmt = s.pipeline.format
+    if fmt == "debezium":  # which connector wrote the events
+        fmt += " (mysql)" if any(b'"connector":"mysql"' in (r.value or b"") for r in s.records) else " (postgresql)"
     return {
+        "format": fmt,
         "types": sorted({c.sql_type if not c.numeric else "numeric(p,s)" for c in s.pipeline.columns}),
         "key": sorted({c.type for c in s.pipeline.key}),
         "ordering": (s.pipeline.ordering and s.pipeline.column(s.pipeline.ordering).type) or "offset",

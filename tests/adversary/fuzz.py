@@ -6,12 +6,13 @@ Hypothesis in chunks of :data:`CHUNK` examples, chunk ``k`` seeded ``FUZZ_SEED +
 is up. A failure is shrunk by Hypothesis (fewer records, fewer steps, smaller cuts) for at most
 ``FUZZ_SHRINK_MINUTES`` (default 10) and the smallest failing scenario is written to
 ``tests/adversary/cases/`` with what was expected and found; the suite replays it from then on. The
-report (examples, steps, Spark runs, types, orderings, partition counts, time per example, failures) is
+report (examples, steps, Spark runs, formats, types, orderings, partition counts, time per example, failures) is
 printed and written to ``.state/fuzz/``, a line per column type, key type and ordering type with the
 examples that covered it. ``FUZZ_KEEP_GOING=1`` goes on after a failure.
 ``FUZZ_FORMATS`` (default every one of :data:`FORMATS`, comma-separated) restricts the scenarios' formats
 (avro's start the Schema Registry on demand); ``FUZZ_TYPES`` and ``FUZZ_KEY_TYPES`` narrow the JSON
-scenarios' column and key types (:func:`selected`).
+scenarios' column and key types (:func:`selected`), ``FUZZ_CONNECTORS`` the Debezium ones' connectors
+(``postgresql``, ``mysql``).
 ``FUZZ_STEPS=beyond`` (or ``rebuild,spec_change,…``) generates json scenarios whose middle steps are
 only the steps beyond runs (tests/adversary/steps.py), instead of the formats' scenarios.
 """
@@ -30,7 +31,7 @@ from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
 from tests.adversary import avro, driver, step_runs
-from tests.adversary.debezium import debezium_scenarios
+from tests.adversary.debezium import CONNECTORS, debezium_scenarios
 from tests.adversary.model import CASES_DIR, MORE_STEP_KINDS, Scenario
 from tests.adversary.steps import step_scenarios
 from tests.adversary.strategies import JSON_KEY_TYPES, scenarios
@@ -41,7 +42,7 @@ FORMATS: dict[str, Any] = {  # format → its scenarios strategy
     "json": lambda: scenarios(
         types=selected("FUZZ_TYPES", TYPES), key_types=selected("FUZZ_KEY_TYPES", JSON_KEY_TYPES)
     ),
-    "debezium": debezium_scenarios,
+    "debezium": lambda: debezium_scenarios(connectors=selected("FUZZ_CONNECTORS", CONNECTORS)),
     "avro": avro.scenarios,
 }
 REPORTS = Path(__file__).resolve().parents[2] / ".state" / "fuzz"
@@ -59,7 +60,7 @@ class Fuzz:
         self.examples = self.steps = self.records = self.spark_runs = 0
         self.seconds: list[float] = []
         self.covered: dict[str, Counter[str]] = {
-            k: Counter() for k in ("types", "key", "ordering", "partitions", "tombstones")
+            k: Counter() for k in ("format", "types", "key", "ordering", "partitions", "tombstones")
         }
         self.failed: dict[str, driver.Mismatch] = {}  # a failing scenario's JSON → what it found
         self.first_failure: float | None = None
@@ -88,6 +89,7 @@ class Fuzz:
         self.spark_runs += outcome.spark_runs
         self.seconds.append(outcome.seconds)
         d = driver.describe(s)
+        self.covered["format"][d["format"]] += 1
         self.covered["types"].update(d["types"])
         self.covered["key"].update(d["key"])
         self.covered["ordering"][d["ordering"]] += 1
