@@ -1,7 +1,7 @@
 """``make bench``: produce the data, run every case once, print and record one table.
 
 Usage: ``python -m bench [--records N] [--scale] [--airflow] [--big] [--formats] [--no-peers]
-[--no-concurrency] [--partitions P]``.
+[--no-concurrency] [--partitions P] [--change-cost [--change-rows R]]``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
 
-from bench import jit, report
+from bench import change_cost, jit, report
 from bench.airflow import product_airflow
 from bench.audit import CORRUPTED, audit_table
 from bench.baseline import baseline_python_loop
@@ -79,6 +79,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--left-out", type=int, default=1_000_000, metavar="V",
         help="the Debezium left-out case: V incomplete and V moved values seeded (default 10^6; 0 skips it)",
     )  # fmt: skip
+    parser.add_argument(
+        "--change-cost", action="store_true",
+        help="also time an incremental into a big target ÷ an empty one and a window on 1,000 ÷ 10 partitions",
+    )  # fmt: skip
+    parser.add_argument("--change-rows", type=int, default=BIG, metavar="R",
+                        help=f"rows the --change-cost targets hold (default {BIG:,})")  # fmt: skip
     parser.add_argument("--no-docs", dest="docs", action="store_false", help="do not rewrite docs/benchmarks.md")
     parser.add_argument("--keep-topics", action="store_true", help="keep the bench_ topics (default: delete)")
     args = parser.parse_args(argv)
@@ -310,6 +316,23 @@ def main(argv: list[str] | None = None) -> int:
                 return scaled["partitions_again"]
 
             optional.append(("partitions", partitions_case))
+        if args.change_cost:  # issue 58 item 1: a run's and a window's cost by the change, not the table
+
+            def increment_case() -> Result:
+                scaled["increment_big"], scaled["increment_empty"] = change_cost.incremental_cost(
+                    bench, default, args.change_rows
+                )
+                results.append(scaled["increment_empty"])
+                return scaled["increment_big"]
+
+            def window_case() -> Result:
+                scaled["window_wide"], scaled["window_narrow"] = change_cost.reconcile_cost(
+                    bench, default, args.change_rows
+                )
+                results.append(scaled["window_narrow"])
+                return scaled["window_wide"]
+
+            optional += [("increment_change_cost", increment_case), ("window_change_cost", window_case)]
         for label, thunk in optional:
             try:
                 results.append(thunk())

@@ -176,4 +176,33 @@ def figures(m: Measured) -> tuple[dict[str, float | str], dict[str, bool]]:
         checks["Debezium left-out case: no row wrong (bench.left_out's oracle)"] = (
             left.detail["wrong_after_load"]["total"] == 0
         )
+    _change_cost(m, ratios, checks)
     return ratios, checks
+
+
+def _change_cost(m: Measured, ratios: dict[str, float | str], checks: dict[str, bool]) -> None:
+    """Issue 58 item 1's lines (bench.change_cost): medians of three interleaved runs each, their spread."""
+    big, empty = m.scaled.get("increment_big"), m.scaled.get("increment_empty")
+    if big and empty:
+        rows = big.detail["history_rows"]
+        ratios[f"incremental of {big.records:,} records into a {rows / 1e6:g} M-row target ÷ into an empty target "
+               "(seconds, medians of 3 interleaved, target ≤ 1.3)"] = big.seconds / empty.seconds  # fmt: skip
+        ratios["  the incremental's runs"] = (
+            f"into the big target {big.detail['spread']}; into the empty one " + (empty.detail["spread"])
+        )
+        checks["incremental into a big and an empty target: no row wrong (bench.oracle)"] = (
+            big.detail["wrong_after_load"]["total"] == empty.detail["wrong_after_load"]["total"] == 0
+        )
+    wide, narrow = m.scaled.get("window_wide"), m.scaled.get("window_narrow")
+    if wide and narrow:
+        rows = wide.detail["history_rows"]
+        ratios[f"the day's reconciliation of a 1,000-partition topic whose target holds {rows / 1e6:g} M rows, "
+               "1,000 partitions ÷ 10 partitions (seconds, medians of 3 interleaved, target ≤ 1.5)"] = (
+            wide.seconds / narrow.seconds
+        )  # fmt: skip
+        ratios["  the reconciliation's runs"] = (
+            f"on 1,000 partitions {wide.detail['spread']}; on 10 partitions {narrow.detail['spread']}"
+        )
+        checks["reconciliation on 1,000 and 10 partitions: every partition ok"] = (
+            wide.detail["partitions_ok"] == 1_000 and narrow.detail["partitions_ok"] == 10
+        )
