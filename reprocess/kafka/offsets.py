@@ -109,17 +109,21 @@ def offsets_for_time(
     consumer = make_consumer({**kafka, "fetch.wait.max.ms": PROBE_FETCH_WAIT_MS})
     try:
         answers = consumer.offsets_for_times([KTP(s.topic, s.partition, ts_ms) for s in snapshots], timeout=15)
-        broker = {(a.topic, a.partition): a.offset for a in answers}
+        broker = {TopicPartition(a.topic, a.partition): a.offset for a in answers}
+        answer = {s.tp: s.log_end if broker.get(s.tp, -1) < 0 else broker[s.tp] for s in snapshots}
+        # Every partition's two probes (the answer's record, the one before it) in two passes, not two per partition.
+        at = _records_at_or_after(consumer, [(s, answer[s.tp]) for s in snapshots if answer[s.tp] < s.log_end])
+        before = _records_at_or_after(
+            consumer, [(s, answer[s.tp] - 1) for s in snapshots if answer[s.tp] > s.log_start]
+        )
         out = {}
         for s in snapshots:
-            first_ts = _first_timestamp_at(consumer, s, broker.get((s.topic, s.partition), -1))
-            answer = broker.get((s.topic, s.partition), -1)
-            answer = s.log_end if answer < 0 else answer
-            if _consistent(consumer, s, answer, ts_ms, first_ts):
-                out[s.tp] = answer
+            if _consistent(s, answer[s.tp], ts_ms, at.get(s.tp), before.get(s.tp)):
+                out[s.tp] = answer[s.tp]
             else:
                 out[s.tp] = _search(consumer, s, ts_ms)
-                log.info("offset for time %d on %s: broker said %d, records say %d", ts_ms, s.tp, answer, out[s.tp])
+                log.info("offset for time %d on %s: broker said %d, records say %d", ts_ms, s.tp, answer[s.tp],
+                         out[s.tp])  # fmt: skip
         return out
     finally:
         consumer.close()
@@ -164,16 +168,58 @@ def _first_timestamp_at(consumer: Any, s: PartitionSnapshot, offset: int) -> int
     return rec[1] if rec else None
 
 
-def _consistent(consumer: Any, s: PartitionSnapshot, answer: int, ts_ms: int, first_ts: int | None) -> bool:
-    """The answer is right if its record is at/after the time and the one before is not."""
-    if answer < s.log_end:
-        rec = _record_at_or_after(consumer, s, answer)
-        if rec is None or rec[1] < ts_ms:
-            return False
+def _records_at_or_after(
+    consumer: Any, wanted: list[tuple[PartitionSnapshot, int]]
+) -> dict[TopicPartition, tuple[int, int] | None]:
+    """:func:`_record_at_or_after` of many partitions at once: one assignment, each partition at its
+    own offset, polled until each has given its first record or its end (then it is unassigned), so a
+    1,000-partition topic's probes cost a few fetches, not 1,000 in a row. Twenty seconds without any
+    partition answering is an error, as for one."""
+    from confluent_kafka import KafkaError
+    from confluent_kafka import TopicPartition as KTP
+
+    out: dict[TopicPartition, tuple[int, int] | None] = {s.tp: None for s, offset in wanted if offset >= s.log_end}
+    pending = {s.tp: (s, offset) for s, offset in wanted if offset < s.log_end}
+    if not pending:
+        return out
+    consumer.assign([KTP(s.topic, s.partition, offset) for s, offset in pending.values()])
+    quiet = 0
+    while pending:
+        messages = consumer.consume(num_messages=len(pending), timeout=1.0)
+        quiet = 0 if messages else quiet + 1
+        if quiet >= 20:
+            s, offset = next(iter(pending.values()))
+            raise OffsetLookupError(
+                f"{s.tp}: no record returned at offset {offset} within 20s ({len(pending)} partitions waiting)",
+                topic=s.topic, partition=s.partition,
+            )  # fmt: skip
+        for msg in messages:
+            tp = TopicPartition(msg.topic(), msg.partition())
+            if tp not in pending:
+                continue  # a partition answered already: the rest of its fetch
+            s, offset = pending.pop(tp)
+            consumer.incremental_unassign([KTP(s.topic, s.partition)])
+            if msg.error():
+                if msg.error().code() != KafkaError._PARTITION_EOF:
+                    raise OffsetLookupError(f"{s.tp}: reading offset {offset} failed: {msg.error().str()}",
+                                            topic=s.topic, partition=s.partition)  # fmt: skip
+                out[tp] = None
+            else:
+                out[tp] = (msg.offset(), msg.timestamp()[1]) if msg.offset() < s.log_end else None
+    consumer.unassign()
+    return out
+
+
+def _consistent(
+    s: PartitionSnapshot, answer: int, ts_ms: int, at: tuple[int, int] | None, before: tuple[int, int] | None
+) -> bool:
+    """The answer is right if its record (``at``: the first at or after it) is at/after the time and the
+    one before is not (``before``: the first record at or after ``answer - 1``)."""
+    if answer < s.log_end and (at is None or at[1] < ts_ms):
+        return False
     if answer <= s.log_start:
         return True
-    previous = _record_at_or_after(consumer, s, answer - 1)
-    return previous is None or previous[0] >= answer or previous[1] < ts_ms
+    return before is None or before[0] >= answer or before[1] < ts_ms
 
 
 def _search(consumer: Any, s: PartitionSnapshot, ts_ms: int) -> int:
