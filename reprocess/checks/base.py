@@ -37,6 +37,15 @@ class Window:
         return found
 
 
+def ranges_params(window: Window) -> dict[str, Any]:
+    """The window's ranges as arrays (``topics``, ``partitions``, ``starts``, ``ends``) and its ``pipeline``:
+    what a query that answers every partition in one statement unnests."""
+    ranges = window.ranges
+    return {"pipeline": window.spec.name, "topics": [r.topic for r in ranges],
+            "partitions": [r.partition for r in ranges], "starts": [r.start for r in ranges],
+            "ends": [r.end for r in ranges]}  # fmt: skip
+
+
 @dataclass(frozen=True, slots=True)
 class Query(Generic[R]):
     """SQL a check reads: ``run`` returns one typed result per partition of the window; a partition

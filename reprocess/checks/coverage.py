@@ -8,13 +8,17 @@ from typing import Final
 
 from sqlalchemy import text
 
-from reprocess.checks.base import Query, Window
+from reprocess.checks.base import Query, Window, ranges_params
 from reprocess.core.ranges import OffsetRange, TopicPartition, healing_range, uncovered
 
+# Every range of the window in one statement; LATERAL: each range is its own scan of the lookup index
+# (committed_ranges grows by a row per partition per run).
 _COMMITTED = text(
-    "SELECT start_offset, end_offset FROM reprocess.committed_ranges "
-    "WHERE pipeline = :pipeline AND topic = :topic AND partition = :partition AND end_offset > :start "
-    "AND start_offset < :end ORDER BY start_offset"
+    "SELECT r.topic, r.partition, c.start_offset, c.end_offset FROM unnest(CAST(:topics AS text[]), "
+    "CAST(:partitions AS int[]), CAST(:starts AS bigint[]), CAST(:ends AS bigint[])) AS r(topic, partition, start, "
+    "stop), LATERAL (SELECT start_offset, end_offset FROM reprocess.committed_ranges WHERE pipeline = :pipeline "
+    "AND topic = r.topic AND partition = r.partition AND end_offset > r.start AND start_offset < r.stop) AS c "
+    "ORDER BY 1, 2, 3"
 )
 
 
@@ -25,13 +29,12 @@ class Coverage:
 
 
 def _coverage(window: Window) -> dict[TopicPartition, Coverage]:
-    out = {}
-    for r in window.ranges:
-        params = {"pipeline": window.spec.name, "topic": r.topic, "partition": r.partition, "start": r.start,
-                  "end": r.end}  # fmt: skip
-        committed = tuple((a, b) for a, b in window.conn.execute(_COMMITTED, params))
-        out[r.tp] = Coverage(committed, tuple(uncovered(r.start, r.end, list(committed))))
-    return out
+    committed: dict[TopicPartition, list[tuple[int, int]]] = {r.tp: [] for r in window.ranges}
+    for topic, partition, start, end in window.conn.execute(_COMMITTED, ranges_params(window)):
+        committed[TopicPartition(topic, partition)].append((start, end))
+    return {
+        r.tp: Coverage(tuple(committed[r.tp]), tuple(uncovered(r.start, r.end, committed[r.tp]))) for r in window.ranges
+    }
 
 
 COVERAGE: Final = Query("coverage", _coverage, Coverage())

@@ -8,22 +8,21 @@ from typing import Final
 
 from sqlalchemy import text
 
-from reprocess.checks.base import Query, Window
+from reprocess.checks.base import Query, Window, ranges_params
 from reprocess.core.ranges import OffsetRange, TopicPartition
 
+# Every range of the window in one statement (one pass over the pipeline's incomplete values).
 _INCOMPLETE = text(
-    "SELECT count(*) FROM reprocess.incomplete_values WHERE pipeline = :pipeline AND topic = :topic "
-    'AND partition = :partition AND "offset" >= :start AND "offset" < :end'
+    "SELECT r.topic, r.partition, count(*) FROM unnest(CAST(:topics AS text[]), CAST(:partitions AS int[]), "
+    "CAST(:starts AS bigint[]), CAST(:ends AS bigint[])) AS r(topic, partition, start, stop) "
+    "JOIN reprocess.incomplete_values i ON i.pipeline = :pipeline AND i.topic = r.topic AND i.partition = r.partition "
+    'AND i."offset" >= r.start AND i."offset" < r.stop GROUP BY 1, 2'
 )
 
 
 def _incomplete(window: Window) -> dict[TopicPartition, int]:
-    out = {}
-    for r in window.ranges:
-        params = {"pipeline": window.spec.name, "topic": r.topic, "partition": r.partition, "start": r.start,
-                  "end": r.end}  # fmt: skip
-        out[r.tp] = int(window.conn.execute(_INCOMPLETE, params).scalar_one())
-    return out
+    rows = window.conn.execute(_INCOMPLETE, ranges_params(window))
+    return {TopicPartition(topic, partition): int(n) for topic, partition, n in rows}
 
 
 INCOMPLETE: Final = Query("incomplete values", _incomplete, 0)

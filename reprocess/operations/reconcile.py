@@ -57,13 +57,17 @@ from reprocess.postgres.stage import drop_stage, require_stage
 
 log = logging.getLogger(__name__)
 
-# The cell's latest verdict. A cell found ok where it had a gap records the run that healed it
-# (NULL for a check no heal asked for); it keeps that run while it stays ok; a gap clears it.
-_UPSERT = text(
-    "INSERT INTO reprocess.reconciliations (pipeline, window_start, window_end, topic, partition, kafka_start, "
-    "kafka_end, committed_end, verdict, kinds, detail, check_id, heal_conf) VALUES (:pipeline, :ws, :we, "
-    ":topic, :partition, :ks, :ke, :ce, :verdict, CAST(:kinds AS text[]), :detail, :check_id, "
-    "CAST(:heal_conf AS jsonb)) ON CONFLICT (pipeline, window_start, topic, partition) DO UPDATE SET "
+# Every partition's verdict in one statement (one round trip per window, whatever its partition count):
+# the cell's latest verdict, then every verdict ever recorded, so a healed window still shows the gap it
+# had (sql/013). A cell found ok where it had a gap records the run that healed it (NULL for a check no
+# heal asked for); it keeps that run while it stays ok; a gap clears it.
+_RECORD = text(
+    "WITH v AS (SELECT * FROM jsonb_to_recordset(CAST(:verdicts AS jsonb)) AS x(topic text, partition int, "
+    "ks bigint, ke bigint, ce bigint, verdict text, kinds text[], detail text, heal_conf jsonb)), "
+    "up AS (INSERT INTO reprocess.reconciliations (pipeline, window_start, window_end, topic, partition, kafka_start, "
+    "kafka_end, committed_end, verdict, kinds, detail, check_id, heal_conf) SELECT :pipeline, :ws, :we, topic, "
+    "partition, ks, ke, ce, verdict, kinds, detail, :check_id, heal_conf FROM v "
+    "ON CONFLICT (pipeline, window_start, topic, partition) DO UPDATE SET "
     "window_end = EXCLUDED.window_end, kafka_start = EXCLUDED.kafka_start, kafka_end = EXCLUDED.kafka_end, "
     "committed_end = EXCLUDED.committed_end, verdict = EXCLUDED.verdict, kinds = EXCLUDED.kinds, "
     "detail = EXCLUDED.detail, "
@@ -71,14 +75,11 @@ _UPSERT = text(
     "healed_by_run = CASE WHEN EXCLUDED.verdict <> 'ok' THEN NULL "
     "WHEN reprocess.reconciliations.verdict = 'gap' THEN CAST(:healed_by AS text) "
     "ELSE reprocess.reconciliations.healed_by_run END "
-    "RETURNING healed_by_run"
-)
-# Every verdict ever recorded, so a healed window still shows the gap it had (sql/013).
-_HISTORY = text(
+    "RETURNING pipeline, window_start, window_end, topic, partition, kafka_start, kafka_end, committed_end, verdict, "
+    "kinds, detail, check_id, heal_conf, healed_by_run) "
     "INSERT INTO reprocess.reconciliation_history (pipeline, window_start, window_end, topic, partition, "
-    "kafka_start, kafka_end, committed_end, verdict, kinds, detail, check_id, heal_conf, healed_by_run) VALUES "
-    "(:pipeline, :ws, :we, :topic, :partition, :ks, :ke, :ce, :verdict, CAST(:kinds AS text[]), :detail, :check_id, "
-    "CAST(:heal_conf AS jsonb), :healed_by)"
+    "kafka_start, kafka_end, committed_end, verdict, kinds, detail, check_id, heal_conf, healed_by_run) "
+    "SELECT * FROM up"
 )
 _RECORDED_HEAL = text(
     "SELECT DISTINCT heal_conf FROM reprocess.reconciliations WHERE pipeline = :pipeline AND window_start = :ws "
@@ -169,17 +170,15 @@ def record_verdicts(
         verdicts = judge(Window(conn, cur, spec, stage, ranges), checks, unstable, unread)
         bad = [v for v in verdicts if v.gap]
         conf = heal_conf(bad, window_start, window_end) if bad else None
-        for v in verdicts:
-            row = {"pipeline": spec.name, "ws": window_start, "we": window_end, "topic": v.range.topic,
-                   "partition": v.range.partition, "ks": v.range.start, "ke": v.range.end,
-                   "ce": max((b for _, b in v.committed), default=None), "verdict": v.verdict,
-                   "kinds": list(v.kinds), "detail": v.detail(), "check_id": check_id,
-                   "heal_conf": json.dumps(conf) if v.gap else None, "healed_by": healed_by}  # fmt: skip
-            healed = conn.execute(_UPSERT, row).scalar()
-            conn.execute(_HISTORY, {**row, "healed_by": healed})
-            log.info("reconcile pipeline=%s topic=%s partition=%d offsets=[%d,%d) verdict=%s %s", spec.name,
-                     v.range.topic, v.range.partition, v.range.start, v.range.end, v.verdict,
-                     v.detail())  # fmt: skip
+        rows = [{"topic": v.range.topic, "partition": v.range.partition, "ks": v.range.start, "ke": v.range.end,
+                 "ce": max((b for _, b in v.committed), default=None), "verdict": v.verdict, "kinds": list(v.kinds),
+                 "detail": v.detail(), "heal_conf": conf if v.gap else None} for v in verdicts]  # fmt: skip
+        conn.execute(_RECORD, {"verdicts": json.dumps(rows), "pipeline": spec.name, "ws": window_start,
+                               "we": window_end, "check_id": check_id, "healed_by": healed_by})  # fmt: skip
+        for v, row in zip(verdicts, rows, strict=True):
+            r = v.range
+            log.info("reconcile pipeline=%s topic=%s partition=%d offsets=[%d,%d) verdict=%s %s", spec.name, r.topic,
+                     r.partition, r.start, r.end, v.verdict, row["detail"])  # fmt: skip
         drop_stage(conn.connection, spec, check_id)
     if conf is not None:
         raise ReconciliationGap(
