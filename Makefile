@@ -54,7 +54,8 @@ docs: install
 # Benchmarks (docs/benchmarks.md, the bench/ package): N = 1M with the scale curve and the Airflow run, the peers
 # (Debezium JDBC sink, a Spark AvailableNow job, a Flink job), k = 1, 2, 4 concurrent runs and 1,000 partitions x 21 records;
 # --big adds 10M; --no-peers and --no-concurrency leave those out; `make bench BENCH_ARGS="--records 100000"` for a quick one.
-BENCH_ARGS ?= --scale --airflow --partitions 1000
+# --change-cost: an incremental into a 10 M-row target ÷ an empty one, a window on 1,000 ÷ 10 partitions (issue 58).
+BENCH_ARGS ?= --scale --airflow --partitions 1000 --change-cost
 bench: services
 	@scripts/flink_venv.sh
 	@$(ENV) python -m bench $(BENCH_ARGS)
