@@ -31,6 +31,7 @@ from bench.data import UPDATES_PER_KEY, Dataset, produce_dataset
 from bench.figures import BATCHED, BIG, PER_PARTITION, Measured, figures
 from bench.flink_peer import flink_job
 from bench.formats import FORMATS, format_dataset, format_product
+from bench.interleave import PAIRS, interleave
 from bench.jdbc_sink import jdbc_sink
 from bench.left_out import LEFT_OUT_RECORDS, left_out_incremental
 from bench.oracle import Table, count_wrong
@@ -47,6 +48,11 @@ log = logging.getLogger("bench")
 def launchers() -> list[Launcher]:
     """The launchers measured, the default one (``spark_default``'s type in ``make services``) first."""
     return [SparkConnect(), SparkSubmit()]
+
+
+def interleaved(r: Result, i: int) -> Result:
+    """``r`` named as the ``i``-th of the interleaved timings (bench.interleave)."""
+    return dataclasses.replace(r, case=f"{r.case}, interleaved {i + 1} of {PAIRS}")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -140,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     conc: dict[int, Result] = {}
     by_launcher: dict[str, tuple[Result, Result]] = {}
     cold: dict[str, Result] = {}
+    second: dict[str, Result] = {}
     settling: dict[str, list[float]] = {}
     by_format: dict[str, Result] = {}
     scaled: dict[str, Result] = {}
@@ -157,16 +164,22 @@ def main(argv: list[str] | None = None) -> int:
             if launcher.stays_warm:
                 # A warm server's first big job after its start also pays JIT compilation and its
                 # Python workers' start: measured apart. Its JIT goes on compiling for a few runs
-                # more (bench.jit): untimed replays into the cold run's target until it has
-                # settled (at most four), so the figure below is the steady state.
+                # more (bench.jit): replays into the cold run's target until it has settled (at
+                # most four), so the figure below is the steady state. The first of them is the
+                # second run after the start: printed too (an hourly pipeline's second hour).
                 launcher.restart()
                 cold_label = f"{launcher.name.replace('-', '_')}_n_cold"
                 cold[launcher.name] = run(product, main_ds, launcher, label=cold_label)
                 results.append(cold[launcher.name])
-                settling[launcher.name] = jit.settle(
-                    launcher.server_pid,
-                    lambda i, lc=launcher, lb=cold_label: run(product, main_ds, lc, label=lb, run_name=f"settle_{i}"),
-                )
+
+                def settle_run(i: int, lc: Launcher = launcher, lb: str = cold_label) -> Result:
+                    r = run(product, main_ds, lc, label=lb, run_name=f"settle_{i}")
+                    if i == 0:
+                        second[lc.name] = dataclasses.replace(r, case=f"{r.case}, the second run after the start")
+                    return r
+
+                settling[launcher.name] = jit.settle(launcher.server_pid, settle_run)
+                results.append(second[launcher.name])
             label = f"{launcher.name.replace('-', '_')}_n"
             full = run(product, main_ds, launcher, label=label)
             if launcher.name == launchers()[0].name:
@@ -180,6 +193,13 @@ def main(argv: list[str] | None = None) -> int:
             by_launcher[launcher.name] = (full, fixed)
             results += [full, fixed]
         default = launchers()[0]
+        # Ceiling A and the warm product, A B A B A B in one sitting (bench.interleave): the ratio
+        # of their medians, each into its own empty target.
+        ab = interleave(
+            lambda i: interleaved(run(ceiling_a_pg_merge, main_ds, label=f"ceil_a_{i}"), i),
+            lambda i: interleaved(run(product, main_ds, default, label=f"{default.name.replace('-', '_')}_n_{i}"), i),
+        )
+        results += [*ab.a, *ab.b]
         optional: list[tuple[str, Callable[[], Result]]] = []
 
         def plan_case() -> Result:
@@ -352,7 +372,7 @@ def main(argv: list[str] | None = None) -> int:
 
     measured = Measured(
         n, ceil_a, ceil_b, base, default.name, results, failed, peers, conc, by_launcher, cold, settling, by_format,
-        scaled, args.partitions, args.peers,
+        scaled, args.partitions, args.peers, ab=ab, second=second,
     )  # fmt: skip
     ratios, checks = figures(measured)
     text = report.body(n, results, ceil_a, base, ratios, checks)
