@@ -77,7 +77,8 @@ Unprovable rows are listed, never healed. `reprocess status` and the coverage pa
             spec, SPARK_TASK,
             "The newest record per key of the audited ranges into the audit's stage: the window check's own job.",
             "reprocess.runner.window_job:window_job", f"reprocess-{spec.name}-audit",
-            {"check_id": planned("audit_id"), "starting": planned("starting"), "ending": planned("ending")},
+            {"check_id": planned("audit_id"), "starting": planned("starting"), "ending": planned("ending"),
+             "bisect": "true"},
         )  # fmt: skip
 
         @pipeline_task(task_id=JUDGE_TASK, doc_md="Every row against the stage, in Postgres; heals with auto_heal.")

@@ -36,6 +36,7 @@ class ReadWindow:
 
     check_id: str
     ranges: tuple[OffsetRange, ...]
+    bisect: bool = False  # the audit's: stage only the key ranges whose checksums differ from the target's
     task: Task = field(default=Task.SPARK_WINDOW, kw_only=True)
 
     @property

@@ -6,7 +6,10 @@ whole retained log instead: from each partition's log start to the ledger (what 
 committed), staged by the window check's own Spark job (:func:`reprocess.spark.job.stage_window`: the
 run's read, decode, transforms, ordering and dedupe; Debezium left-out values resolved from the key's
 earlier records as a run resolves them), then compared with every target row in PostgreSQL
-(:mod:`reprocess.postgres.audit_sql`, values under :mod:`reprocess.postgres.compare`'s rules). Per kind:
+(:mod:`reprocess.postgres.audit_sql`, values under :mod:`reprocess.postgres.compare`'s rules). The comparison
+is a checksum bisection (:mod:`reprocess.core.checksums`): PostgreSQL sums the target's row hashes per key
+range, Spark the derived rows' in the same action that stages, and only the rows of the ranges that differ
+are staged and compared row by row; the report's ``bisection`` says how many. Per kind:
 
 - *differ*: the row holds other values than its key's newest record derives (columns and examples);
 - *missing*: the key's newest record is a row and the target has none;
@@ -30,14 +33,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
+from psycopg2 import sql
 from sqlalchemy import Connection, Engine, text
 
+from reprocess.core.checksums import MARKER
 from reprocess.core.names import heal_run_id, pipeline_dag_id
 from reprocess.core.ranges import OffsetRange, TopicPartition, offsets_json, window_ranges
 from reprocess.core.spec import PipelineSpec
 from reprocess.kafka.clients import make_admin
 from reprocess.kafka.offsets import take_snapshot
 from reprocess.postgres import audit_sql, store
+from reprocess.postgres.checksum_sql import in_ranges_sql
 from reprocess.postgres.compare import differing_rows_sql, value_columns
 from reprocess.postgres.db import one_row, pg_cursor
 from reprocess.postgres.digest import as_writer, rebase_digests
@@ -112,6 +118,7 @@ class AuditReport:
     lost: list[dict[str, Any]]
     heal_run: str | None = None
     healed: dict[str, int] = field(default_factory=dict)
+    bisection: dict[str, int] = field(default_factory=dict)  # key ranges compared by checksum, differing, rows
 
     @property
     def verdict(self) -> str:
@@ -170,7 +177,8 @@ def judge_audit(
     with engine.begin() as conn:
         cur = pg_cursor(conn)
         stage = require_stage(cur, spec, audit_id, "audit", "run the audit again")
-        cur.execute(audit_sql.classify_sql(spec, stage), params)
+        bisection, rows = _bisection(cur, spec, stage, params)
+        cur.execute(audit_sql.classify_sql(spec, stage, rows), params)
         cur.execute(audit_sql.found_counts_sql())
         counts = {kind: int(n) for kind, n in cur.fetchall()}
         examples: dict[str, list[dict[str, Any]]] = {}
@@ -181,7 +189,7 @@ def judge_audit(
         columns, values = _value_detail(cur, spec, stage) if counts.get(audit_sql.DIFFER) else ({}, [])
         report = AuditReport(
             audit_id, spec.name, {k: counts.get(k, 0) for k in audit_sql.KINDS}, columns, examples, values,
-            [asdict(r) for r in ranges], [asdict(r) for r in audited.lost],
+            [asdict(r) for r in ranges], [asdict(r) for r in audited.lost], bisection=bisection,
         )  # fmt: skip
         if heal and report.verdict == DIFFERENCES:
             report = _heal(conn, cur, spec, stage, report)
@@ -194,6 +202,26 @@ def judge_audit(
     log.info("audit pipeline=%s audit_id=%s verdict=%s counts=%s healed=%s", spec.name, audit_id, report.verdict,
              report.counts, report.healed)  # fmt: skip
     return report
+
+
+def _bisection(
+    cur: Any, spec: PipelineSpec, stage: Any, params: dict[str, Any]
+) -> tuple[dict[str, int], sql.Composable | None]:
+    """What the stage's checksum bisection compared (its marker rows, :mod:`reprocess.spark.checksums`):
+    the cut, the ranges that differ and the rows staged for them; and the condition on the target rows that
+    lie in those ranges (binds ``range_digits`` and ``ranges`` into ``params``). A stage without markers
+    holds every key (nothing was read): every target row is compared."""
+    cur.execute(sql.SQL("SELECT _kafka_partition, _kafka_offset FROM {} WHERE _kind = %s").format(stage), (MARKER,))
+    markers = cur.fetchall()
+    if not markers:
+        return {}, None
+    ranges = sorted(int(r) for _d, r in markers if r >= 0)
+    params.update(range_digits=int(markers[0][0]), ranges=ranges)
+    cur.execute(sql.SQL("SELECT count(*) FROM {} WHERE _kind <> %s").format(stage), (MARKER,))
+    staged = int(one_row(cur)[0])
+    counted = {"range_digits": int(markers[0][0]), "ranges": 16 ** int(markers[0][0]), "ranges_differing": len(ranges),
+               "rows_staged": staged}  # fmt: skip
+    return counted, in_ranges_sql(spec, "t") if ranges else sql.SQL("FALSE")
 
 
 def _value_detail(cur: Any, spec: PipelineSpec, stage: Any) -> tuple[dict[str, int], list[list[Any]]]:

@@ -37,7 +37,7 @@ def _same_key(spec: PipelineSpec, a: str, b: str) -> sql.Composed:
     )
 
 
-def classify_sql(spec: PipelineSpec, stage: sql.Composable) -> sql.Composed:
+def classify_sql(spec: PipelineSpec, stage: sql.Composable, rows: sql.Composable | None = None) -> sql.Composed:
     """Create :data:`FOUND` (dropped at commit): one row per key that is not right, with its kind, the
     differing columns and the target row's lineage. Binds ``topics``, ``partitions``, ``starts`` and
     ``ends`` (the audited range per partition: log start to the ledger) and ``compacted`` (topics whose
@@ -47,7 +47,8 @@ def classify_sql(spec: PipelineSpec, stage: sql.Composable) -> sql.Composed:
     keeps a key's last record, which under column ordering may be older than the one the row came from (a
     late retry), and takes every record of a key written again past the ledger. A row no retained record
     produced is otherwise *must not be*. A row whose lineage lies at or past the audited end was written after
-    the snapshot and is not judged."""
+    the snapshot and is not judged. ``rows``: the condition on the target rows (alias ``t``) compared, when the
+    stage holds only some key ranges (the checksum bisection's, :mod:`reprocess.postgres.checksum_sql`)."""
     ident = sql.Identifier
     values = value_columns(spec)
     k0 = ident(spec.key[0])
@@ -105,7 +106,9 @@ def classify_sql(spec: PipelineSpec, stage: sql.Composable) -> sql.Composed:
         left_out=left_out,
         columns=columns,
         newest=newest_per_key(spec, stage),
-        target=target_identifier(spec),
+        target=target_identifier(spec)
+        if rows is None
+        else sql.SQL("(SELECT * FROM {} AS t WHERE {})").format(target_identifier(spec), rows),
         same=_same_key(spec, "s", "t"),
         s_newer=spec.ordering.newer_sql(ident("t"), ident("s")),
         same_record=spec.ordering.same_record_sql(ident("t"), ident("s")),

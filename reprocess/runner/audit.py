@@ -1,6 +1,7 @@
 """A whole-table audit carried out here (``reprocess audit``, the audit DAG's tasks): snapshot the audited
-ranges, have the window check's Spark side stage the newest record per key of the whole retained log, and
-judge it in PostgreSQL (:mod:`reprocess.operations.audit`)."""
+ranges, have the window check's Spark side stage the newest record per key of the key ranges whose checksums
+differ from the target's (checksum bisection, :mod:`reprocess.core.checksums`), and judge them in PostgreSQL
+(:mod:`reprocess.operations.audit`)."""
 
 from __future__ import annotations
 
@@ -27,5 +28,5 @@ def audit_here(
 ) -> tuple[AuditRanges, AuditReport]:
     """Snapshot, stage and judge one audit (with ``heal``, heal what it finds); returns its ranges and report."""
     audited = snapshot_audit(engine, kafka, spec)
-    reader.read_window(spec, ReadWindow(audit_id, tuple(audited.ranges)))
+    reader.read_window(spec, ReadWindow(audit_id, tuple(audited.ranges), bisect=True))
     return audited, judge_audit(engine, spec, audit_id, audited, heal=heal, keep=keep)

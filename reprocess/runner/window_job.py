@@ -52,10 +52,12 @@ def window_job(
     db_url: str,
     kafka_config: str,
     registry_config: str | None = None,
+    bisect: str = "",
 ) -> int:
     """The reconcile DAG's Spark task, as it launches it: the spec's file and fingerprint
     (:func:`~reprocess.spark.job.spec_as_built`), the window's ranges as Spark offset JSONs, ``db_url``,
-    ``kafka_config`` and ``registry_config`` from the connections. Evaluates the check's
+    ``kafka_config`` and ``registry_config`` from the connections; ``bisect`` ``"true"``: the audit
+    DAG's (only the key ranges whose checksums differ). Evaluates the check's
     :class:`~reprocess.core.window_stages.ReadWindow`; returns the stage's rows."""
     spec_ = spec_as_built(spec, fingerprint)
     stager = WindowStager(spark, db_url, json.loads(kafka_config), registry_config)
@@ -63,7 +65,8 @@ def window_job(
     engine = make_engine(db_url)
     try:
         evaluate(
-            (ReadWindow(check_id, tuple(window_ranges(starting, ending))),), RunContext(engine, spec_, window=check)
+            (ReadWindow(check_id, tuple(window_ranges(starting, ending)), bisect=bisect == "true"),),
+            RunContext(engine, spec_, window=check),
         )
     finally:
         engine.dispose()

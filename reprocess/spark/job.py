@@ -10,13 +10,14 @@ stages through :class:`WindowStager`). One Spark action: the write.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 import psycopg2
 from psycopg2 import sql
 
+from reprocess.core.checksums import Checksum, coarsen, range_digits
 from reprocess.core.errors import ConnectionConfigError, SchemaChangeError, StageLostError
 from reprocess.core.ranges import OffsetRange
 from reprocess.core.spec import PipelineSpec
@@ -43,7 +44,7 @@ from reprocess.spark.stage_task import TASK_WRITE_SCHEMA, StageTask, TaskFault
 from reprocess.spark.transform import checked_stage
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -137,7 +138,7 @@ class WindowStager:
 
     def read_window(self, spec: PipelineSpec, stage: ReadWindow) -> int:
         return stage_window(self.spark, spec, stage.check_id, stage.ranges, self.db_url, self.kafka,
-                            self.registry_config)  # fmt: skip
+                            self.registry_config, bisect=stage.bisect)  # fmt: skip
 
 
 def stage_window(
@@ -148,14 +149,37 @@ def stage_window(
     db_url: str,
     kafka: Mapping[str, Any],
     registry_config: str | None = None,
+    *,
+    bisect: bool = False,
 ) -> int:
     """Reconciliation's heavy part: the newest valid record per key of a window's ``ranges`` (by
     the pipeline's Ordering, with the backfill's own parse rules) and every dead letter, staged
     under ``check_id`` for the anti-join in Postgres (:func:`reprocess.operations.reconcile.record_verdicts`).
+
+    With ``bisect`` (the whole-table audit), the target's checksums per key range are taken first and
+    only the rows of the ranges whose checksums differ are staged (:mod:`reprocess.spark.checksums`).
     """
     with live_attempt(libpq_url(db_url), check_id):  # the next check's cleanup never drops ours
         schemas = writer_schemas(spec, ranges, registry_config)
-        return stage_ranges(spark, spec, check_id, ranges, db_url, kafka, schemas, check=True)
+        select = _differing_ranges(spec, db_url) if bisect else None
+        return stage_ranges(spark, spec, check_id, ranges, db_url, kafka, schemas, check=True, select=select)
+
+
+def _differing_ranges(spec: PipelineSpec, db_url: str) -> Callable[[DataFrame], DataFrame]:
+    """The target's checksums per key range (one PostgreSQL scan, cut by the table's size), and the
+    selection of the stage rows whose ranges differ from them."""
+    from reprocess.postgres.checksum_sql import target_checksums_sql
+    from reprocess.spark.checksums import differing_rows
+
+    with psycopg2.connect(libpq_url(db_url)) as pg, pg.cursor() as cur:
+        cur.execute(target_checksums_sql(spec))
+        finest = {int(r): Checksum(int(n), int(h), int(lo)) for r, n, h, lo in cur.fetchall()}
+    pg.close()
+    digits = range_digits(sum(c.rows for c in finest.values()))
+    target = coarsen(finest, digits)
+    log.info("audit checksums pipeline=%s target_rows=%d range_digits=%d ranges_with_rows=%d", spec.name,
+             sum(c.rows for c in finest.values()), digits, len(target))  # fmt: skip
+    return lambda stage: differing_rows(stage, spec, digits, target)
 
 
 WARM_UP_STAGE: Final = "warm-up"
@@ -189,9 +213,11 @@ def stage_ranges(
     schemas: WriterSchemas,
     *,
     check: bool = False,
+    select: Callable[[DataFrame], DataFrame] | None = None,
 ) -> int:
     """One Spark action: read the ranges, parse, dedupe, COPY into the fresh stage of ``stage_id``
-    (a run, a batch or, with ``check``, a reconciliation check).
+    (a run, a batch or, with ``check``, a reconciliation check); ``select`` picks the stage rows
+    written (the audit's differing ranges).
 
     Returns the rows the stage holds afterwards, which the commit checks against.
     """
@@ -206,6 +232,7 @@ def stage_ranges(
     writer = StageTask(table, oid, tuple(stage_columns(spec)), libpq_url(db_url), TaskFault.from_env())
     try:
         stage = checked_stage(records, spec, schemas)
+        stage = stage if select is None else select(stage)
         written = [TaskWrite(**row.asDict()) for row in stage.mapInArrow(writer, TASK_WRITE_SCHEMA).collect()]
     except Exception as exc:
         lost = data_loss(exc, kafka, ranges)
