@@ -53,9 +53,10 @@ docs: install
 
 # Benchmarks (docs/benchmarks.md, the bench/ package): N = 1M with the scale curve and the Airflow run, the peers
 # (Debezium JDBC sink, a Spark AvailableNow job, a Flink job), k = 1, 2, 4 concurrent runs and 1,000 partitions x 21 records;
-# --big adds 10M; --no-peers and --no-concurrency leave those out; `make bench BENCH_ARGS="--records 100000"` for a quick one.
+# --big adds 10M (the product, its window check, the audit finding nothing and 10 corrupted rows, the tamper check and
+# ceiling A at 10M: issue 57's ratios); --no-peers and --no-concurrency leave those out; `make bench BENCH_ARGS="--records 100000"` for a quick one.
 # --change-cost: an incremental into a 10 M-row target ÷ an empty one, a window on 1,000 ÷ 10 partitions (issue 58).
-BENCH_ARGS ?= --scale --airflow --partitions 1000 --change-cost
+BENCH_ARGS ?= --scale --airflow --big --partitions 1000 --change-cost
 bench: services
 	@scripts/flink_venv.sh
 	@$(ENV) python -m bench $(BENCH_ARGS)

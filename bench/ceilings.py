@@ -17,7 +17,8 @@ from reprocess.core.names import local_run_id
 def ceiling_a_pg_merge(bench: Bench, ds: Dataset, label: str = "ceil_a") -> Result:
     """Ceiling A: Postgres alone. COPY the N parsed rows and tombstones (CSV, pre-built in memory)
     into the product's stage, then the product's merge and delete statements into an empty
-    target (``label``'s: one per timing), in one transaction. No Kafka, no Spark, no JSON parsing."""
+    target (``label``'s: one per timing, and the 10 M-record ceiling beside the N one), in one transaction.
+    No Kafka, no Spark, no JSON parsing."""
     from reprocess.postgres.merge import apply_tombstones_sql, drop_superseded_markers_sql, merge_sql
     from reprocess.postgres.stage import create_stage, stage_identifier
 

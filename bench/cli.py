@@ -274,10 +274,16 @@ def main(argv: list[str] | None = None) -> int:
                 scaled["big_tamper"] = run(tamper_check, big_data[0], label="big_10m")
                 return scaled["big_tamper"]
 
+            def big_ceiling_case() -> Result:  # the tamper check's reference: ceiling A's merge of the same records
+                if not big_data:
+                    raise RuntimeError("the 10 M product case did not run")
+                scaled["big_ceil_a"] = run(ceiling_a_pg_merge, big_data[0], label="ceil_a_10m")
+                return scaled["big_ceil_a"]
+
             optional += [("big_10m", big_case), ("big_10m_batched", big_batched_case),
                          ("big_10m_reconcile", big_reconcile_case), ("big_10m_audit", lambda: big_audit_case(0)),
                          ("big_10m_audit_corrupted", lambda: big_audit_case(CORRUPTED)),
-                         ("big_10m_tamper", big_tamper_case)]  # fmt: skip
+                         ("big_10m_tamper", big_tamper_case), ("big_10m_ceiling_a", big_ceiling_case)]  # fmt: skip
         for fmt in FORMATS if args.formats else ():
 
             def format_case(f: str = fmt) -> Result:
