@@ -334,12 +334,19 @@ def _error_expression(spec: PipelineSpec, lay: json_udf.Layout) -> str:
     return "CASE " + " ".join(cases + column_cases(spec, exact_numeric=True) + text) + " END"
 
 
-def with_json_key(records: DataFrame, paths: list[str]) -> DataFrame:
+def with_json_key(records: DataFrame, paths: list[str], needed: str | None = None) -> DataFrame:
     """The records plus the key's text (``_kstr``) and, parsed as JSON by ``paths``, the key
     (:data:`~reprocess.formats.record_parts.KEY_JSON`), which ``$key.<path>`` columns and a
     tombstone's key columns read. A key that cannot be an object is not parsed: most keys are
-    plain text (an id), and a failed parse costs as much as a value's (1 M keys: ~1 s of a core)."""
-    parse = f"CASE WHEN {_MAY_BE_OBJECT.format(text='_kstr')} THEN {_from_json('_kstr', schema_of(paths))} END"
+    plain text (an id), and a failed parse costs as much as a value's (1 M keys: ~1 s of a core).
+    ``needed``: Spark SQL true for the records whose key anything reads; the others' is not parsed
+    (NULL): a Debezium pipeline's key is read by its deletes and tombstones alone (docs/performance.md)."""
+    parse = (
+        _MAY_BE_OBJECT.format(text="_kstr")
+        if needed is None
+        else f"({needed}) AND {_MAY_BE_OBJECT.format(text='_kstr')}"
+    )
+    parse = f"CASE WHEN {parse} THEN {_from_json('_kstr', schema_of(paths))} END"
     return records.selectExpr("*", "CAST(key AS STRING) AS _kstr").selectExpr("*", f"{parse} AS {KEY_JSON}")
 
 
