@@ -130,7 +130,7 @@ def _seed(db_url: str, pipeline: str, topic: str, values: int) -> None:
                 "'seed', 'seeded by the bench' FROM generate_series(1, %(n)s) AS i",
                 params,
             )
-            cur.execute(  # the keys' digests where the schema has them (sql/027): as keep_moved_values writes them
+            cur.execute(  # the keys' digests where the schema has them (sql/028): as keep_moved_values writes them
                 "SELECT count(*) FROM information_schema.columns WHERE table_schema = 'reprocess' "
                 "AND table_name = 'moved_values' AND column_name IN ('old_digest', 'new_digest')"
             )

@@ -278,7 +278,7 @@ def _kept_change(spec: PipelineSpec, stage: sql.Composable, owner: str, where: s
 def _moved_away(spec: PipelineSpec, stage: sql.Composable, owner: str, where: sql.Composable) -> sql.Composed:
     """The stage rows with the values the latest kept change of their own key moved away (the old
     key's text as the Spark job wrote it, compared as the target's typed key; by its digest first,
-    ``old_digest``, indexed by sql/027)."""
+    ``old_digest``, indexed by sql/028)."""
     old_key, key = typed_key(spec, sql.SQL("_mv.old_key")), key_object(spec, "_s")
     match = sql.SQL("_mv.old_digest = {} AND {} = {}").format(digest(key), old_key, key)
     return _kept(spec, stage, owner, where, match, latest=True)

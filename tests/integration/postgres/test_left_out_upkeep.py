@@ -2,7 +2,7 @@
 
 - Every statement of a commit's left-out part finds incomplete values by migration 019's index on
   ``(pipeline, md5(key::text), column)`` and kept key changes by an index (their keys' digests,
-  migration 027; the run's own by run id): EXPLAINed on the real Postgres over a pipeline with many
+  migration 028; the run's own by run id): EXPLAINed on the real Postgres over a pipeline with many
   of both, no plan scans ``reprocess.incomplete_values`` or ``reprocess.moved_values``.
 - A commit prunes ``reprocess.moved_values``: a kept key change goes once its new key's row was
   rewritten by a record that left nothing out, or deleted, after the change; one whose new key still
@@ -173,7 +173,7 @@ def test_a_commit_prunes_the_moved_values_whose_new_key_was_rewritten_or_deleted
         return rows, [json.loads(k)["id"] for k in kept]
 
     assert state() == ({"J": "A-notes", "K": "B-notes", "L": "C-notes"}, ["J", "K", "L", "M"])
-    with engine.begin() as conn:  # as kept before sql/027: the next commit gives them their key digests
+    with engine.begin() as conn:  # as kept before sql/028: the next commit gives them their key digests
         conn.execute(text("UPDATE reprocess.moved_values SET old_digest = NULL, new_digest = NULL WHERE pipeline = :p"),
                      {"p": spec.name})  # fmt: skip
     # J is rewritten by a record that sends s, K is deleted, L keeps the value its change moved, and
