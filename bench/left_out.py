@@ -28,10 +28,10 @@ import psycopg2
 import yaml
 from psycopg2 import sql
 
+from bench.cdc_events import PLACEHOLDER
 from bench.context import Bench, Result, bench_db_url
 from bench.product import SparkConnect, run_product
 
-PLACEHOLDER: Final = "__debezium_unavailable_value"
 REKEY_EVERY: Final = 100  # one event in a hundred of a round is a primary-key change
 LEFT_OUT_RECORDS: Final = 10_000  # events per incremental
 ROUNDS: Final = 3  # interleaved pairs (none, seeded)
@@ -65,9 +65,10 @@ class Table:
         """``records`` events: updates leaving ``note`` out, and key changes (three events each)."""
         keys, i, n = list(self.rows), 0, 0
         while n < records:
-            k, self.ts, i = keys[i % len(keys)], self.ts + 1, i + 1
+            at = i % len(keys)
+            k, self.ts, i = keys[at], self.ts + 1, i + 1
             if i % REKEY_EVERY == 0 and records - n >= 3:
-                new = f"{k.split('~')[0]}~{r}.{i}"
+                new = keys[at] = f"{k.split('~')[0]}~{r}.{i}"
                 self.rows[new] = self.rows.pop(k)
                 yield (
                     k,
