@@ -26,13 +26,12 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 from unittest import mock
 
 from bench.cdc_sink import COLUMNS, cdc_dataset
-from bench.context import RESULTS, Bench, bench_db_url
+from bench.context import Bench, open_bench
 from bench.data import Dataset
 from bench.product import SparkConnect, product
 
@@ -110,7 +109,6 @@ def profile(bench: Bench, ds: Dataset, rounds: int) -> dict[str, list[tuple[floa
 
 
 def main(argv: list[str] | None = None) -> int:
-    from reprocess.airflow.hooks import KafkaConfigHook
     from reprocess.kafka.clients import make_admin
 
     parser = argparse.ArgumentParser(prog="python -m bench.cdc_profile", description=(__doc__ or "").splitlines()[0])
@@ -118,10 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="times the whole sequence runs (default 3)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    tag = "bench_" + datetime.now(UTC).strftime("%Y%m%d_%H%M%S")
-    out = RESULTS / tag
-    out.mkdir(parents=True, exist_ok=True)
-    bench = Bench(bench_db_url(os.environ["AIRFLOW_CONN_REPROCESS_DB"]), KafkaConfigHook().client_config(), tag, out)
+    bench = open_bench()
     ds = cdc_dataset(bench, args.records)
     load = [os.getloadavg()[0]]
     try:

@@ -27,13 +27,12 @@ import json
 import logging
 import os
 import sys
-from datetime import UTC, datetime
 from typing import Any, Final
 
 from psycopg2 import sql
 
 from bench.cdc_events import PLACEHOLDER, envelope, model_states
-from bench.context import RESULTS, Bench, Result, bench_db_url
+from bench.context import Bench, Result, open_bench
 from bench.data import UPDATES_PER_KEY, Dataset, produce_dataset
 from bench.jdbc_sink import connect_json_key, sink_replays
 from bench.oracle import State, Table, count_wrong
@@ -134,17 +133,13 @@ def ratios(prod: Result, sink: Result, ceil_a: Result) -> dict[str, float | str]
 def main(argv: list[str] | None = None) -> int:
     """This case and ceiling A alone, printed (``python -m bench.cdc_sink``)."""
     from bench.ceilings import ceiling_a_pg_merge
-    from reprocess.airflow.hooks import KafkaConfigHook
 
     parser = argparse.ArgumentParser(prog="python -m bench.cdc_sink", description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--records", type=int, default=1_000_000, help="change events (default 1,000,000)")
     parser.add_argument("--no-sink", dest="sink", action="store_false", help="the product only")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    tag = "bench_" + datetime.now(UTC).strftime("%Y%m%d_%H%M%S")
-    out = RESULTS / tag
-    out.mkdir(parents=True, exist_ok=True)
-    bench = Bench(bench_db_url(os.environ["AIRFLOW_CONN_REPROCESS_DB"]), KafkaConfigHook().client_config(), tag, out)
+    bench = open_bench()
     ds = cdc_dataset(bench, args.records)
     results: list[Result] = []
     try:

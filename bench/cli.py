@@ -25,7 +25,7 @@ from bench.baseline import baseline_python_loop
 from bench.cdc_sink import cdc_cases
 from bench.ceilings import ceiling_a_pg_merge, ceiling_b_kafka_raw, read_alone
 from bench.concurrency import LEVELS, concurrent_runs
-from bench.context import RESULTS, Bench, Result, bench_db_url
+from bench.context import RESULTS, Result, open_bench
 from bench.data import UPDATES_PER_KEY, Dataset, produce_dataset
 from bench.figures import BATCHED, BIG, PER_PARTITION, Measured, figures
 from bench.flink_peer import flink_job
@@ -58,12 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)
-    from reprocess.airflow.hooks import KafkaConfigHook
 
-    tag = "bench_" + datetime.now(UTC).strftime("%Y%m%d_%H%M%S")
-    out = RESULTS / tag
-    out.mkdir(parents=True, exist_ok=True)
-    bench = Bench(bench_db_url(os.environ["AIRFLOW_CONN_REPROCESS_DB"]), KafkaConfigHook().client_config(), tag, out)
+    bench = open_bench()
+    tag = bench.tag
     n = args.records
     topics: list[str] = []
 

@@ -125,3 +125,17 @@ def bench_db_url(app_url: str, name: str = BENCH_DB) -> str:
     migrate(engine)
     engine.dispose()
     return url
+
+
+def open_bench() -> Bench:
+    """A sitting's ``Bench``: a tag named by the time, its results folder, the bench database and the
+    Kafka client settings of the Airflow connection (what every ``python -m bench…`` entry point starts with)."""
+    import os
+    from datetime import UTC, datetime
+
+    from reprocess.airflow.hooks import KafkaConfigHook
+
+    tag = "bench_" + datetime.now(UTC).strftime("%Y%m%d_%H%M%S")
+    out = RESULTS / tag
+    out.mkdir(parents=True, exist_ok=True)
+    return Bench(bench_db_url(os.environ["AIRFLOW_CONN_REPROCESS_DB"]), KafkaConfigHook().client_config(), tag, out)
