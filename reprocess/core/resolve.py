@@ -71,10 +71,12 @@ def resolve(
             raise SpecError(f"{spec.name} {s.tp}: end {end} is beyond the log end {s.log_end}", **where)
         if start > end:
             raise SpecError(f"{spec.name} {s.tp}: start {start} is after end {end}", **where)
-        if start < s.log_start:
-            gone.append(f"{s.tp}: start {start} < log start {s.log_start}; offsets [{start}, {s.log_start}) are gone")
-            lost.append(LostRange(s.topic, s.partition, start, min(s.log_start, end)))
-            start = min(s.log_start, end)
+        # Only offsets the range asks for can be gone: an empty range (a plan that read nothing) whose
+        # start retention has since passed loses nothing.
+        if start < (first_kept := min(s.log_start, end)):
+            gone.append(f"{s.tp}: start {start} < log start {s.log_start}; offsets [{start}, {first_kept}) are gone")
+            lost.append(LostRange(s.topic, s.partition, start, first_kept))
+            start = first_kept
         ranges.append(OffsetRange(s.topic, s.partition, start, end))
     if gone and not request.allow_data_loss:
         # Every partition's loss in one error: retention deletes on all partitions at once.

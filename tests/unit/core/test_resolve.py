@@ -161,6 +161,15 @@ def test_allowed_loss_of_a_range_entirely_below_log_start_records_it_all_and_pla
     assert lost == [LostRange("t", 0, 2, 6)]
 
 
+def test_an_empty_range_whose_start_retention_has_since_passed_reads_nothing_and_loses_nothing():
+    """A plan that read nothing at offset 6, applied after retention moved the log start to 10:
+    nothing was asked, so nothing is gone (not a DataLossError)."""
+    asked = req(StartMode.OFFSETS, EndMode.OFFSETS, '{"t": {"0": 6}}', '{"t": {"0": 6}}')
+    ranges, lost = resolve(SPEC, asked, SNAP, {})
+    assert spans(ranges) == [("t", 0, 6, 6)]
+    assert lost == []
+
+
 def test_unknown_partition_is_refused():
     with pytest.raises(SpecError, match=r"partition 7 does not exist \(topics have \[0, 1\]\)"):
         resolve(SPEC, req(partitions=(7,)), SNAP, {})
