@@ -165,7 +165,7 @@ def stage_window(
         return stage_ranges(spark, spec, check_id, ranges, db_url, kafka, schemas, check=True, select=select)
 
 
-def _differing_ranges(spec: PipelineSpec, db_url: str) -> Callable[[DataFrame], DataFrame]:
+def _differing_ranges(spec: PipelineSpec, db_url: str) -> Callable[[DataFrame, list[DataFrame]], DataFrame]:
     """The target's checksums per key range (one PostgreSQL scan, cut by the table's size), and the
     selection of the stage rows whose ranges differ from them."""
     from reprocess.postgres.checksum_sql import target_checksums_sql
@@ -179,7 +179,7 @@ def _differing_ranges(spec: PipelineSpec, db_url: str) -> Callable[[DataFrame], 
     target = coarsen(finest, digits)
     log.info("audit checksums pipeline=%s target_rows=%d range_digits=%d ranges_with_rows=%d", spec.name,
              sum(c.rows for c in finest.values()), digits, len(target))  # fmt: skip
-    return lambda stage: differing_rows(stage, spec, digits, target)
+    return lambda stage, kept: differing_rows(stage, spec, digits, target, kept)
 
 
 WARM_UP_STAGE: Final = "warm-up"
@@ -213,11 +213,11 @@ def stage_ranges(
     schemas: WriterSchemas,
     *,
     check: bool = False,
-    select: Callable[[DataFrame], DataFrame] | None = None,
+    select: Callable[[DataFrame, list[DataFrame]], DataFrame] | None = None,
 ) -> int:
     """One Spark action: read the ranges, parse, dedupe, COPY into the fresh stage of ``stage_id``
     (a run, a batch or, with ``check``, a reconciliation check); ``select`` picks the stage rows
-    written (the audit's differing ranges).
+    written (the audit's differing ranges) and lists what it persisted, released after the action.
 
     Returns the rows the stage holds afterwards, which the commit checks against.
     """
@@ -230,15 +230,19 @@ def stage_ranges(
     records = read_ranges(spark, kafka, ranges, headers=record_parts.reads_headers(spec))
     table = f"{STAGE_SCHEMA}.{spec.stage_table(stage_id)}"
     writer = StageTask(table, oid, tuple(stage_columns(spec)), libpq_url(db_url), TaskFault.from_env())
+    kept: list[DataFrame] = []
     try:
         stage = checked_stage(records, spec, schemas)
-        stage = stage if select is None else select(stage)
+        stage = stage if select is None else select(stage, kept)
         written = [TaskWrite(**row.asDict()) for row in stage.mapInArrow(writer, TASK_WRITE_SCHEMA).collect()]
     except Exception as exc:
         lost = data_loss(exc, kafka, ranges)
         if lost is None:
             raise
         raise lost from exc
+    finally:
+        for df in kept:
+            df.unpersist()
     rows = _check_stage(spec, stage_id, db_url, written)
     log.info("stage run_id=%s pipeline=%s rows=%d tasks=%d", stage_id, spec.name, rows, len(written))
     return rows
