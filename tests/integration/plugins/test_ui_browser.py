@@ -7,6 +7,7 @@ the run this test made. Screenshots go to ``tests/screenshots/`` (git-ignored).
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -62,7 +63,20 @@ def _free_ports(n: int) -> list[int]:
 
 @contextmanager
 def airflow_ui() -> Iterator[dict[str, str]]:
-    """`scripts/airflow_ui.py up` on free ports with this process's env; `down` afterwards."""
+    """`scripts/airflow_ui.py up` on free ports with this process's env; `down` afterwards.
+
+    One at a time across the xdist workers (a file lock): the UI's run dir (pid file, password, log) is
+    shared, and two tests starting it at once (test_plan_view and test_ui_browser, fresh clone at f73c512)
+    stopped each other's standalone and read each other's password."""
+    lock_path = Path(os.environ["REPROCESS_STATE_DIR"]) / "airflow-ui-test.lock"
+    with lock_path.open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        with _airflow_ui_alone() as info:
+            yield info
+
+
+@contextmanager
+def _airflow_ui_alone() -> Iterator[dict[str, str]]:
     port, worker, trigger = _free_ports(3)
     args = [
         "--port", str(port), "--worker-log-port", str(worker), "--trigger-log-port", str(trigger),
