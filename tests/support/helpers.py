@@ -355,3 +355,15 @@ def loaded_payments(engine: Engine, kafka: dict[str, Any], name: str, partitions
     produced = demo_data.produce(kafka, name, partitions, demo_data.payment_events(payments), malformed=())
     backfill(engine, kafka, spec, f"{name}-load")
     return spec, produced
+
+
+def create_compacted_topic(kafka_config: dict[str, Any], topic: str) -> None:
+    """Create ``topic`` (one partition) compacted, cleaned as soon as the cleaner can: it never cleans
+    the active segment, so segments roll after 100 ms."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": kafka_config["bootstrap.servers"]})
+    config = {"cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.dirty.ratio": "0.01",
+              "min.compaction.lag.ms": "0"}  # fmt: skip
+    (created,) = admin.create_topics([NewTopic(topic, 1, 1, config=config)]).values()
+    created.result(30)

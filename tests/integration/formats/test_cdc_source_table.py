@@ -36,7 +36,7 @@ import psycopg2
 import pytest
 import yaml
 from confluent_kafka import TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
 from sqlalchemy import text
 
 from bench import cdc_source as cdc
@@ -46,7 +46,7 @@ from reprocess.core.spec import PipelineSpec
 from reprocess.formats.specs import read_spec
 from reprocess.kafka import demo_data
 from reprocess.runner.start import commit_stored, start_run
-from tests.support.helpers import run_spark_stage
+from tests.support.helpers import create_compacted_topic, run_spark_stage
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("postgres")]
 
@@ -335,15 +335,6 @@ def test_a_cdc_life_replays_into_exactly_the_source_table_value_for_value(
     checks.assert_none_failed()
 
 
-def _compacted_topic(kafka_config: dict[str, Any], topic: str) -> None:
-    """Create ``topic`` compacted, cleaned as soon as it can be (before the connector writes to it)."""
-    admin = AdminClient({"bootstrap.servers": kafka_config["bootstrap.servers"]})
-    config = {"cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.dirty.ratio": "0.01",
-              "min.compaction.lag.ms": "0"}  # fmt: skip
-    (created,) = admin.create_topics([NewTopic(topic, 1, 1, config=config)]).values()
-    created.result(30)
-
-
 @pytest.mark.parametrize("loss", ["delete_records", "compacted"])
 def test_a_rebuild_after_the_full_values_left_the_topic_keeps_every_value(
     loss, debezium_connector, kafka_config, engine, unique_name
@@ -355,7 +346,7 @@ def test_a_rebuild_after_the_full_values_left_the_topic_keeps_every_value(
     table, prefix = unique_name, f"dbz_{unique_name}"
     topic = f"{prefix}.public.{table}"
     if loss == "compacted":
-        _compacted_topic(kafka_config, topic)
+        create_compacted_topic(kafka_config, topic)
     cdc.source(*cdc.create_table(table), cdc.insert(table, *(cdc.life_row("eu", i) for i in range(1, 11))))
     config = debezium.connector_config(unique_name, [f"public.{table}"], prefix, **{"decimal.handling.mode": "string"})
     debezium_connector(unique_name, config)

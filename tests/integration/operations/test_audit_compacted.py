@@ -12,36 +12,25 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
-from typing import Any
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
 from sqlalchemy import text
 
 from bench import cdc_source as cdc
 from reprocess.kafka import demo_data
 from tests.integration.operations.test_audit import BASE, _audit, _stored
 from tests.support import oracle
-from tests.support.helpers import PAYMENTS_SPEC, backfill, ledger, orders_spec
+from tests.support.helpers import PAYMENTS_SPEC, backfill, create_compacted_topic, ledger, orders_spec
 
 pytestmark = [pytest.mark.integration("kafka"), pytest.mark.integration("spark")]
 DAY = timedelta(days=1)
-
-
-def _compacted_topic(kafka_config: dict[str, Any], topic: str) -> None:
-    """``topic`` compacted as soon as the cleaner looks (it never cleans the active segment)."""
-    admin = AdminClient({"bootstrap.servers": kafka_config["bootstrap.servers"]})
-    config = {"cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.dirty.ratio": "0.01",
-              "min.compaction.lag.ms": "0"}  # fmt: skip
-    (created,) = admin.create_topics([NewTopic(topic, 1, 1, config=config)]).values()
-    created.result(30)
 
 
 def test_audit_lists_keys_whose_records_compaction_took_as_unprovable_and_the_heal_leaves_them(
     kafka_config, engine, unique_name
 ):
     spec = orders_spec(unique_name, unique_name, base=PAYMENTS_SPEC)
-    _compacted_topic(kafka_config, unique_name)
+    create_compacted_topic(kafka_config, unique_name)
     first = demo_data.produce(kafka_config, unique_name, 1, demo_data.payment_events(40), malformed=(),
                               base_time=BASE)  # fmt: skip
     newest = oracle.expected_by_version(first, "payment_id")  # key -> (version, partition, offset)
