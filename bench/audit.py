@@ -1,6 +1,7 @@
 """The whole-table audit (``reprocess audit``) over the target a product case loaded, set against the
 reconciliation of the window of all its records (``bench/reconcile.py``): once finding nothing, once
-with ten rows corrupted by SQL (issue 57 item 2: at most 1.5× and 1.1× the window check). The audit
+with ten rows corrupted by SQL (issue 57 item 2: the first at most 1.5× the window check, the second at most
+1.1× the first). The audit
 compares checksums per key range and stages only the rows of the ranges that differ (its ``bisection``
 detail says how many). The corrupted
 rows are put back by SQL afterwards, untimed, to the values they had (their digests match again, so

@@ -182,13 +182,15 @@ def figures(m: Measured) -> tuple[dict[str, float | str], dict[str, bool]]:
     if audit and window:
         ratios[f"audit of the {size}-record table finding nothing ÷ the {size}-record window reconciliation "
                "(s, target ≤ 1.5)"] = audit.seconds / window.seconds  # fmt: skip
-    if corrupted and window:
-        found = corrupted.detail["counts"]["differ"]
-        ratios[f"audit of the {size}-record table finding its {found} corrupted rows ÷ the {size}-record window "
-               "reconciliation (s, target ≤ 1.1)"] = corrupted.seconds / window.seconds  # fmt: skip
+    # "One that finds 10 corrupted rows costs at most 1.1x that": that = the audit finding nothing. Finding rows
+    # is that audit's work plus the differing ranges' rows, so it can never undercut it; the window is context.
     if corrupted and audit:
-        ratios["  the audit finding the corrupted rows ÷ the audit finding nothing (s)"] = (
-            corrupted.seconds / audit.seconds
+        found = corrupted.detail["counts"]["differ"]
+        ratios[f"audit of the {size}-record table finding its {found} corrupted rows ÷ the audit finding nothing "
+               "(s, target ≤ 1.1)"] = corrupted.seconds / audit.seconds  # fmt: skip
+    if corrupted and window:
+        ratios["  the audit finding the corrupted rows ÷ the window reconciliation (s)"] = (
+            corrupted.seconds / window.seconds
         )
     tamper, ceiling = m.scaled.get("big_tamper"), m.scaled.get("big_ceil_a")
     if tamper and ceiling:  # issue 57 item 3: one scan of what ceiling A's merge of the same records writes
