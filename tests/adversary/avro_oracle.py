@@ -13,6 +13,11 @@ docs/formats/avro.md says (the spec is the reader):
 - else the latest live version's ``default`` for that field (latest by version number);
 - else NULL (a dead letter when the column is required or a key).
 
+A logical type's value is read as its column reads the same instant, day or number (years 1-9999 and
+times up to 24:00:00, else a dead letter): ``date`` days since 1970-01-01, ``time-*`` since midnight,
+``timestamp-*`` and ``local-timestamp-*`` since the epoch as UTC's wall clock, ``decimal`` the
+big-endian two's-complement unscaled integer at the schema's scale, rounded to the column's.
+
 A record the latest version cannot read by Avro's resolution (a value of a type its field cannot be
 promoted to: a version registered again after a later one promoted the field) is a dead letter.
 
@@ -25,11 +30,14 @@ from __future__ import annotations
 
 import json
 import struct
+import uuid
 from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from decimal import Context, Decimal
 from typing import Any
 
 from tests.adversary.model import Pipeline
-from tests.adversary.values import INT_BOUNDS, Column, Invalid
+from tests.adversary.values import INT_BOUNDS, MICROS_PER_DAY, Column, Invalid, from_json
 
 Schema = dict[str, Any]
 
@@ -124,10 +132,52 @@ def decode(schema: Any, body: _Body) -> Any:
         raise Invalid("malformed Avro payload: a string that is no UTF-8") from None
 
 
-def _base(t: Any) -> str:
+def _branch(t: Any) -> Any:
     """A field's type without its null branch."""
     rest = [x for x in t if x != "null"] if isinstance(t, list) else [t]
-    return str(rest[0]) if rest else "null"
+    return rest[0] if rest else "null"
+
+
+def _base(t: Any) -> str:
+    """A field's type without its null branch, as text (a logical type's schema as its dict's text)."""
+    return str(_branch(t))
+
+
+@dataclass(frozen=True)
+class Read:
+    """A logical type's value already in the form its column stores (tests.adversary.values' tags)."""
+
+    stored: Any
+
+
+_EPOCH_DAY, _EPOCH = date(1970, 1, 1), datetime(1970, 1, 1)
+
+
+def logical(c: Column, t: dict[str, Any], v: Any) -> Read:
+    """An Avro logical type's underlying value → what column ``c`` stores; raises Invalid."""
+    kind = t["logicalType"]
+    try:
+        if kind == "date":
+            return Read(("date", _EPOCH_DAY + timedelta(days=v)))
+        if kind.startswith(("timestamp-", "local-timestamp-")):
+            micros = v * 1000 if kind.endswith("millis") else v
+            return Read(("ts", _EPOCH + timedelta(microseconds=micros)))
+    except OverflowError:
+        raise Invalid(f"{c.name}: {kind} {v} beyond years 1-9999") from None
+    if kind.startswith("time-"):
+        micros = v * 1000 if kind.endswith("millis") else v
+        if not 0 <= micros <= MICROS_PER_DAY:
+            raise Invalid(f"{c.name}: {kind} {v} beyond 24:00:00")
+        return Read(("time", micros))
+    if kind == "uuid":
+        try:
+            return Read(("uuid", str(uuid.UUID(v))))
+        except ValueError:
+            raise Invalid(f"{c.name}: {v!r} is no uuid") from None
+    if kind == "decimal":
+        unscaled = Decimal(int.from_bytes(v, "big", signed=True)).scaleb(-t["scale"], Context(prec=80))  # exact
+        return Read(from_json(c, format(unscaled, "f")))  # rounded to the column's scale as a string is
+    raise AssertionError(kind)
 
 
 def _promoted(v: Any, to: str) -> Any:
@@ -159,13 +209,16 @@ def check_readable(subject: Subject, writer: Schema, record: dict[str, Any]) -> 
             raise Invalid(f"malformed Avro payload: the latest version cannot read {w['name']}")
 
 
-def column_value(subject: Subject, writer: Schema, record: dict[str, Any], name: str) -> Any:
-    """The spec column ``name``'s Avro value for one decoded record (None: NULL)."""
-    names = subject.same_names(name)
+def column_value(subject: Subject, writer: Schema, record: dict[str, Any], column: Column) -> Any:
+    """The spec column's Avro value for one decoded record (None: NULL)."""
+    names = subject.same_names(column.name)
     latest = next((f for f in subject.latest["fields"] if f["name"] in names), None)
     found = next((f for f in writer["fields"] if f["name"] in names), None)
     if found is not None:
-        return _promoted(record[found["name"]], _base(latest["type"]) if latest else _base(found["type"]))
+        v, written = record[found["name"]], _branch(found["type"])
+        if isinstance(written, dict) and v is not None:
+            return logical(column, written, v)
+        return _promoted(v, _base(latest["type"]) if latest else _base(found["type"]))
     if latest is not None and "default" in latest:
         return _promoted(latest["default"], _base(latest["type"]))
     return None
@@ -173,6 +226,10 @@ def column_value(subject: Subject, writer: Schema, record: dict[str, Any], name:
 
 def stored(c: Column, v: Any) -> Any:
     """An Avro value (not None) → the comparable value column ``c`` stores (tests.adversary.values' tags)."""
+    if isinstance(v, Read):
+        return v.stored
+    if c.type == "bytea":
+        return ("bytes", v)
     if c.type == "text":
         text = v.decode("utf-8") if isinstance(v, bytes) else v
         if "\x00" in text:
@@ -206,7 +263,7 @@ def values(p: Pipeline, value: bytes, registry: dict[str, Any]) -> dict[str, Any
     check_readable(subject, writer, record)
     out = {}
     for c in p.columns:
-        v = column_value(subject, writer, record, c.name)
+        v = column_value(subject, writer, record, c)
         if v is None and (c.required or c in p.key):
             raise Invalid(f"missing required field {c.name}")
         out[c.name] = None if v is None else stored(c, v)

@@ -7,6 +7,8 @@ from __future__ import annotations
 import io
 import json
 import math
+from datetime import date, datetime
+from decimal import Decimal
 
 import fastavro
 import pytest
@@ -36,7 +38,8 @@ def test_the_oracle_decoder_reads_what_fastavro_writes(s: Scenario) -> None:
         if r.value is None or len(r.value) < 5 or r.value[0] != 0 or not r.note.startswith("v") or " " in r.note:
             continue
         writer = subject.schemas[int.from_bytes(r.value[1:5], "big")]
-        theirs = fastavro.schemaless_reader(io.BytesIO(r.value[5:]), fastavro.parse_schema(writer))
+        plain = json.loads(json.dumps(writer).replace('"logicalType"', '"plainType"'))  # the underlying values
+        theirs = fastavro.schemaless_reader(io.BytesIO(r.value[5:]), fastavro.parse_schema(plain))
         ours = decode(writer, _Body(r.value[5:]))
         assert json.dumps(ours, default=repr) == json.dumps(theirs, default=repr)
 
@@ -89,3 +92,44 @@ def test_a_record_the_latest_cannot_read_after_an_older_version_is_registered_ag
     with pytest.raises(Invalid, match="cannot read c0"):
         values(p, avro.encode(json.loads(wide), 1, {"k0": 1, "c0": 10}), registry)
     assert values(p, avro.encode(json.loads(wide), 1, {"k0": 1, "c0": None}), registry)["c0"] is None
+
+
+def _read_one(column: Column, schema: dict, value: object) -> object:
+    """What the oracle stores for ``value`` written as ``schema`` in a one-version subject."""
+    fields = [{"name": "k0", "type": "long"}, {"name": "c", "type": schema}]
+    writer = {"type": "record", "name": "Row", "fields": fields}
+    registry = {"schemas": [json.dumps(writer)], "ops": [["register", 0]]}
+    return values(_pipeline(column), avro.encode(writer, 0, {"k0": 1, "c": value}), registry)["c"]
+
+
+@pytest.mark.parametrize(
+    ("column", "schema", "value", "stored"),
+    [
+        (Column("c", "date"), {"type": "int", "logicalType": "date"}, date(9999, 12, 31), ("date", date(9999, 12, 31))),
+        (Column("c", "timestamptz"), {"type": "long", "logicalType": "timestamp-millis"},
+         datetime(2026, 1, 1, 0, 0, 0, 123000), ("ts", datetime(2026, 1, 1, 0, 0, 0, 123000))),
+        (Column("c", "time"), {"type": "long", "logicalType": "time-micros"}, 86_400_000_000, ("time", 86_400_000_000)),
+        (Column("c", "numeric(p,s)", False, (6, 2)),
+         {"type": "bytes", "logicalType": "decimal", "precision": 6, "scale": 2}, Decimal("-9999.95"),
+         ("num", Decimal("-9999.95"))),
+        (Column("c", "uuid"), {"type": "string", "logicalType": "uuid"}, "A0000000-0000-0000-0000-00000000000F",
+         ("uuid", "a0000000-0000-0000-0000-00000000000f")),
+    ],
+)  # fmt: skip
+def test_a_logical_type_reads_as_its_column_reads_the_same_day_instant_or_number(
+    column: Column, schema: dict, value: object, stored: object
+) -> None:
+    assert _read_one(column, schema, value) == stored
+
+
+@pytest.mark.parametrize(
+    ("kind", "raw", "why"),
+    [("date", 2_932_897, "beyond years 1-9999"), ("date", -719_163, "beyond years 1-9999"),
+     ("timestamp-micros", 253_402_300_800_000_000, "beyond years 1-9999"),
+     ("time-millis", 86_400_001, "beyond 24:00:00")],
+)  # fmt: skip
+def test_a_logical_value_past_what_the_column_holds_is_a_dead_letter(kind: str, raw: int, why: str) -> None:
+    column = Column("c", {"date": "date", "timestamp-micros": "timestamptz", "time-millis": "time"}[kind])
+    schema = {"type": avro.LOGICAL[kind], "logicalType": kind}
+    with pytest.raises(Invalid, match=why):
+        _read_one(column, schema, raw)
