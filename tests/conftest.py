@@ -131,6 +131,10 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     if suffix:  # not the default home: two workers must not write one airflow.cfg at once
         os.environ["AIRFLOW_HOME"] = str(REPO / ".state" / f"airflow_test{suffix}")
     _load_env()
+    # Airflow stops a DAG file's parse after [core] dagbag_import_timeout (30 s) of wall clock, which a loaded
+    # machine passes: beside a second suite (load 20), 40 pipelines took over 30 s and the wheel's DAG file
+    # lost its DAGs. No test here checks Airflow's timeout; test_dags holds the parse's CPU seconds to it.
+    os.environ.setdefault("AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT", "600")
     # Module fixtures write their pipeline specs here (a test, in its own folder: own_pipelines_dir);
     # the DAG file builds DAGs from them. One folder per session, so two concurrent sessions never
     # delete each other's specs.
