@@ -33,7 +33,7 @@ def service_logs() -> dict[str, list[Path]]:
     return {
         "postgres": [postgres.log()],
         "kafka": [Broker.default().log],
-        "spark-connect": [connect.log(), connect.home() / "warm-up.log"],
+        "spark-connect": [connect.log(), connect.server().warm_up_log],
         "kafka-connect": [kafka_connect.log()],
         "registry": [registry.log()],
         "spark-cluster": standalone.logs(),

@@ -1,4 +1,4 @@
-"""``reprocess spark-connect start|status|stop``: a Spark Connect server for this installed library.
+"""``reprocess spark-connect start|status|stop|warm-up``: a Spark Connect server for this installed library.
 
 Where it listens: ``--host``/``--port``, else the ``spark_default`` connection when it is a
 ``spark_connect`` one (so the server starts where the DAGs' Spark tasks look for it), else
@@ -21,9 +21,12 @@ DESCRIPTION: Final = (
     "Start, check or stop a Spark Connect server from the installed pyspark, with Spark's Kafka source "
     "and spark-avro (Maven coordinates resolved by spark-submit, or the jars in $REPROCESS_SPARK_JARS), its "
     "Python workers on this Python, and this library's fingerprint in its conf (jobs refuse a server holding "
-    "another one). `start` restarts a running server whose library changed; `status` exits 0 only when the "
-    "server runs and holds this library. Host and port: the options, else the spark_default connection "
-    "(type spark_connect), else 127.0.0.1:15002."
+    "another one). `start` restarts a running server whose library changed, then warms it up in the "
+    "background (a few small stages of orders from the topic reprocess_warm_up, produced once into the "
+    "kafka_default cluster, into stages of the reprocess_db database dropped after: the first run after a "
+    "start then pays less of the JIT's compiling); `warm-up` runs that warm-up now. `status` exits 0 only "
+    "when the server runs and holds this library. Host and port: the options, else the spark_default "
+    "connection (type spark_connect), else 127.0.0.1:15002."
 )
 EXAMPLES: Final = (
     ("start where spark_default points (restarts a server whose library changed)", "reprocess spark-connect start"),
@@ -32,14 +35,20 @@ EXAMPLES: Final = (
         "on another port, with Spark's INFO lines in its log",
         "reprocess spark-connect start --port 15003 --log-level INFO",
     ),
+    (
+        "start without the warm-up (nothing written to Kafka or the app database)",
+        "reprocess spark-connect start --no-warm-up",
+    ),
     ("stop it", "reprocess spark-connect stop"),
 )
-ACTIONS: Final = ("start", "status", "stop")
+ACTIONS: Final = ("start", "status", "stop", "warm-up")
 SPARK_CONN_ID: Final = "spark_default"
 
 
 def configure(cmd: argparse.ArgumentParser) -> None:
-    cmd.add_argument("action", choices=ACTIONS, help="start (or restart on a changed library), status, stop")
+    cmd.add_argument(
+        "action", choices=ACTIONS, help="start (or restart on a changed library), status, stop, warm-up (now)"
+    )
     cmd.add_argument("--host", help=f"address to listen on (default: the {SPARK_CONN_ID} connection's, or 127.0.0.1)")
     cmd.add_argument(
         "--port", type=_port, help=f"gRPC port (default: the {SPARK_CONN_ID} connection's, or Spark's 15002)"
@@ -60,6 +69,7 @@ def configure(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--log-level", help="the server's Spark log level (default: [reprocess] spark_log_level, or WARN)")
     cmd.add_argument("--timeout", type=float, default=START_TIMEOUT_S, help="seconds start waits for the port")
     cmd.add_argument("--json", action="store_true", help="status as one JSON object")
+    cmd.add_argument("--no-warm-up", action="store_true", help="start without the background warm-up")
 
 
 def _port(value: str) -> int:
@@ -113,6 +123,11 @@ def run(args: argparse.Namespace) -> int:
     target = server(args)
     if args.action == "start":
         print(connect_server.start(target, args.timeout))
+        if not args.no_warm_up and (started := connect_server.warm_up_in_background(target)):
+            print(started)
+        return EXIT_OK
+    if args.action == "warm-up":
+        print(connect_server.warm_up(target) or f"spark-connect: {target.url} is warm already (or not running)")
         return EXIT_OK
     if args.action == "stop":
         stopped = connect_server.stop(target)

@@ -186,9 +186,14 @@ WARM_UP_STAGE: Final = "warm-up"
 
 
 def warm_up(
-    spark: SparkSession, spec: PipelineSpec, ranges: Sequence[OffsetRange], db_url: str, kafka: Mapping[str, Any]
+    spark: SparkSession,
+    spec: PipelineSpec,
+    ranges: Sequence[OffsetRange],
+    db_url: str,
+    kafka: Mapping[str, Any],
+    stage_id: str = WARM_UP_STAGE,
 ) -> int:
-    """Stage ``ranges`` the way a run does, into a stage dropped afterwards; returns its rows.
+    """Stage ``ranges`` the way a run does, into a stage (``stage_id``) dropped afterwards; returns its rows.
 
     A Spark Connect server's first run pays for the JIT compiling Kafka's fetch path, the parse
     and the aggregation, Janino compiling the generated code, and the Python workers starting and
@@ -196,10 +201,10 @@ def warm_up(
     them once instead, in the session the runs share (Python workers belong to a session).
     """
     try:
-        return stage_ranges(spark, spec, WARM_UP_STAGE, ranges, db_url, kafka, writer_schemas(spec, ranges, None))
+        return stage_ranges(spark, spec, stage_id, ranges, db_url, kafka, writer_schemas(spec, ranges, None))
     finally:
         with psycopg2.connect(libpq_url(db_url)) as pg:
-            drop_stage(pg, spec, WARM_UP_STAGE)
+            drop_stage(pg, spec, stage_id)
         pg.close()
 
 

@@ -42,15 +42,17 @@ def test_the_command_starts_a_server_holding_this_library_that_reads_kafka_and_s
 ) -> None:
     where, state = server
     url = f"sc://127.0.0.1:{where[3]}"
-    started = _run("start", where)
+    # No warm-up: it would stage in the session's shared database beside the tests (test_warm_up.py proves it).
+    started = _run("start", where, "--no-warm-up")
     assert started.returncode == 0 and f"started at {url}" in started.stdout, started.stdout + started.stderr
+    assert "warming up" not in started.stdout, started.stdout
 
     status = _run("status", where, "--json")
     assert status.returncode == 0, status.stdout + status.stderr
     found = json.loads(status.stdout)
     assert (found["url"], found["running"], found["matches"]) == (url, True, True)
     assert found["served"] == library_fingerprint()
-    assert "already running" in _run("start", where).stdout  # same library: the server is kept
+    assert "already running" in _run("start", where, "--no-warm-up").stdout  # same library: the server is kept
 
     demo_data.create_topic(kafka_config, unique_name, 2)
     produced = demo_data.produce(kafka_config, unique_name, 2, demo_data.order_events(5, 1))

@@ -1,6 +1,6 @@
-"""The Spark Connect server's warm-up (``devstack.connect.warm_up``, run by ``make services``): it
-stages through a run's own path on the running server, leaves no stage behind, and runs once per
-server start."""
+"""The Spark Connect server's warm-up (``reprocess.spark.warm_up``: ``make services`` runs it through
+``devstack.connect.warm_up``, ``reprocess spark-connect start`` through the same function): it stages
+through a run's own path on the running server, leaves no stage behind, and runs once per server start."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import psycopg2
 
 from devstack import connect
 from devstack.process import pid_alive
+from reprocess.spark import warm_up as warming
 
 
 def _wait_for_background_warm_up(timeout_s: float = 600) -> None:
@@ -25,7 +26,7 @@ def _warm_up_stages(db_url: str) -> list[Any]:
     with psycopg2.connect(db_url) as pg, pg.cursor() as cur:
         cur.execute(
             "SELECT tablename FROM pg_tables WHERE schemaname = 'reprocess_stage' AND tablename LIKE %s",
-            (connect.WARM_UP_TOPIC + "%",),
+            (warming.TOPIC + "%",),
         )
         rows = cur.fetchall()
     pg.close()
@@ -87,7 +88,7 @@ def test_a_run_after_a_warm_up_loads_what_the_oracle_expects_and_the_warm_up_lea
     connect.warm_up()
 
     assert connect.warmed_file().exists(), "the warm-up did not run"
-    left = _left_behind(db_url, connect.WARM_UP_TOPIC)
+    left = _left_behind(db_url, warming.TOPIC)
     assert left == dict.fromkeys(left, 0), left
     bench = Bench(libpq_url(db_url), kafka_config, f"wu_{uuid.uuid4().hex[:8]}", RESULTS / "tests")
     ds = produce_dataset(bench.kafka, bench.tag, 200)  # 20 keys: one deleted, one with a late older version
