@@ -22,7 +22,7 @@ DESCRIPTION: Final = (
     "and spark-avro (Maven coordinates resolved by spark-submit, or the jars in $REPROCESS_SPARK_JARS), its "
     "Python workers on this Python, and this library's fingerprint in its conf (jobs refuse a server holding "
     "another one). `start` restarts a running server whose library changed, then warms it up in the "
-    "background (a few small stages of orders from the topic reprocess_warm_up, produced once into the "
+    "background (ten small stages of orders from the topic reprocess_warm_up, produced once into the "
     "kafka_default cluster, into stages of the reprocess_db database dropped after: the first run after a "
     "start then pays less of the JIT's compiling); `warm-up` runs that warm-up now. `status` exits 0 only "
     "when the server runs and holds this library. Host and port: the options, else the spark_default "

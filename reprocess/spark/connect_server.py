@@ -198,9 +198,9 @@ def warm_up(server: ConnectServer) -> str | None:
 
 def warm_up_in_background(server: ConnectServer) -> str | None:
     """:func:`warm_up` in a process of its own (``reprocess spark-connect warm-up``), so a start
-    returns once the server listens: the warm-up took 42-96 s at load 14-24 on a 2-core machine (its
-    fixed costs, not its records). A run started meanwhile shares the work. Returns what it started
-    (None: the server is warm, or a warm-up is under way)."""
+    returns once the server listens: the warm-up's ten stages took 161 s at load 15-28 on a 2-core
+    machine (one stage 96-99 s: their fixed costs, not their records). A run started meanwhile
+    shares the work. Returns what it started (None: the server is warm, or a warm-up is under way)."""
     if _unwarmed(server) is None or pid_alive(server.warm_up_pidfile) is not None:
         return None
     where = ["--host", server.host, "--port", str(server.port), "--state-dir", str(server.state_dir)]
