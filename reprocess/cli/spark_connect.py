@@ -21,9 +21,9 @@ DESCRIPTION: Final = (
     "Start, check or stop a Spark Connect server from the installed pyspark, with Spark's Kafka source "
     "and spark-avro (Maven coordinates resolved by spark-submit, or the jars in $REPROCESS_SPARK_JARS), its "
     "Python workers on this Python, and this library's fingerprint in its conf (jobs refuse a server holding "
-    "another one). `start` restarts a running server whose library changed, then warms it up in the "
-    "background (ten small stages of orders from the topic reprocess_warm_up, produced once into the "
-    "kafka_default cluster, into stages of the reprocess_db database dropped after: the first run after a "
+    "another one). `start` restarts a running server whose library changed; with --warm-up it then warms it "
+    "up in the background (ten small stages of orders from the topic reprocess_warm_up, produced once into "
+    "the kafka_default cluster, into stages of the reprocess_db database dropped after: the first run after a "
     "start then pays less of the JIT's compiling); `warm-up` runs that warm-up now. `status` exits 0 only "
     "when the server runs and holds this library. Host and port: the options, else the spark_default "
     "connection (type spark_connect), else 127.0.0.1:15002."
@@ -36,8 +36,8 @@ EXAMPLES: Final = (
         "reprocess spark-connect start --port 15003 --log-level INFO",
     ),
     (
-        "start without the warm-up (nothing written to Kafka or the app database)",
-        "reprocess spark-connect start --no-warm-up",
+        "start, then warm it up in the background (writes the topic reprocess_warm_up and stages it drops)",
+        "reprocess spark-connect start --warm-up",
     ),
     ("stop it", "reprocess spark-connect stop"),
 )
@@ -69,7 +69,10 @@ def configure(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--log-level", help="the server's Spark log level (default: [reprocess] spark_log_level, or WARN)")
     cmd.add_argument("--timeout", type=float, default=START_TIMEOUT_S, help="seconds start waits for the port")
     cmd.add_argument("--json", action="store_true", help="status as one JSON object")
-    cmd.add_argument("--no-warm-up", action="store_true", help="start without the background warm-up")
+    cmd.add_argument(
+        "--warm-up", action="store_true",
+        help="after start, warm the server up in the background (writes to kafka_default and reprocess_db)",
+    )  # fmt: skip
 
 
 def _port(value: str) -> int:
@@ -123,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
     target = server(args)
     if args.action == "start":
         print(connect_server.start(target, args.timeout))
-        if not args.no_warm_up and (started := connect_server.warm_up_in_background(target)):
+        if args.warm_up and (started := connect_server.warm_up_in_background(target)):
             print(started)
         return EXIT_OK
     if args.action == "warm-up":

@@ -43,7 +43,7 @@ def test_the_command_starts_a_server_holding_this_library_that_reads_kafka_and_s
     where, state = server
     url = f"sc://127.0.0.1:{where[3]}"
     # No warm-up: it would stage in the session's shared database beside the tests (test_warm_up.py proves it).
-    started = _run("start", where, "--no-warm-up")
+    started = _run("start", where)
     assert started.returncode == 0 and f"started at {url}" in started.stdout, started.stdout + started.stderr
     assert "warming up" not in started.stdout, started.stdout
 
@@ -52,7 +52,7 @@ def test_the_command_starts_a_server_holding_this_library_that_reads_kafka_and_s
     found = json.loads(status.stdout)
     assert (found["url"], found["running"], found["matches"]) == (url, True, True)
     assert found["served"] == library_fingerprint()
-    assert "already running" in _run("start", where, "--no-warm-up").stdout  # same library: the server is kept
+    assert "already running" in _run("start", where).stdout  # same library: the server is kept
 
     demo_data.create_topic(kafka_config, unique_name, 2)
     produced = demo_data.produce(kafka_config, unique_name, 2, demo_data.order_events(5, 1))
