@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -227,7 +228,9 @@ def test_audit_finds_a_debezium_large_value_changed_by_sql_whose_full_value_is_w
     # `reprocess status` shows the last audit's verdict and age (the coverage page shows the same line).
     status = subprocess.run([sys.executable, "-m", "reprocess.cli", "status", spec.name], capture_output=True,
                             text=True, timeout=300)  # fmt: skip
-    assert f"AUDIT equal 0 min ago ({unique_name}-a2)" in status.stdout, status.stdout + status.stderr[-2000:]
+    # The age is the minutes since the audit: 1 or more when the machine is loaded (seen beside a second suite).
+    shown = re.search(rf"AUDIT equal (\d+) min ago \({re.escape(unique_name)}-a2\)", status.stdout)
+    assert shown and int(shown[1]) <= 10, status.stdout + status.stderr[-2000:]
 
 
 def _items(engine: Any, spec: Any) -> dict[int, tuple[str, str]]:
