@@ -68,9 +68,10 @@ def warm_up_pidfile() -> Path:
     return server().warm_up_pidfile
 
 
-def warm_up() -> None:
-    """The product's warm-up (``reprocess.spark.connect_server.warm_up``) on this server, once per start."""
-    said = connect_server.warm_up(server())
+def warm_up(passes: int | None = None) -> None:
+    """The product's warm-up (``reprocess.spark.connect_server.warm_up``) on this server, once per start
+    (``passes``: fewer stages than the product's, for the tests of the mechanism)."""
+    said = connect_server.warm_up(server(), passes)
     if said:
         print(said)
 

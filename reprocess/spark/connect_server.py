@@ -171,12 +171,12 @@ def _unwarmed(server: ConnectServer) -> int | None:
     return None if pid is None or warmed == str(pid) else pid
 
 
-def warm_up(server: ConnectServer) -> str | None:
-    """Run the warm-up (:mod:`reprocess.spark.warm_up`) on a running server that has not had it since
-    its start, reading the ``kafka_default`` connection's cluster and staging in the ``reprocess_db``
-    one's database; returns what it did (None: nothing to do). Never raises: a warm-up is worth
-    seconds of the first run, never a failed start, so a missing connection or an unreachable
-    service is said and the server still serves."""
+def warm_up(server: ConnectServer, passes: int | None = None) -> str | None:
+    """Run the warm-up (:mod:`reprocess.spark.warm_up`, ``passes`` stages: its ``PASSES`` unless a test
+    wants fewer) on a running server that has not had it since its start, reading the ``kafka_default``
+    connection's cluster and staging in the ``reprocess_db`` one's database; returns what it did (None:
+    nothing to do). Never raises: a warm-up is worth seconds of the first run, never a failed start, so
+    a missing connection or an unreachable service is said and the server still serves."""
     from reprocess.airflow.hooks import AppDatabaseHook, KafkaConfigHook
     from reprocess.spark import warm_up as warming
 
@@ -189,11 +189,12 @@ def warm_up(server: ConnectServer) -> str | None:
         return f"{WHAT}: no warm-up ({str(exc).splitlines()[0][:300]})"
     started = time.monotonic()
     try:
-        rows = warming.warm_up(server.url, kafka, db_url)
+        passes = passes or warming.PASSES
+        rows = warming.warm_up(server.url, kafka, db_url, passes)
     except Exception as exc:  # the first run will say what is wrong, with its own context
         return f"{WHAT}: warm-up failed ({str(exc).splitlines()[0][:300]}); the first run will be cold"
     server.warmed_file.write_text(str(pid))
-    return f"{WHAT}: warmed up in {time.monotonic() - started:.1f} s ({warming.PASSES} stages, {rows} stage rows)"
+    return f"{WHAT}: warmed up in {time.monotonic() - started:.1f} s ({passes} stages, {rows} stage rows)"
 
 
 def warm_up_in_background(server: ConnectServer) -> str | None:
