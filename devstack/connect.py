@@ -16,6 +16,7 @@ from typing import Final
 
 from devstack import jvm
 from devstack.process import env_port, pid_alive, state_dir, stop_pid
+from reprocess.cli.spark_connect import warm_up_connections
 from reprocess.core.processes import LOOPBACK
 from reprocess.spark import connect_server
 from reprocess.spark.conf import LOCAL_MASTER
@@ -71,7 +72,7 @@ def warm_up_pidfile() -> Path:
 def warm_up(passes: int | None = None) -> None:
     """The product's warm-up (``reprocess.spark.connect_server.warm_up``) on this server, once per start
     (``passes``: fewer stages than the product's, for the tests of the mechanism)."""
-    said = connect_server.warm_up(server(), passes)
+    said = connect_server.warm_up(server(), warm_up_connections, passes)
     if said:
         print(said)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from reprocess.cli.common import EXIT_FOUND, EXIT_OK
 from reprocess.spark.connect_server import DEFAULT_MASTER, START_TIMEOUT_S, ConnectServer, default_state_dir
@@ -75,6 +75,13 @@ def configure(cmd: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
+def warm_up_connections() -> tuple[dict[str, Any], str]:
+    """What the warm-up reads and stages through: the kafka_default cluster and the reprocess_db database."""
+    from reprocess.airflow.hooks import AppDatabaseHook, KafkaConfigHook
+
+    return KafkaConfigHook().client_config(), AppDatabaseHook().url()
+
+
 def _port(value: str) -> int:
     port = int(value)
     if not 0 < port < 65536:
@@ -130,7 +137,8 @@ def run(args: argparse.Namespace) -> int:
             print(started)
         return EXIT_OK
     if args.action == "warm-up":
-        print(connect_server.warm_up(target) or f"spark-connect: {target.url} is warm already (or not running)")
+        said = connect_server.warm_up(target, warm_up_connections)
+        print(said or f"spark-connect: {target.url} is warm already (or not running)")
         return EXIT_OK
     if args.action == "stop":
         stopped = connect_server.stop(target)

@@ -19,9 +19,10 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from reprocess.core.errors import ServiceError
 from reprocess.core.processes import LOOPBACK, ensure_port_free, pid_alive, port_open, spawn, stop_pid, wait_for_port
@@ -171,20 +172,22 @@ def _unwarmed(server: ConnectServer) -> int | None:
     return None if pid is None or warmed == str(pid) else pid
 
 
-def warm_up(server: ConnectServer, passes: int | None = None) -> str | None:
+def warm_up(
+    server: ConnectServer, connections: Callable[[], tuple[Mapping[str, Any], str]], passes: int | None = None
+) -> str | None:
     """Run the warm-up (:mod:`reprocess.spark.warm_up`, ``passes`` stages: its ``PASSES`` unless a test
-    wants fewer) on a running server that has not had it since its start, reading the ``kafka_default``
-    connection's cluster and staging in the ``reprocess_db`` one's database; returns what it did (None:
-    nothing to do). Never raises: a warm-up is worth seconds of the first run, never a failed start, so
-    a missing connection or an unreachable service is said and the server still serves."""
-    from reprocess.airflow.hooks import AppDatabaseHook, KafkaConfigHook
+    wants fewer) on a running server that has not had it since its start, reading the Kafka cluster and
+    staging in the database ``connections()`` gives (the caller's ``kafka_default`` and ``reprocess_db``:
+    this layer reads no Airflow connection); returns what it did (None: nothing to do). Never raises: a
+    warm-up is worth seconds of the first run, never a failed start, so a missing connection or an
+    unreachable service is said and the server still serves."""
     from reprocess.spark import warm_up as warming
 
     pid = _unwarmed(server)
     if pid is None:
         return None
     try:
-        kafka, db_url = KafkaConfigHook().client_config(), AppDatabaseHook().url()
+        kafka, db_url = connections()
     except Exception as exc:  # no such connection: the first run will say what is missing
         return f"{WHAT}: no warm-up ({str(exc).splitlines()[0][:300]})"
     started = time.monotonic()
